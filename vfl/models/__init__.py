@@ -1,0 +1,100 @@
+"""The model zoo: every architecture with its input shape, cut layers and activation shapes.
+
+`ARCHITECTURES` is a plain table (no registration by import). `describe()` lists each
+architecture's cut layers with client/server/total parameter counts (`splitlab models`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from vfl.errors import SplitlabError
+from vfl.models.cifar import cifar_cnn, mlp_mixer
+from vfl.models.mnist import cnn, mlp, small_mlp
+from vfl.models.split import SplitNet, count_parameters
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    name: str
+    build: Callable[[], SplitNet]
+    input_shape: tuple[int, int, int]
+    num_classes: int
+    activation_shapes: dict[int, tuple[int, ...]]
+    """Cut layer -> shape of the activations the client sends (per example)."""
+    source: str
+    total_params: int | None = None
+    """The paper's count for the whole model, checked by the tests, where the paper gives one."""
+    notes: str = field(default="")
+
+    @property
+    def cut_layers(self) -> tuple[int, ...]:
+        return tuple(self.activation_shapes)
+
+
+_CNN_SHAPES = {1: (8, 24, 24), 2: (8, 12, 12), 3: (16, 8, 8), 4: (16, 8, 8), 5: (16, 4, 4), 6: (120,)}
+_CIFAR_CNN_SHAPES = {1: (64, 32, 32), 2: (64, 32, 32), 3: (64, 32, 32), 4: (64, 16, 16),
+                     5: (128, 16, 16), 6: (128, 16, 16)}
+
+ARCHITECTURES: dict[str, ArchSpec] = {
+    spec.name: spec for spec in (
+        ArchSpec("cnn", cnn, (1, 28, 28), 10, _CNN_SHAPES,
+                 "UnSplit MnistNet; JAST Table 2 (45,278)", total_params=45_278),
+        ArchSpec("mlp", mlp, (1, 28, 28), 10, {k: (1024,) for k in range(1, 7)},
+                 "JAST four-layer MLP, hidden 1024; Table 2 (2,913,290)", total_params=2_913_290),
+        ArchSpec("small-mlp", small_mlp, (1, 28, 28), 10, {1: (10,)},
+                 "JAST Appendix C SmallMLP; Table 2's 7,850 read as the client only",
+                 notes="client Linear(784,10) = 7,850; server ReLU + Linear(10,10) (our reading)"),
+        ArchSpec("cifar-cnn", cifar_cnn, (3, 32, 32), 10, _CIFAR_CNN_SHAPES,
+                 "UnSplit CifarNet (1,609,546)", total_params=1_609_546),
+        ArchSpec("mlp-mixer", mlp_mixer, (3, 32, 32), 10, {k: (64, 128) for k in range(1, 8)},
+                 "MLP-Mixer for CIFAR-10 (omihub777 recipe); client at cut 1 = 146,816 (Table 2)"),
+    )
+}
+
+
+def arch_spec(name: str) -> ArchSpec:
+    try:
+        return ARCHITECTURES[name]
+    except KeyError:
+        raise SplitlabError(f"unknown architecture {name!r}; choose one of: {', '.join(ARCHITECTURES)}") from None
+
+
+def check_cut_layer(spec: ArchSpec, cut: int) -> None:
+    if cut not in spec.activation_shapes:
+        raise SplitlabError(f"architecture {spec.name} has no cut layer {cut}; "
+                            f"use --cut-layer one of {', '.join(map(str, spec.cut_layers))}")
+
+
+def check_input_shape(spec: ArchSpec, image_shape: tuple[int, ...], dataset: str) -> None:
+    if tuple(image_shape) != spec.input_shape:
+        fits = [a.name for a in ARCHITECTURES.values() if a.input_shape == tuple(image_shape)]
+        shape = "x".join(map(str, image_shape))
+        raise SplitlabError(f"dataset {dataset} has {shape} images but architecture {spec.name} takes "
+                            f"{'x'.join(map(str, spec.input_shape))}; use --arch {' or '.join(fits) or '<another>'}")
+
+
+def build_split(name: str, cut: int, seed: int | None = None) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """Build the architecture (seeded if asked) and return (client, server) at the given cut layer."""
+    spec = arch_spec(name)
+    check_cut_layer(spec, cut)
+    if seed is not None:
+        torch.manual_seed(seed)
+    net = spec.build()
+    return net.client(cut), net.server(cut)
+
+
+def describe() -> list[dict]:
+    """One row per (architecture, cut layer): parameter counts and the activation shape."""
+    rows = []
+    for spec in ARCHITECTURES.values():
+        net = spec.build()
+        total = count_parameters(net)
+        for cut, shape in spec.activation_shapes.items():
+            client = count_parameters(net.client(cut))
+            rows.append({"arch": spec.name, "cut_layer": cut, "input": list(spec.input_shape),
+                         "activation": list(shape), "client_params": client,
+                         "server_params": total - client, "total_params": total, "source": spec.source})
+    return rows

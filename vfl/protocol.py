@@ -1,0 +1,243 @@
+"""Two-party split learning with the messages across the cut made explicit.
+
+One round (`exchange`):
+
+    client.send(X)      -> Activations H = f(X)           (detached: only numbers cross the cut)
+    server.respond(H,y) -> CutGradient  G = dL/dH          (the server trains its top model on the way)
+    client.receive(G)   -> H.backward(G); client optimiser step
+
+Every message is recorded in a `Transcript`. The server role is pluggable: `Server` is honest,
+`CuriousServer` also keeps every activation it saw (UnSplit's adversary), and `MaliciousServer`
+returns gradients of its own choosing instead of task gradients (FSHA's adversary). Defences hook
+in at typed points on the client: the input, the activations it sends, the gradients it receives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol, Sequence
+
+import torch
+from torch import nn
+
+from vfl.errors import SplitlabError
+
+OPTIMIZERS = ("sgd", "momentum", "adam", "adam-amsgrad")
+
+
+def make_optimizer(name: str, params: Iterable[torch.Tensor], lr: float) -> torch.optim.Optimizer:
+    """Client/server optimisers. The paper's default is Adam(1e-3, amsgrad=True) on both sides."""
+    params = list(params)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "adam-amsgrad":
+        return torch.optim.Adam(params, lr=lr, amsgrad=True)
+    raise SplitlabError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
+
+
+# --- messages ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Activations:
+    """Client -> server: the cut-layer activations H of one batch."""
+    step: int
+    tensor: torch.Tensor
+
+
+@dataclass(frozen=True)
+class CutGradient:
+    """Server -> client: dL/dH (or whatever a malicious server chooses to send), same shape as H."""
+    step: int
+    tensor: torch.Tensor
+
+
+Message = Activations | CutGradient
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    sender: str                      # "client" or "server"
+    kind: str                        # "activations" or "cut_gradient"
+    step: int
+    shape: tuple[int, ...]
+    tensor: torch.Tensor | None      # kept only when the transcript keeps tensors
+
+
+@dataclass
+class Transcript:
+    """Everything that crossed the cut, in order. Tensors are kept (on the CPU) only if asked."""
+    keep_tensors: bool = False
+    entries: list[TranscriptEntry] = field(default_factory=list)
+
+    def record(self, message: Message) -> None:
+        sender, kind = ("client", "activations") if isinstance(message, Activations) else ("server", "cut_gradient")
+        kept = message.tensor.detach().to("cpu", copy=True) if self.keep_tensors else None
+        self.entries.append(TranscriptEntry(sender, kind, message.step, tuple(message.tensor.shape), kept))
+
+    def received_by_client(self) -> list[TranscriptEntry]:
+        return [e for e in self.entries if e.sender == "server"]
+
+    def sent_by_client(self) -> list[TranscriptEntry]:
+        return [e for e in self.entries if e.sender == "client"]
+
+
+# --- defences hook points --------------------------------------------------------------------------
+
+class Defence(Protocol):
+    """A client-side defence. Each hook may be the identity; see `vfl.defences` for the real ones."""
+
+    def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor: ...
+    def on_activations(self, h: torch.Tensor, training: bool) -> torch.Tensor: ...
+    def on_gradient(self, g: torch.Tensor) -> torch.Tensor: ...
+
+
+# --- parties ---------------------------------------------------------------------------------------
+
+class Client:
+    """The non-label party: holds X and the bottom model; sees only gradients for its activations."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, defences: Sequence[Defence] = ()):
+        self.model = model
+        self.optimizer = optimizer
+        self.defences = tuple(defences)
+        self._pending: tuple[int, torch.Tensor] | None = None
+
+    def activations(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        """f(X) through the defences, still attached to the client's graph."""
+        for d in self.defences:
+            x = d.on_input(x, training)
+        h = self.model(x)
+        for d in self.defences:
+            h = d.on_activations(h, training)
+        return h
+
+    def send(self, x: torch.Tensor, step: int) -> Activations:
+        self.model.train()
+        h = self.activations(x, training=True)
+        self._pending = (step, h)
+        return Activations(step, h.detach())
+
+    def receive(self, message: CutGradient) -> None:
+        if self._pending is None or self._pending[0] != message.step:
+            raise RuntimeError("client received a gradient for activations it did not send")
+        _, h = self._pending
+        self._pending = None
+        if message.tensor.shape != h.shape:
+            raise RuntimeError(f"gradient shape {tuple(message.tensor.shape)} != activation shape {tuple(h.shape)}")
+        g = message.tensor
+        for d in self.defences:
+            g = d.on_gradient(g)
+        self.optimizer.zero_grad(set_to_none=True)
+        h.backward(g)
+        self.optimizer.step()
+
+    @torch.no_grad()
+    def infer(self, x: torch.Tensor) -> torch.Tensor:
+        """Inference-time activations (what a server sees when the trained model is used)."""
+        self.model.eval()
+        return self.activations(x, training=False)
+
+
+class Server:
+    """The honest label party: trains its top model on the task and returns dL/dH."""
+
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy):
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.last_loss: torch.Tensor | None = None
+        self.last_correct: torch.Tensor | None = None
+
+    def respond(self, message: Activations, labels: torch.Tensor) -> CutGradient:
+        self.model.train()
+        h = message.tensor.detach().requires_grad_(True)
+        logits = self.model(h)
+        loss = self.loss_fn(logits, labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.last_loss = loss.detach()
+        self.last_correct = (logits.detach().argmax(1) == labels).sum()
+        return CutGradient(message.step, h.grad)
+
+    @torch.no_grad()
+    def predict(self, h: torch.Tensor) -> torch.Tensor:
+        self.model.eval()
+        return self.model(h)
+
+
+class CuriousServer(Server):
+    """Honest-but-curious: follows the protocol, and keeps every activation it received."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = Transcript(keep_tensors=True)
+
+    def respond(self, message: Activations, labels: torch.Tensor) -> CutGradient:
+        self.seen.record(message)
+        return super().respond(message, labels)
+
+
+class MaliciousServer:
+    """Returns gradients of its own choosing: `choose_gradient(H, step)` must return a tensor shaped like H."""
+
+    def __init__(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor]):
+        self.choose_gradient = choose_gradient
+        self.last_loss: torch.Tensor | None = None
+        self.last_correct: torch.Tensor | None = None
+
+    def respond(self, message: Activations, labels: torch.Tensor | None = None) -> CutGradient:
+        return CutGradient(message.step, self.choose_gradient(message.tensor, message.step).detach())
+
+
+def exchange(client: Client, server: Server | MaliciousServer, x: torch.Tensor, y: torch.Tensor | None,
+             step: int, transcript: Transcript | None = None) -> None:
+    """One protocol round: H goes to the server, G comes back, the client steps."""
+    h = client.send(x, step)
+    g = server.respond(h, y)
+    if transcript is not None:
+        transcript.record(h)
+        transcript.record(g)
+    client.receive(g)
+
+
+# --- the one training loop -------------------------------------------------------------------------
+
+def train_epoch(client: Client, server: Server | MaliciousServer, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+                device: torch.device, first_step: int = 0, transcript: Transcript | None = None,
+                on_step: Callable[[int], None] | None = None) -> dict[str, float]:
+    """Run protocol rounds over the batches; return the epoch's mean loss and training accuracy.
+
+    Loss and accuracy are summed on the device and read once at the end (no host sync per step).
+    """
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    seen = 0
+    step = first_step
+    for x, y in batches:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        exchange(client, server, x, y, step, transcript)
+        if server.last_loss is not None:
+            loss_sum += server.last_loss * len(y)
+            correct += server.last_correct
+        seen += len(y)
+        step += 1
+        if on_step is not None:
+            on_step(step)
+    return {"loss": float(loss_sum) / max(seen, 1), "train_accuracy": int(correct) / max(seen, 1), "steps": step}
+
+
+@torch.no_grad()
+def evaluate(client: Client, server: Server, images: torch.Tensor, labels: torch.Tensor,
+             device: torch.device, batch_size: int = 1000) -> float:
+    """Test accuracy of the split model (client inference, then server prediction)."""
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    for start in range(0, len(labels), batch_size):
+        x = images[start:start + batch_size].to(device)
+        y = labels[start:start + batch_size].to(device)
+        correct += (server.predict(client.infer(x)).argmax(1) == y).sum()
+    return int(correct) / max(len(labels), 1)

@@ -1,0 +1,30 @@
+"""Device choice and seeding, kept in one place so every command resolves them the same way."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from vfl.errors import SplitlabError
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """`auto` picks CUDA when present, else the CPU; an explicit name must exist here."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise SplitlabError(f"unknown device {name!r}; use auto, cpu or cuda[:N]") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SplitlabError(f"device {name!r} asked for but CUDA is not available here; use --device cpu or auto")
+    return device
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch; return a CPU generator for data order that the caller owns."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)

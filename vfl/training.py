@@ -1,0 +1,145 @@
+"""Train a split model from a config, and save/load it as a checkpoint that attacks can use."""
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vfl import data as datasets
+from vfl.defences import parse_defences
+from vfl.errors import SplitlabError
+from vfl.models import arch_spec, build_split, check_cut_layer, check_input_shape
+from vfl.progress import progress_bar
+from vfl.protocol import OPTIMIZERS, Client, Server, evaluate, make_optimizer, train_epoch
+from vfl.runs import Run, atomic_torch_save
+from vfl.runtime import resolve_device, seed_everything
+
+CHECKPOINT_FORMAT = "splitlab-checkpoint/1"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Split-learning training. Defaults are the JAST paper's (Adam 1e-3 amsgrad, batch 64, 10 epochs)."""
+    dataset: str = "mnist5k"
+    arch: str = "cnn"
+    cut_layer: int = 1
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    optimizer: str = "adam-amsgrad"
+    seed: int = 0
+    device: str = "auto"
+    defence: str = "none"
+    data_root: str | None = None
+
+    def validate(self) -> None:
+        """Check every name and number before anything is loaded or written."""
+        spec = arch_spec(self.arch)
+        check_cut_layer(spec, self.cut_layer)
+        check_input_shape(spec, datasets.dataset_spec(self.dataset).image_shape, self.dataset)
+        if self.optimizer not in OPTIMIZERS:
+            raise SplitlabError(f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}")
+        for name in ("epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise SplitlabError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.lr <= 0:
+            raise SplitlabError("--lr must be positive")
+        parse_defences(self.defence)
+        resolve_device(self.device)
+
+
+@dataclass
+class TrainedSplit:
+    config: TrainConfig
+    client: Client
+    server: Server
+    accuracy: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    provenance: str = ""
+
+
+def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
+    """Both splits of the config's dataset (raises `SplitlabError` if the files are missing)."""
+    return (datasets.load(config.dataset, "train", config.data_root),
+            datasets.load(config.dataset, "test", config.data_root))
+
+
+def build_parties(config: TrainConfig, device: torch.device) -> tuple[Client, Server]:
+    """Seeded client and server at the config's cut layer, with their optimisers and defences."""
+    client_model, server_model = build_split(config.arch, config.cut_layer, seed=config.seed)
+    client_model, server_model = client_model.to(device), server_model.to(device)
+    client = Client(client_model, make_optimizer(config.optimizer, client_model.parameters(), config.lr),
+                    parse_defences(config.defence))
+    server = Server(server_model, make_optimizer(config.optimizer, server_model.parameters(), config.lr))
+    return client, server
+
+
+def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.ImageData,
+                run: Run | None = None, progress: bool = True) -> TrainedSplit:
+    """Train with the explicit protocol; test accuracy after every epoch."""
+    device = resolve_device(config.device)
+    generator = seed_everything(config.seed)
+    client, server = build_parties(config, device)
+    images, labels = train.images.to(device), train.labels.to(device)
+    on_device = datasets.ImageData(train.name, train.split, images, labels, train.provenance)
+    steps_per_epoch = -(-len(train) // config.batch_size)
+    history = []
+    start = time.perf_counter()
+    with progress_bar(config.epochs * steps_per_epoch, f"train {config.arch} cut {config.cut_layer}",
+                      enabled=progress) as bar:
+        step = 0
+        for epoch in range(config.epochs):
+            stats = train_epoch(client, server, on_device.batches(config.batch_size, generator), device,
+                                first_step=step, on_step=lambda _: bar.advance())
+            step = stats.pop("steps")
+            stats.update(epoch=epoch + 1, test_accuracy=evaluate(client, server, test.images, test.labels, device))
+            history.append(stats)
+            bar.describe(f"train {config.arch} cut {config.cut_layer} "
+                         f"epoch {epoch + 1} acc {stats['test_accuracy']:.4f}")
+            if run is not None:
+                run.log(f"epoch {epoch + 1}: loss {stats['loss']:.4f} test accuracy {stats['test_accuracy']:.4f}")
+    seconds = time.perf_counter() - start
+    return TrainedSplit(config, client, server, history[-1]["test_accuracy"], history, seconds, train.provenance)
+
+
+def save_checkpoint(path: Path, trained: TrainedSplit) -> Path:
+    atomic_torch_save({
+        "format": CHECKPOINT_FORMAT,
+        "config": dataclasses.asdict(trained.config),
+        "accuracy": trained.accuracy,
+        "client": trained.client.model.state_dict(),
+        "server": trained.server.model.state_dict(),
+    }, path)
+    return Path(path)
+
+
+def load_checkpoint(path: Path | str, device: str = "auto") -> TrainedSplit:
+    """Rebuild client and server from a checkpoint (`torch.load(weights_only=True)`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SplitlabError(f"checkpoint {path} not found; train one with `splitlab train --out DIR` "
+                            "and pass DIR/checkpoint.pt")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError("not a splitlab checkpoint")
+        saved = dict(blob["config"], device=device)
+        config = TrainConfig(**saved)
+        config.validate()
+        client, server = build_parties(config, resolve_device(device))
+        client.model.load_state_dict(blob["client"])
+        server.model.load_state_dict(blob["server"])
+    except SplitlabError:
+        raise
+    except (pickle.UnpicklingError, RuntimeError, ValueError, KeyError, TypeError, EOFError,
+            zipfile.BadZipFile, AttributeError) as exc:
+        raise SplitlabError(f"checkpoint {path} is corrupt or not a splitlab checkpoint "
+                            f"({type(exc).__name__}); retrain with `splitlab train`") from None
+    return TrainedSplit(config, client, server, float(blob.get("accuracy", float("nan"))))
