@@ -1,0 +1,311 @@
+import math
+import warnings
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from pytorch_fid import inception as fid_inception
+from pytorch_fid.fid_score import calculate_frechet_distance
+
+from attacks import metrics
+from vfl.errors import SplitlabError
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_downloads():
+    """Every torch-hub download goes through download_url_to_file; make any attempt fail loudly.
+    Module scope, so it also covers the module-scoped loader fixtures."""
+    with mock.patch.object(torch.hub, "download_url_to_file", side_effect=AssertionError("tried to download")):
+        yield
+
+
+@pytest.fixture
+def one_thread():
+    """Backbone forwards are the slow part; two threads on a shared 2-core box ran 5x slower than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _images(n=6, c=1, size=28, seed=0):
+    return torch.rand(n, c, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+# --------------------------------------------------------------------------- pixel metrics
+
+
+def test_image_mse_and_psnr_known_values():
+    x_true = torch.zeros(3, 1, 28, 28)
+    x_rec = torch.tensor([0.1, 0.2, 0.0]).view(3, 1, 1, 1).expand(3, 1, 28, 28)
+    assert torch.allclose(metrics.image_mse(x_rec, x_true), torch.tensor([0.01, 0.04, 0.0]))
+    db = metrics.psnr(x_rec, x_true)
+    assert db[0].item() == pytest.approx(20.0, abs=1e-4)
+    assert db[1].item() == pytest.approx(10 * math.log10(1 / 0.04), abs=1e-4)
+    assert db[2].item() == metrics.PSNR_CAP_DB  # identical: capped, not inf
+    assert math.isinf(metrics.psnr(x_rec, x_true, max_db=None)[2].item())
+
+
+def test_psnr_clamps_to_unit_range_first():
+    x_true = torch.ones(1, 3, 8, 8)
+    assert metrics.psnr(x_true + 0.5, x_true).item() == metrics.PSNR_CAP_DB  # 1.5 clamps to 1.0
+    assert metrics.psnr(x_true - 0.1, x_true).item() == pytest.approx(20.0, abs=1e-4)
+
+
+def test_shape_mismatch_is_a_splitlab_error():
+    with pytest.raises(SplitlabError, match="shapes differ"):
+        metrics.image_mse(torch.zeros(2, 1, 28, 28), torch.zeros(3, 1, 28, 28))
+    with pytest.raises(SplitlabError, match=r"\(N, C, H, W\)"):
+        metrics.psnr(torch.zeros(2, 784), torch.zeros(2, 784))
+
+
+def test_minmax_is_per_image_and_constant_images_map_to_zero():
+    x = torch.stack([torch.full((1, 4, 4), 0.7), torch.linspace(0.2, 0.6, 16).view(1, 4, 4)])
+    y = metrics.minmax_normalise(x)
+    assert not torch.isnan(y).any()
+    assert torch.equal(y[0], torch.zeros(1, 4, 4))
+    assert y[1].min().item() == 0.0 and y[1].max().item() == pytest.approx(1.0)
+    assert torch.allclose(y[1], (x[1] - 0.2) / 0.4, atol=1e-6)
+
+
+def test_activation_mse_is_per_example_over_all_other_dims():
+    h_true = torch.zeros(2, 4, 3)
+    h_rec = torch.zeros(2, 4, 3)
+    h_rec[1, 0, 0] = 2.0
+    assert torch.allclose(metrics.activation_mse(h_rec, h_true), torch.tensor([0.0, 4.0 / 12]))
+
+
+def test_ssim_identical_is_one_and_falls_with_noise():
+    x = _images(4)
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(metrics.ssim(x, x), torch.ones(4))
+    light, heavy = metrics.ssim(x + 0.05 * noise, x), metrics.ssim(x + 0.3 * noise, x)
+    assert light.shape == (4,) and (light < 1).all() and (heavy < light).all()
+    assert torch.allclose(metrics.ssim(x, x + 0.05 * noise), light)  # symmetric
+
+
+def test_ssim_matches_hand_computed_global_formula_on_a_7x7_image():
+    # With a 7x7 image and skimage's 7x7 window only the centre window survives the border crop,
+    # so SSIM is the global formula with sample (ddof=1) statistics.
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.rand(1, 1, 7, 7, generator=g), torch.rand(1, 1, 7, 7, generator=g)
+    a, b = x.double().flatten().numpy(), y.double().flatten().numpy()
+    c1, c2 = 0.01**2, 0.03**2
+    cov = np.cov(a, b, ddof=1)
+    expected = ((2 * a.mean() * b.mean() + c1) * (2 * cov[0, 1] + c2)) / (
+        (a.mean() ** 2 + b.mean() ** 2 + c1) * (cov[0, 0] + cov[1, 1] + c2)
+    )
+    assert metrics.ssim(x, y).item() == pytest.approx(expected, abs=1e-6)
+
+
+def test_ssim_rgb_and_gaussian_window():
+    x = _images(2, c=3, size=32)
+    y = (x + 0.1 * torch.randn(x.shape, generator=torch.Generator().manual_seed(2))).clamp(0, 1)
+    plain, gaussian = metrics.ssim(y, x), metrics.ssim(y, x, gaussian_weights=True)
+    assert plain.shape == gaussian.shape == (2,)
+    assert ((plain > 0) & (plain < 1)).all() and not torch.allclose(plain, gaussian)
+
+
+def test_match_pairs_recovers_a_permutation_and_picks_the_best_subset():
+    x_true = _images(8)
+    order = torch.randperm(8, generator=torch.Generator().manual_seed(4))
+    noise = 0.05 * torch.randn(x_true.shape, generator=torch.Generator().manual_seed(5))
+    x_rec = (x_true + noise)[order]
+    perm = metrics.match_pairs(x_rec, x_true)
+    assert perm.dtype == torch.long
+    assert torch.equal(x_rec[perm], (x_true + noise))
+    decoys = torch.full((3, 1, 28, 28), 0.5)
+    perm = metrics.match_pairs(torch.cat([decoys, x_rec]), x_true)
+    assert torch.equal(torch.cat([decoys, x_rec])[perm], x_true + noise)
+    with pytest.raises(SplitlabError, match="cost"):
+        metrics.match_pairs(x_rec, x_true, cost="l1")
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def test_score_with_matching_equals_score_of_the_pre_permuted_batch():
+    x_true = _images(6)
+    x_rec = (x_true + 0.1 * torch.randn(x_true.shape, generator=torch.Generator().manual_seed(6))).clamp(0, 1)
+    shuffled = x_rec[torch.tensor([3, 0, 5, 1, 4, 2])]
+    matched, direct = (
+        metrics.score_reconstruction(shuffled, x_true, match=True),
+        metrics.score_reconstruction(x_rec, x_true),
+    )
+    for key in ("image_mse", "image_mse_minmax", "psnr", "psnr_max", "psnr_std", "ssim"):
+        assert matched[key] == pytest.approx(direct[key], rel=1e-6), key
+    assert matched["per_image"]["psnr"] == pytest.approx(direct["per_image"]["psnr"])
+    assert torch.equal(shuffled[matched["perm"]], x_rec)
+    unmatched = metrics.score_reconstruction(shuffled, x_true)
+    assert unmatched["image_mse"] > 2 * direct["image_mse"]
+
+
+def test_score_keys_clamping_minmax_and_unavailable_reasons():
+    x_true = _images(3)
+    x_true = metrics.minmax_normalise(x_true)  # each target spans exactly [0,1]
+    score = metrics.score_reconstruction(0.5 * x_true + 2.0, x_true, lpips=metrics.Unavailable("no weights"))
+    # the clamped reconstruction is all ones; min-max of the raw one gives back the target exactly
+    assert score["image_mse"] == pytest.approx(float(((1 - x_true) ** 2).mean()), rel=1e-5)
+    assert score["image_mse_minmax"] == pytest.approx(0.0, abs=1e-10)
+    assert score["psnr_max"] >= score["psnr"] and score["psnr_std"] >= 0
+    assert score["lpips"] is None and score["fid"] is None
+    assert score["unavailable"] == {"lpips": "no weights", "fid": "not requested"}
+    assert set(score["per_image"]) >= {"image_mse", "image_mse_minmax", "psnr", "ssim"}
+    assert all(type(v) is float for v in score["per_image"]["psnr"])
+    assert type(score["ssim"]) is float and len(score["per_image"]["ssim"]) == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_score_on_cuda_tensors_matches_cpu():
+    x_true = _images(4)
+    x_rec = (x_true + 0.1 * torch.randn(x_true.shape, generator=torch.Generator().manual_seed(7)))[[2, 0, 3, 1]]
+    on_cpu = metrics.score_reconstruction(x_rec, x_true, match=True)
+    on_gpu = metrics.score_reconstruction(x_rec.cuda(), x_true.cuda(), match=True)
+    assert on_gpu["perm"] == on_cpu["perm"]
+    for key in ("image_mse", "image_mse_minmax", "psnr", "ssim"):
+        assert on_gpu[key] == pytest.approx(on_cpu[key], rel=1e-5), key
+
+
+def test_score_refuses_targets_outside_unit_range():
+    x = _images(2)
+    with pytest.raises(SplitlabError, match=r"\[0,1\]"):
+        metrics.score_reconstruction(x, 2 * x - 1)
+
+
+# --------------------------------------------------------------------------- LPIPS
+
+
+@pytest.fixture(scope="module")
+def alexnet_file(tmp_path_factory):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("weights") / "alexnet-owt-7be5be79.pth"
+    torch.save(torchvision.models.alexnet(weights=None).state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lpips_metric(alexnet_file):
+    return metrics.load_lpips("alex", backbone_weights=alexnet_file)
+
+
+def test_lpips_loads_the_given_backbone_and_scores(lpips_metric, alexnet_file, one_thread):
+    assert isinstance(lpips_metric, metrics.LpipsMetric)
+    saved = torch.load(alexnet_file, weights_only=True, mmap=True)
+    loaded = lpips_metric.model.net.state_dict()
+    assert torch.equal(loaded["slice1.0.weight"], saved["features.0.weight"])
+    assert torch.equal(loaded["slice5.10.bias"], saved["features.10.bias"])
+    x = _images(3)  # 28x28 grayscale: upsampled and repeated to RGB inside
+    same = lpips_metric(x, x)
+    other = lpips_metric(x, _images(3, seed=9))
+    assert same.shape == other.shape == (3,)
+    assert torch.allclose(same, torch.zeros(3), atol=1e-6) and (other > 0).all()
+    score = metrics.score_reconstruction(x, x, lpips=lpips_metric)
+    assert score["lpips"] == pytest.approx(0.0, abs=1e-6) and "lpips" not in score["unavailable"]
+
+
+def test_lpips_reads_the_hub_cache(tmp_path, alexnet_file):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / alexnet_file.name).symlink_to(alexnet_file)
+    assert isinstance(metrics.load_lpips(hub_dir=tmp_path), metrics.LpipsMetric)
+
+
+def test_lpips_unavailable_names_the_missing_file(tmp_path):
+    result = metrics.load_lpips(hub_dir=tmp_path)
+    assert isinstance(result, metrics.Unavailable)
+    assert str(tmp_path / "checkpoints" / "alexnet-owt-7be5be79.pth") in result.reason
+    assert "--lpips-weights" in result.reason and "\n" not in result.reason
+    assert "vgg16-397923af.pth" in metrics.load_lpips("vgg", hub_dir=tmp_path).reason
+    with pytest.raises(SplitlabError, match="alexnet-owt-7be5be79.pth"):
+        metrics.load_lpips(hub_dir=tmp_path, require=True)
+    with pytest.raises(SplitlabError, match="unknown LPIPS net"):
+        metrics.load_lpips("resnet", hub_dir=tmp_path)
+
+
+def test_lpips_rejects_a_file_that_is_not_alexnet(tmp_path):
+    wrong = tmp_path / "wrong.pth"
+    torch.save({"features.0.weight": torch.zeros(3, 3)}, wrong)
+    result = metrics.load_lpips(backbone_weights=wrong)
+    assert isinstance(result, metrics.Unavailable) and "features.0.weight" in result.reason
+    (tmp_path / "garbage.pth").write_bytes(b"not a checkpoint")
+    assert "cannot read" in metrics.load_lpips(backbone_weights=tmp_path / "garbage.pth").reason
+
+
+# --------------------------------------------------------------------------- FID
+
+
+@pytest.fixture(scope="module")
+def inception_file(tmp_path_factory):
+    """A randomly initialised FID Inception state dict, built by pytorch-fid itself with loading patched out."""
+    captured = []
+
+    def capture(module, state_dict, *args, **kwargs):
+        for layer in module.modules():  # He init keeps random features from vanishing through 90 layers
+            if isinstance(layer, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+        captured.append(module.state_dict())
+
+    torch.manual_seed(0)
+    with mock.patch.object(fid_inception, "load_state_dict_from_url", return_value={}), mock.patch.object(
+        torchvision.models.inception.Inception3, "load_state_dict", capture
+    ):
+        fid_inception.fid_inception_v3()
+    path = tmp_path_factory.mktemp("weights") / metrics.FID_WEIGHTS_FILE
+    torch.save(captured[0], path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fid_metric(inception_file):
+    return metrics.load_fid(weights=inception_file)
+
+
+def test_fid_builds_offline_and_restores_the_loader(fid_metric):
+    assert isinstance(fid_metric, metrics.FidMetric)
+    assert not isinstance(fid_inception.load_state_dict_from_url, mock.Mock)
+    assert fid_inception.load_state_dict_from_url.__name__ in ("load_state_dict_from_url", "load_url")
+
+
+def test_fid_is_zero_for_the_same_set_and_positive_otherwise(fid_metric, one_thread):
+    a, b = _images(4, seed=0), 0.5 * _images(4, seed=1)
+    fa, fb = fid_metric.features(a), fid_metric.features(b)
+    assert fa.shape == (4, 2048)
+    same, other = metrics.frechet_distance(fa, fa), metrics.frechet_distance(fa, fb)
+    assert other > 0 and same <= 1e-9 * other
+
+
+def test_fid_reads_the_hub_cache_and_score_reports_it(tmp_path, inception_file, fid_metric, one_thread):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / metrics.FID_WEIGHTS_FILE).symlink_to(inception_file)
+    assert isinstance(metrics.load_fid(hub_dir=tmp_path), metrics.FidMetric)
+    x = _images(3, c=3, size=16)
+    assert metrics.score_reconstruction(x, x, fid=fid_metric)["fid"] == pytest.approx(0.0, abs=1e-9)
+    single = metrics.score_reconstruction(x[:1], x[:1], fid=fid_metric)
+    assert single["fid"] is None and "at least 2" in single["unavailable"]["fid"]
+
+
+def test_fid_unavailable_names_the_missing_file(tmp_path):
+    result = metrics.load_fid(hub_dir=tmp_path)
+    assert isinstance(result, metrics.Unavailable)
+    assert str(tmp_path / "checkpoints" / metrics.FID_WEIGHTS_FILE) in result.reason
+    assert "--fid-weights" in result.reason
+    with pytest.raises(SplitlabError, match=metrics.FID_WEIGHTS_FILE):
+        metrics.load_fid(hub_dir=tmp_path, require=True)
+    wrong = tmp_path / "wrong.pth"
+    torch.save({"fc.weight": torch.zeros(2, 2)}, wrong)
+    assert "does not fit" in metrics.load_fid(weights=wrong).reason
+
+
+@pytest.mark.parametrize("n", [10, 60])  # fewer and more samples than dimensions
+def test_frechet_distance_equals_pytorch_fid_reference(n):
+    rng = np.random.default_rng(n)
+    a, b = np.abs(rng.normal(size=(n, 32))), np.abs(rng.normal(size=(n, 32))) + 0.2 * rng.normal(size=32)
+
+    def stats(x):
+        return x.mean(axis=0), np.cov(x, rowvar=False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # pytorch-fid passes scipy's deprecated `disp`
+        reference = calculate_frechet_distance(*stats(a), *stats(b))
+    assert metrics.frechet_distance(a, b) == pytest.approx(reference, rel=1e-6)
