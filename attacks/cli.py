@@ -1,4 +1,7 @@
-"""The attack commands of `splitlab`."""
+"""The attack commands of `splitlab`: `hfl`, `attack unsplit`, `attack fsha`, `compare`.
+
+Each attack keeps its command next to its code; this module only wires them into the app.
+"""
 from __future__ import annotations
 
 import typer
@@ -6,3 +9,5 @@ import typer
 
 def register(app: typer.Typer) -> None:
     """Add the attack commands to the `splitlab` app."""
+    attack = typer.Typer(help="Attacks on a split-learning model.", no_args_is_help=True)
+    app.add_typer(attack, name="attack")

@@ -1,0 +1,128 @@
+"""L-BFGS for many independent trials at once.
+
+`torch.optim.LBFGS` couples everything it optimises into one problem (one step length, one history,
+one stopping decision). Here every trial keeps its own history, step length and stopping state while
+the closure is evaluated for all trials together. Without a line search the iteration is the same as
+torch's for each trial (tests check it against `torch.optim.LBFGS` run on one trial at a time).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(dim=1)
+
+
+class BatchedLBFGS:
+    def __init__(self, params: Sequence[torch.Tensor], lr: float = 1.0, max_iter: int = 20,
+                 max_eval: int | None = None, tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9,
+                 history_size: int = 100):
+        self.params = list(params)
+        self.trials = self.params[0].shape[0]
+        self.lr, self.max_iter = lr, max_iter
+        self.max_eval = max_eval if max_eval is not None else max_iter * 5 // 4
+        self.tolerance_grad, self.tolerance_change = tolerance_grad, tolerance_change
+        self.history_size = history_size
+        device = self.params[0].device
+        dtype = self.params[0].dtype
+        self.n_iter = torch.zeros(self.trials, dtype=torch.long, device=device)
+        # history entries: (y, s, rho, valid per trial); entries invalid for a trial are skipped for it
+        self.history: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self.h_diag = torch.ones(self.trials, dtype=dtype, device=device)
+        self.d: torch.Tensor | None = None
+        self.t: torch.Tensor | None = None
+        self.prev_flat_grad: torch.Tensor | None = None
+
+    def _flat_grad(self) -> torch.Tensor:
+        return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(self.trials, -1)
+                          for p in self.params], dim=1)
+
+    @torch.no_grad()
+    def _add(self, step: torch.Tensor) -> None:
+        offset = 0
+        for p in self.params:
+            n = p[0].numel()
+            p.add_(step[:, offset:offset + n].view_as(p))
+            offset += n
+
+    def _remember(self, y: torch.Tensor, s: torch.Tensor, accept: torch.Tensor) -> None:
+        ys = _dot(y, s)
+        accept = accept & (ys > 1e-10)
+        if not bool(accept.any()):
+            return
+        counts = torch.stack([v for *_, v in self.history]).sum(0) if self.history else torch.zeros_like(accept, dtype=torch.long)
+        full = accept & (counts >= self.history_size)
+        for i, (hy, hs, rho, valid) in enumerate(self.history):     # drop each full trial's oldest entry
+            drop = full & valid
+            if bool(drop.any()):
+                self.history[i] = (hy, hs, rho, valid & ~drop)
+                full = full & ~drop
+            if not bool(full.any()):
+                break
+        self.history = [h for h in self.history if bool(h[3].any())]
+        self.history.append((y, s, 1.0 / torch.where(accept, ys, torch.ones_like(ys)), accept))
+        self.h_diag = torch.where(accept, ys / _dot(y, y), self.h_diag)
+
+    def _direction(self, g: torch.Tensor) -> torch.Tensor:
+        """Two-loop recursion per trial; entries a trial did not accept contribute nothing to it."""
+        q = -g
+        alphas = []
+        for y, s, rho, valid in reversed(self.history):
+            a = torch.where(valid, _dot(s, q) * rho, torch.zeros_like(rho))
+            alphas.append(a)
+            q = q - a[:, None] * y
+        r = q * self.h_diag[:, None]
+        for (y, s, rho, valid), a in zip(self.history, reversed(alphas)):
+            b = torch.where(valid, _dot(y, r) * rho, torch.zeros_like(rho))
+            r = r + (a - b)[:, None] * s
+        return r
+
+    def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """One `torch.optim.LBFGS.step` per trial. `closure` fills `.grad` and returns per-trial losses."""
+        with torch.enable_grad():
+            orig_loss = closure().detach()
+        loss = orig_loss
+        flat_grad = self._flat_grad()
+        finite = torch.isfinite(loss) & torch.isfinite(flat_grad).all(1)
+        active = finite & (flat_grad.abs().amax(1) > self.tolerance_grad)
+        evals = 1
+        local_iter = 0
+        d = self.d if self.d is not None else torch.zeros_like(flat_grad)
+        t = self.t if self.t is not None else torch.zeros_like(loss)
+        prev = self.prev_flat_grad if self.prev_flat_grad is not None else torch.zeros_like(flat_grad)
+        while local_iter < self.max_iter and bool(active.any()):
+            local_iter += 1
+            self.n_iter += active.long()
+            first = active & (self.n_iter == 1)
+            if bool((active & ~first).any()):
+                self._remember(flat_grad - prev, d * t[:, None], active & ~first)
+            direction = self._direction(flat_grad)
+            d = torch.where(active[:, None], torch.where(first[:, None], -flat_grad, direction), d)
+            prev = torch.where(active[:, None], flat_grad, prev)
+            prev_loss = loss
+            first_t = torch.clamp(1.0 / flat_grad.abs().sum(1), max=1.0) * self.lr
+            t = torch.where(active, torch.where(first, first_t, torch.full_like(t, self.lr)), t)
+            gtd = _dot(flat_grad, d)
+            active = active & (gtd <= -self.tolerance_change)
+            self._add(torch.where(active[:, None], d * t[:, None], torch.zeros_like(d)))
+            if local_iter != self.max_iter:
+                with torch.enable_grad():
+                    new_loss = closure().detach()
+                new_grad = self._flat_grad()
+                evals += 1
+                loss = torch.where(active, new_loss, loss)
+                flat_grad = torch.where(active[:, None], new_grad, flat_grad)
+                finite = torch.isfinite(loss) & torch.isfinite(flat_grad).all(1)
+                optimal = flat_grad.abs().amax(1) <= self.tolerance_grad
+            else:
+                finite, optimal = torch.isfinite(loss), torch.zeros_like(active)
+            if evals >= self.max_eval:
+                break
+            small_step = (d * t[:, None]).abs().amax(1) <= self.tolerance_change
+            small_change = (loss - prev_loss).abs() < self.tolerance_change
+            active = active & finite & ~optimal & ~small_step & ~small_change
+        self.d, self.t, self.prev_flat_grad = d, t, prev
+        return orig_loss

@@ -1,0 +1,279 @@
+"""The engine's one optimisation loop.
+
+A run optimises variables (dummy inputs, label logits, clone weights) for R independent trials
+(restarts, targets, temporal copies) held along a leading trial dimension. In `batched` mode the
+per-trial objective is `vmap`-ed over trials, so all trials advance in one computation; in
+`sequential` mode each trial runs on its own, unbatched (for checking, and for models vmap cannot
+take). A schedule is a list of blocks repeated for some rounds; each block updates some variables
+with its own optimiser, hooks and weighted objective. The loop keeps per-trial state on the device:
+the best iterate, the loss trace, and a divergence flag (a non-finite loss freezes that trial and
+marks it diverged; the other trials go on).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from torch.func import vmap
+
+from attacks.engine.lbfgs import BatchedLBFGS
+from attacks.engine.objective import Objective
+from attacks.engine.optim import Hook, OptimizerSpec, StepDecay
+from vfl.progress import progress_bar
+
+Variables = dict[str, Any]          # name -> tensor (R, ...) or dict of tensors (R, ...)
+
+
+@dataclass(frozen=True)
+class Block:
+    """`steps` optimiser steps on the variables named in `update`, minimising sum_k weights[k] * term_k."""
+    update: tuple[str, ...]
+    weights: Mapping[str, float]
+    optimizer: OptimizerSpec
+    steps: int
+    hooks: tuple[Hook, ...] = ()
+    decay: StepDecay | None = None
+    select: bool = True
+    """Whether this block's loss decides each trial's best iterate."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    blocks: tuple[Block, ...]
+    rounds: int = 1
+
+    @property
+    def steps(self) -> int:
+        return self.rounds * sum(b.steps for b in self.blocks)
+
+
+@dataclass
+class EngineResult:
+    best: dict[str, Any]                 # kept variables at each trial's best iterate
+    final: dict[str, Any]                # every variable after the last step
+    best_loss: torch.Tensor              # (R,)
+    final_terms: dict[str, torch.Tensor]  # objective terms at the final iterate, (R,)
+    diverged: torch.Tensor               # (R,) bool
+    trace: dict[str, torch.Tensor]       # term -> (steps, R), every step of every block
+    steps: int
+    seconds: float
+    mode: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trials(self) -> int:
+        return int(self.diverged.shape[0])
+
+
+# --- small pytree helpers (variables are tensors or one level of dicts of tensors) ----------------
+
+def _leaves(variables: Mapping[str, Any], names: Sequence[str]) -> list[torch.Tensor]:
+    out = []
+    for name in names:
+        value = variables[name]
+        out.extend(value.values() if isinstance(value, dict) else [value])
+    return out
+
+
+def _replace(variables: Mapping[str, Any], names: Sequence[str], values: Sequence[torch.Tensor]) -> Variables:
+    out, it = dict(variables), iter(values)
+    for name in names:
+        value = variables[name]
+        out[name] = {k: next(it) for k in value} if isinstance(value, dict) else next(it)
+    return out
+
+
+def _map(fn: Callable[[torch.Tensor], torch.Tensor], tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _map(fn, v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_map(fn, v) for v in tree)
+    return fn(tree) if isinstance(tree, torch.Tensor) else tree
+
+
+def _where(mask: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.where(mask.view(-1, *[1] * (a.dim() - 1)), a, b)
+
+
+def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
+    return sum(w * terms[k] for k, w in weights.items())
+
+
+# --- the loop --------------------------------------------------------------------------------------
+
+class _Trials:
+    """State of one run over R trials (all of them in batched mode, one in sequential mode)."""
+
+    def __init__(self, objective: Objective, variables: Variables, target: Any, per_trial_target: bool,
+                 batched: bool, keep: Sequence[str], total_steps: int):
+        self.vars: Variables = _map(lambda t: t.detach().clone().requires_grad_(True), variables)
+        self.target = target
+        first = _leaves(self.vars, list(self.vars))[0]
+        self.trials, device = first.shape[0], first.device
+        if batched:
+            self.evaluate = vmap(objective, in_dims=(0, 0 if per_trial_target else None))
+        else:                                               # one trial, no vmap
+            def evaluate(v, t):
+                squeeze = (lambda x: x[0])
+                terms = objective(_map(squeeze, v), _map(squeeze, t) if per_trial_target else t)
+                return {k: val.unsqueeze(0) for k, val in terms.items()}
+            self.evaluate = evaluate
+        self.keep = tuple(keep)
+        self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
+        self.best_loss = torch.full((self.trials,), float("inf"), device=device)
+        self.best = {k: _map(lambda t: t.detach().clone(), self.vars[k]) for k in self.keep}
+        self.total_steps = total_steps
+        self.trace: dict[str, torch.Tensor] = {}
+        self.step_index = 0
+
+    def terms(self, variables: Variables | None = None) -> dict[str, torch.Tensor]:
+        return self.evaluate(self.vars if variables is None else variables, self.target)
+
+    def record(self, terms: Mapping[str, torch.Tensor]) -> None:
+        for k, v in terms.items():
+            if k not in self.trace:
+                self.trace[k] = torch.full((self.total_steps, self.trials), float("nan"), device=v.device)
+            self.trace[k][self.step_index] = v.detach()
+
+    def select(self, loss: torch.Tensor) -> None:
+        """Keep each trial's best iterate (on the device; no host sync)."""
+        loss = loss.detach()
+        improved = self.alive & torch.isfinite(loss) & (loss < self.best_loss)
+        self.best_loss = torch.where(improved, loss, self.best_loss)
+        for k in self.keep:
+            self.best[k] = _map2(lambda b, v: _where(improved, v.detach(), b), self.best[k], self.vars[k])
+
+    def gradients(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Per-trial gradients of the block loss; diverged trials get zeros (they stay frozen)."""
+        self.alive &= torch.isfinite(loss)
+        grads = torch.autograd.grad(torch.where(self.alive, loss, torch.zeros_like(loss)).sum(), params,
+                                    allow_unused=True)
+        return [_where(self.alive, g, torch.zeros_like(p)) if g is not None else torch.zeros_like(p)
+                for g, p in zip(grads, params)]
+
+
+def _map2(fn, a, b):
+    if isinstance(a, dict):
+        return {k: _map2(fn, a[k], b[k]) for k in a}
+    return fn(a, b)
+
+
+def _gradient_step(state: _Trials, block: Block, optimizer: torch.optim.Optimizer) -> None:
+    params = _leaves(state.vars, block.update)
+    terms = state.terms()
+    loss = _weighted(terms, block.weights)
+    state.record(terms)
+    if block.select:
+        state.select(loss)
+    grads = state.gradients(loss, params)
+
+    def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        probe = [v.detach().requires_grad_(True) for v in values]
+        probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), block.weights)
+        return state.gradients(probe_loss, probe)
+
+    for hook in block.hooks:
+        grads = hook.on_grads(grads, params, grad_at)
+    for p, g in zip(params, grads):
+        p.grad = g
+    optimizer.step()
+    for hook in block.hooks:
+        hook.after_step(params)
+
+
+def _lbfgs_step(state: _Trials, block: Block, optimizer: BatchedLBFGS) -> None:
+    params = _leaves(state.vars, block.update)
+    recorded = False
+
+    def closure() -> torch.Tensor:
+        nonlocal recorded
+        terms = state.terms()
+        loss = _weighted(terms, block.weights)
+        if not recorded:
+            state.record(terms)
+            recorded = True
+        if block.select:
+            state.select(loss)
+        for p, g in zip(params, state.gradients(loss, params)):
+            p.grad = g
+        return torch.where(state.alive, loss.detach(), torch.full_like(loss, float("nan")))
+
+    optimizer.step(closure)
+    for hook in block.hooks:
+        hook.after_step(params)
+
+
+def _run_trials(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
+                per_trial_target: bool, batched: bool, keep: Sequence[str], bar) -> EngineResult:
+    state = _Trials(objective, variables, target, per_trial_target, batched, keep, schedule.steps)
+    optimizers, schedulers = [], []
+    for block in schedule.blocks:
+        optimizer = block.optimizer.build(_leaves(state.vars, block.update))
+        optimizers.append(optimizer)
+        schedulers.append(block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None)
+    start = time.perf_counter()
+    for _ in range(schedule.rounds):
+        for block, optimizer, scheduler in zip(schedule.blocks, optimizers, schedulers):
+            for _ in range(block.steps):
+                if isinstance(optimizer, BatchedLBFGS):
+                    _lbfgs_step(state, block, optimizer)
+                else:
+                    _gradient_step(state, block, optimizer)
+                if scheduler is not None:
+                    scheduler.step()
+                state.step_index += 1
+                bar.advance()
+    with torch.enable_grad():
+        final_terms = {k: v.detach() for k, v in state.terms().items()}
+    selecting = [b for b in schedule.blocks if b.select]
+    if selecting:
+        state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1].weights))
+        state.select(_weighted(final_terms, selecting[-1].weights))
+    final = _map(lambda t: t.detach(), state.vars)
+    return EngineResult(best=state.best, final=final, best_loss=state.best_loss, final_terms=final_terms,
+                        diverged=~state.alive, trace=state.trace, steps=schedule.steps,
+                        seconds=time.perf_counter() - start, mode="batched" if batched else "sequential")
+
+
+def _slice(tree: Any, r: int) -> Any:
+    return _map(lambda t: t[r:r + 1], tree)
+
+
+def _concat(results: list[EngineResult]) -> EngineResult:
+    def cat(trees, dim=0):
+        first = trees[0]
+        if isinstance(first, dict):
+            return {k: cat([t[k] for t in trees], dim) for k in first}
+        return torch.cat(trees, dim=dim)
+
+    return EngineResult(best=cat([r.best for r in results]), final=cat([r.final for r in results]),
+                        best_loss=cat([r.best_loss for r in results]),
+                        final_terms=cat([r.final_terms for r in results]),
+                        diverged=cat([r.diverged for r in results]),
+                        trace=cat([r.trace for r in results], dim=1), steps=results[0].steps,
+                        seconds=sum(r.seconds for r in results), mode="sequential")
+
+
+def run(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
+        mode: str = "batched", per_trial_target: bool = False, keep: Sequence[str] = ("x",),
+        progress: bool = True, description: str = "reconstruct") -> EngineResult:
+    """Optimise R trials of `variables` (leading dimension R) against `target`.
+
+    `per_trial_target=True` when each trial has its own observation (UnSplit's targets, temporal
+    gradients); otherwise all trials share it (restarts). `keep` names the variables whose best
+    iterate is tracked.
+    """
+    if mode not in ("batched", "sequential"):
+        raise ValueError(f"unknown trials mode {mode!r}; use batched or sequential")
+    trials = _leaves(variables, list(variables))[0].shape[0]
+    with progress_bar(schedule.steps * (trials if mode == "sequential" else 1), description,
+                      enabled=progress) as bar:
+        if mode == "batched":
+            return _run_trials(objective, variables, target, schedule, per_trial_target=per_trial_target,
+                               batched=True, keep=keep, bar=bar)
+        return _concat([
+            _run_trials(objective, _slice(variables, r), _slice(target, r) if per_trial_target else target,
+                        schedule, per_trial_target=per_trial_target, batched=False, keep=keep, bar=bar)
+            for r in range(trials)])

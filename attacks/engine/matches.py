@@ -1,0 +1,112 @@
+"""Match: how far a simulated observation is from the observed one, for one trial.
+
+Observations are sequences of tensors (one per layer for gradients, one tensor for activations).
+Every match takes optional per-layer weights and an optional element subset (a mask per layer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+Tensors = Sequence[torch.Tensor]
+Subset = Callable[[Tensors, Tensors], list[torch.Tensor]]
+"""(simulated, observed) -> one 0/1 mask per layer selecting the elements to match."""
+
+
+def _weights(weights: Sequence[float] | None, n: int) -> Sequence[float]:
+    if weights is None:
+        return [1.0] * n
+    if len(weights) != n:
+        raise ValueError(f"{len(weights)} layer weights for {n} layers")
+    return weights
+
+
+def _masked(simulated: Tensors, observed: Tensors, subset: Subset | None) -> tuple[list, list]:
+    if subset is None:
+        return list(simulated), list(observed)
+    masks = subset(simulated, observed)
+    return [s * m for s, m in zip(simulated, masks)], [o * m for o, m in zip(observed, masks)]
+
+
+@dataclass(frozen=True)
+class SquaredL2:
+    """sum_l w_l * ||s_l - o_l||^2 (DLG's summed squared differences; `mean=True` averages elements)."""
+    weights: Sequence[float] | None = None
+    subset: Subset | None = None
+    mean: bool = False
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+        simulated, observed = _masked(simulated, observed, self.subset)
+        w = _weights(self.weights, len(simulated))
+        reduce = torch.mean if self.mean else torch.sum
+        return sum(wl * reduce((s - o) ** 2) for wl, s, o in zip(w, simulated, observed))
+
+
+@dataclass(frozen=True)
+class L1:
+    """sum_l w_l * ||s_l - o_l||_1 (or the element mean with `mean=True`)."""
+    weights: Sequence[float] | None = None
+    subset: Subset | None = None
+    mean: bool = False
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+        simulated, observed = _masked(simulated, observed, self.subset)
+        w = _weights(self.weights, len(simulated))
+        reduce = torch.mean if self.mean else torch.sum
+        return sum(wl * reduce((s - o).abs()) for wl, s, o in zip(w, simulated, observed))
+
+
+@dataclass(frozen=True)
+class Cosine:
+    """1 - <s, o> / (||s|| ||o||) over all selected layers jointly (Inverting Gradients' cost).
+
+    Layer weights scale each layer's share of the inner product and of both norms.
+    """
+    weights: Sequence[float] | None = None
+    subset: Subset | None = None
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+        simulated, observed = _masked(simulated, observed, self.subset)
+        w = _weights(self.weights, len(simulated))
+        dot = sum(wl * (s * o).sum() for wl, s, o in zip(w, simulated, observed))
+        norm_s = sum(wl * s.pow(2).sum() for wl, s in zip(w, simulated))
+        norm_o = sum(wl * o.pow(2).sum() for wl, o in zip(w, observed))
+        return 1 - dot / (norm_s.sqrt() * norm_o.sqrt()).clamp_min(1e-30)
+
+
+@dataclass(frozen=True)
+class MeanSquared:
+    """Mean squared error over all elements of all layers (UnSplit's activation match, nn.MSELoss)."""
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+        total = sum(((s - o) ** 2).sum() for s, o in zip(simulated, observed))
+        return total / sum(s.numel() for s in simulated)
+
+
+@dataclass(frozen=True)
+class Sum:
+    """A weighted sum of matches, e.g. FedLeak's L1 + cosine."""
+    parts: tuple[tuple[float, Callable[[Tensors, Tensors], torch.Tensor]], ...]
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+        return sum(w * part(simulated, observed) for w, part in self.parts)
+
+
+@dataclass(frozen=True)
+class TopMagnitude:
+    """Element subset: per layer, the `fraction` of entries with the largest |simulated| (FedLeak's Lambda).
+
+    Recomputed at every evaluation from the dummy gradient, and not differentiated through.
+    """
+    fraction: float
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> list[torch.Tensor]:
+        masks = []
+        for s in simulated:
+            flat = s.detach().abs().flatten()
+            k = max(1, int(round(self.fraction * flat.numel())))
+            threshold = torch.topk(flat, k).values[-1]
+            masks.append((s.detach().abs() >= threshold).to(s.dtype))
+        return masks

@@ -1,0 +1,77 @@
+"""Priors: penalties on the variables of one trial (image priors act on x shaped (B, C, H, W))."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+
+def tv_l1(x: torch.Tensor) -> torch.Tensor:
+    """Anisotropic total variation, mean |dx| + mean |dy| (Inverting Gradients)."""
+    return (x[..., 1:, :] - x[..., :-1, :]).abs().mean() + (x[..., :, 1:] - x[..., :, :-1]).abs().mean()
+
+
+def tv_squared(x: torch.Tensor) -> torch.Tensor:
+    """Squared total variation, mean dx^2 + mean dy^2: the form UnSplit's code uses
+    (sums of squared neighbour differences, each normalised by its element count, over the batch)."""
+    return (x[..., 1:, :] - x[..., :-1, :]).pow(2).mean() + (x[..., :, 1:] - x[..., :, :-1]).pow(2).mean()
+
+
+def l2(x: torch.Tensor) -> torch.Tensor:
+    """mean(x^2), UnSplit's lambda_l2 term."""
+    return x.pow(2).mean()
+
+
+def _collect_inputs(model: nn.Module, kinds: tuple[type, ...]) -> tuple[list, list]:
+    """Register forward hooks that record the inputs of every module of the given kinds."""
+    seen, handles = [], []
+    for module in model.modules():
+        if isinstance(module, kinds):
+            handles.append(module.register_forward_hook(lambda m, inp, out: seen.append((m, inp[0], out))))
+    return seen, handles
+
+
+@dataclass(frozen=True)
+class BNStatistics:
+    """sum over BatchNorm layers of ||mean(z) - running_mean|| + ||var(z) - running_var|| (DeepInversion-style).
+
+    Runs its own forward pass of `model` at `params` (eval-mode BN keeps the running statistics fixed).
+    """
+    model: nn.Module
+    params: Mapping[str, torch.Tensor]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        seen, handles = _collect_inputs(self.model, (nn.BatchNorm1d, nn.BatchNorm2d))
+        try:
+            functional_call(self.model, dict(self.params), (x,))
+        finally:
+            for h in handles:
+                h.remove()
+        if not seen:
+            raise ValueError("BN statistics prior needs a model with BatchNorm layers")
+        total = 0.0
+        for bn, z, _ in seen:
+            dims = [0] + list(range(2, z.dim()))
+            total = total + torch.linalg.vector_norm(z.mean(dims) - bn.running_mean) \
+                + torch.linalg.vector_norm(z.var(dims, unbiased=False) - bn.running_var)
+        return total
+
+
+@dataclass(frozen=True)
+class ActivationL1:
+    """sum over the outputs of the given layer kinds of ||F_l(x)||_1 (FedLeak's activation sparsity term)."""
+    model: nn.Module
+    params: Mapping[str, torch.Tensor]
+    kinds: tuple[type, ...] = (nn.ReLU,)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        seen, handles = _collect_inputs(self.model, self.kinds)
+        try:
+            functional_call(self.model, dict(self.params), (x,))
+        finally:
+            for h in handles:
+                h.remove()
+        return sum(out.abs().sum() for _, _, out in seen)

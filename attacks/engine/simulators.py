@@ -1,0 +1,83 @@
+"""Simulators: map one trial's variables to what the adversary observed (the forward model of an attack).
+
+Every simulator is a pure function of (variables, context) built with `torch.func`, so the engine can
+`vmap` it over trials and differentiate through it. `context` holds what the observation fixes
+(model weights, labels, local hyperparameters); it is shared by all trials or given per trial.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad
+
+Variables = Mapping[str, object]
+
+
+def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy; `labels` are class indices or per-class probabilities (soft labels).
+
+    The one loss both the simulated client and the attacker use, so their gradients agree.
+    """
+    return nn.functional.cross_entropy(logits, labels)
+
+
+def _labels(variables: Variables, context: Mapping[str, object]) -> torch.Tensor:
+    """Soft labels from optimised logits (DLG) when the trial has them, else the known/recovered labels."""
+    if "label_logits" in variables:
+        return torch.softmax(variables["label_logits"], dim=-1)
+    return context["labels"]
+
+
+@dataclass(frozen=True)
+class FedSGDGradient:
+    """g = grad_theta CE(F(x; theta), y): the gradient one FedSGD client uploads for its batch."""
+    model: nn.Module
+
+    def __call__(self, variables: Variables, context: Mapping[str, object]) -> list[torch.Tensor]:
+        params, buffers = context["params"], context.get("buffers", {})
+        x, y = variables["x"], _labels(variables, context)
+
+        def loss(p):
+            return task_loss(functional_call(self.model, (p, buffers), (x,)), y)
+
+        return list(grad(loss)(dict(params)).values())
+
+
+@dataclass(frozen=True)
+class FedAvgUpdate:
+    """theta_0 - theta_E after `epochs` local epochs of SGD at `lr` over mini-batches of `batch_size`.
+
+    The attacker does not know the client's shuffling, so the batch order is the fixed index order
+    every epoch (the update is order-independent only for one batch per epoch).
+    """
+    model: nn.Module
+    lr: float
+    epochs: int
+    batch_size: int
+
+    def __call__(self, variables: Variables, context: Mapping[str, object]) -> list[torch.Tensor]:
+        params0, buffers = dict(context["params"]), context.get("buffers", {})
+        x, y = variables["x"], _labels(variables, context)
+        params = params0
+        for _ in range(self.epochs):
+            for start in range(0, x.shape[0], self.batch_size):
+                xb, yb = x[start:start + self.batch_size], y[start:start + self.batch_size]
+
+                def loss(p, xb=xb, yb=yb):
+                    return task_loss(functional_call(self.model, (p, buffers), (xb,)), yb)
+
+                step = grad(loss)(params)
+                params = {k: params[k] - self.lr * step[k] for k in params}
+        return [params0[k] - params[k] for k in params0]
+
+
+@dataclass(frozen=True)
+class CutActivations:
+    """H = f_clone(x): the cut-layer activations of a clone client with the trial's own clone weights."""
+    clone: nn.Module
+
+    def __call__(self, variables: Variables, context: Mapping[str, object]) -> list[torch.Tensor]:
+        return [functional_call(self.clone, dict(variables["clone"]), (variables["x"],))]

@@ -1,0 +1,1 @@
+"""Horizontal-FL gradient inversion: what an honest-but-curious server observes, label recovery, attacks."""

@@ -1,0 +1,1 @@
+"""Attacks on split learning: UnSplit (honest-but-curious server) and FSHA (malicious server)."""
