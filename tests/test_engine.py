@@ -266,3 +266,22 @@ def test_step_decay_follows_the_fractions():
         opt.step()
         sched.step()
     assert lrs == pytest.approx([1, 1, 1, 0.1, 0.1, 0.01, 0.01, 0.001])
+
+
+def test_clone_steps_match_a_plain_adam_loop_even_with_transposed_gradients():
+    # A Linear clone's weight gradient comes out of bmm transposed; the fused optimiser must still
+    # see it element for element (a regression: it silently mis-read such gradients).
+    torch.manual_seed(0)
+    clone = nn.Linear(6, 5).double()
+    x = torch.rand(1, 6, dtype=torch.float64)
+    h = torch.rand(1, 5, dtype=torch.float64)
+    variables = {"x": x.unsqueeze(0), "clone": {k: v.detach().unsqueeze(0).clone() for k, v in clone.named_parameters()}}
+    schedule = Schedule((Block(("clone",), {"match": 1.0}, Adam(0.05, amsgrad=True), 15),))
+    result = run(Objective(CutActivations(clone), MeanSquared()), variables, {"observed": [h.unsqueeze(0)]},
+                 schedule, per_trial_target=True, progress=False)
+    opt = torch.optim.Adam(clone.parameters(), lr=0.05, amsgrad=True, foreach=False)
+    for _ in range(15):
+        opt.zero_grad()
+        nn.functional.mse_loss(clone(x), h).backward()
+        opt.step()
+    torch.testing.assert_close(result.final["clone"]["weight"][0], clone.weight.detach(), rtol=1e-9, atol=1e-12)

@@ -150,7 +150,9 @@ class _Trials:
         self.alive &= torch.isfinite(loss)
         grads = torch.autograd.grad(torch.where(self.alive, loss, torch.zeros_like(loss)).sum(), params,
                                     allow_unused=True)
-        return [_where(self.alive, g, torch.zeros_like(p)) if g is not None else torch.zeros_like(p)
+        # Laid out like the parameter: fused optimisers read the gradient with the parameter's strides
+        # (autograd's own .grad accumulation guarantees this; assigning .grad by hand does not).
+        return [torch.empty_like(p).copy_(_where(self.alive, g, torch.zeros_like(p)) if g is not None else 0.0)
                 for g, p in zip(grads, params)]
 
 

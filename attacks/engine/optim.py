@@ -25,7 +25,9 @@ class Adam:
     amsgrad: bool = False
 
     def build(self, params: Sequence[torch.Tensor]) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=self.lr, betas=self.betas, eps=self.eps, amsgrad=self.amsgrad)
+        # The fused kernel is several times faster than the default per-tensor loop on CPU and GPU.
+        return torch.optim.Adam(params, lr=self.lr, betas=self.betas, eps=self.eps, amsgrad=self.amsgrad,
+                                fused=True)
 
 
 @dataclass(frozen=True)
