@@ -1,9 +1,29 @@
 """Client-side defences at the protocol's typed hook points (input, activations, received gradients).
 
-`parse_defences("none")` gives no defence. Each defence is a small object whose hooks default to the
-identity; a spec string names it on the command line.
+Input transforms (JAST, arXiv 2412.11689, Lemmas 1-3): a secret, fixed orthogonal matrix U applied to
+the flattened input, x -> xU. A dense first layer absorbs it exactly (W -> U^T W), so accuracy is
+unchanged and an attacker that knows only the architecture can at best recover xU; a convolution
+cannot absorb a dense U, so for CNN clients the transform scrambles the pixel layout the
+convolution relies on.
+
+- `orthogonal`: dense U (d x d) from the QR decomposition of a Gaussian matrix, signs fixed so the
+  draw is Haar-distributed; the input keeps its shape.
+- `semi-orthogonal`: U (d x d') with d' >= d and orthonormal rows (U U^T = I_d); the client then takes
+  d' features, so only clients with a flat dense input (mlp, small-mlp) can use it.
+- `patch-orthogonal`: one U (p*p*C square) applied to every non-overlapping p x p patch, which the
+  Mixer's patch embedding absorbs.
+- `dp`: Gaussian noise on every input the client sends (training batches and attacked inputs),
+  sigma from the analytic Gaussian mechanism (Balle & Wang 2018, via `autodp`) for (epsilon, delta)
+  and an L2 sensitivity estimated as the JAST code does (below).
+- `activation-noise`, `gradient-noise`: Gaussian noise on the activations sent / gradients received.
+
+Specs: `none`, or `+`-joined items `name[:key=value,...]`, e.g. `orthogonal:seed=3`,
+`dp:epsilon=6,delta=0.5`.
 """
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 
@@ -23,6 +43,118 @@ class ClientDefence:
 
     def on_gradient(self, g: torch.Tensor) -> torch.Tensor:
         return g
+
+    def input_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Shape of one example after `on_input` (what the client model must take)."""
+        return shape
+
+
+# --- orthogonal transforms ---------------------------------------------------------------------------
+
+def random_orthogonal(rows: int, cols: int | None = None, seed: int = 0) -> torch.Tensor:
+    """A Haar-random matrix with orthonormal rows (rows <= cols) or columns, in float64.
+
+    QR of a Gaussian matrix, with the signs of R's diagonal moved into Q so the law is uniform.
+    """
+    cols = rows if cols is None else cols
+    g = torch.Generator().manual_seed(seed)
+    gaussian = torch.randn(max(rows, cols), min(rows, cols), generator=g, dtype=torch.float64)
+    q, r = torch.linalg.qr(gaussian)
+    q = q * torch.sign(torch.diagonal(r)).where(torch.diagonal(r) != 0, torch.ones(()))
+    return q if rows >= cols else q.T
+
+
+class OrthogonalTransform(ClientDefence):
+    """x -> flatten(x) U, reshaped back; U is d x d orthogonal (square) and kept secret by the client."""
+
+    name = "orthogonal"
+
+    def __init__(self, input_shape: tuple[int, ...], seed: int = 0):
+        self.shape = tuple(input_shape)
+        self.matrix = random_orthogonal(math.prod(self.shape), seed=seed)
+
+    def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        u = self.matrix.to(device=x.device, dtype=x.dtype)
+        return (x.flatten(1) @ u).view(x.shape)
+
+
+class SemiOrthogonalTransform(ClientDefence):
+    """x -> flatten(x) U with U d x d' (d' >= d, U U^T = I_d): the client sees d' features."""
+
+    name = "semi-orthogonal"
+
+    def __init__(self, input_shape: tuple[int, ...], dim: int, seed: int = 0):
+        d = math.prod(input_shape)
+        if dim < d:
+            raise SplitlabError(f"semi-orthogonal dim={dim} must be at least the input size {d}")
+        self.dim = dim
+        self.matrix = random_orthogonal(d, dim, seed=seed)
+
+    def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        return x.flatten(1) @ self.matrix.to(device=x.device, dtype=x.dtype)
+
+    def input_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (self.dim,)
+
+
+class PatchOrthogonalTransform(ClientDefence):
+    """The same orthogonal U (p*p*C square) applied to every non-overlapping p x p patch of an image."""
+
+    name = "patch-orthogonal"
+
+    def __init__(self, input_shape: tuple[int, ...], patch: int = 4, seed: int = 0):
+        c, h, w = input_shape
+        if h % patch or w % patch:
+            raise SplitlabError(f"patch-orthogonal patch={patch} must divide the image size {h}x{w}")
+        self.patch = patch
+        self.matrix = random_orthogonal(c * patch * patch, seed=seed)
+
+    def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        n, c, h, w = x.shape
+        p = self.patch
+        patches = x.view(n, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).reshape(n, h // p, w // p, c * p * p)
+        mixed = patches @ self.matrix.to(device=x.device, dtype=x.dtype)
+        return mixed.view(n, h // p, w // p, c, p, p).permute(0, 3, 1, 4, 2, 5).reshape(n, c, h, w)
+
+
+# --- differential privacy on the input ---------------------------------------------------------------
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1) for L2 sensitivity."""
+    if epsilon <= 0 or not 0 < delta < 1:
+        raise SplitlabError(f"dp needs epsilon > 0 and 0 < delta < 1 (got epsilon={epsilon}, delta={delta})")
+    from autodp.calibrator_zoo import ana_gaussian_calibrator
+    from autodp.mechanism_zoo import ExactGaussianMechanism
+
+    unit = ana_gaussian_calibrator()(ExactGaussianMechanism, epsilon, delta, [[0, 1000]]).params["sigma"]
+    return float(unit) * sensitivity
+
+
+def estimate_sensitivity(images: torch.Tensor, batch_size: int = 64, seed: int = 0) -> float:
+    """The JAST code's L2 "sensitivity": the element-wise mean of all full training batches (in a
+    seeded shuffled order) is the "average batch" X; X' is X with one random row zeroed; the
+    estimate is ||X - X'||_F, the norm of that row. (This is a heuristic, not a bound on the true
+    global sensitivity; it is what the paper's sigma values come from.)"""
+    g = torch.Generator().manual_seed(seed)
+    flat = images.flatten(1).double()
+    order = torch.randperm(len(flat), generator=g)
+    full = len(flat) // batch_size * batch_size
+    average_batch = flat[order[:full]].view(-1, batch_size, flat.shape[1]).mean(0)
+    row = int(torch.randint(batch_size, (1,), generator=g))
+    return float(average_batch[row].norm())
+
+
+class DPInputNoise(ClientDefence):
+    """x -> x + N(0, sigma^2) per input element, on every input the client sends."""
+
+    name = "dp"
+
+    def __init__(self, sigma: float, epsilon: float | None = None, delta: float | None = None,
+                 sensitivity: float | None = None):
+        self.sigma, self.epsilon, self.delta, self.sensitivity = sigma, epsilon, delta, sensitivity
+
+    def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
+        return x + self.sigma * torch.randn_like(x)
 
 
 class ActivationNoise(ClientDefence):
@@ -49,36 +181,90 @@ class GradientNoise(ClientDefence):
         return g + self.sigma * torch.randn_like(g)
 
 
-def _parse_options(text: str) -> dict[str, float]:
-    options = {}
-    for item in filter(None, text.split(",")):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SplitlabError(f"defence option {item!r} is not key=value (example: activation-noise:sigma=0.1)")
-        try:
-            options[key.strip()] = float(value)
-        except ValueError:
-            raise SplitlabError(f"defence option {key}={value!r} is not a number") from None
-    return options
+# --- specs -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DefenceSpec:
+    name: str
+    options: dict[str, float]
 
 
-def parse_defences(spec: str) -> list[ClientDefence]:
-    """`none`, or `+`-joined items `name[:key=value,...]`, e.g. `activation-noise:sigma=0.1`."""
-    defences: list[ClientDefence] = []
+_OPTIONS = {
+    "none": set(), "orthogonal": {"seed"}, "semi-orthogonal": {"dim", "seed"},
+    "patch-orthogonal": {"patch", "seed"}, "dp": {"epsilon", "delta", "sigma", "sensitivity", "seed"},
+    "activation-noise": {"sigma"}, "gradient-noise": {"sigma"},
+}
+_REQUIRED = {"activation-noise": {"sigma"}, "gradient-noise": {"sigma"}, "semi-orthogonal": {"dim"}}
+
+
+def parse_spec(spec: str) -> list[DefenceSpec]:
+    """Check names and options of a defence spec without building anything."""
+    items = []
     for item in filter(None, spec.split("+")):
         name, _, rest = item.partition(":")
-        options = _parse_options(rest)
-        try:
-            if name == "none":
-                continue
-            if name == "activation-noise":
-                defences.append(ActivationNoise(options.pop("sigma")))
-            elif name == "gradient-noise":
-                defences.append(GradientNoise(options.pop("sigma")))
-            else:
-                raise SplitlabError(f"unknown defence {name!r}; choose none, activation-noise, gradient-noise")
-        except KeyError as exc:
-            raise SplitlabError(f"defence {name} needs option {exc.args[0]}=<value>") from None
-        if options:
-            raise SplitlabError(f"defence {name} does not take option(s) {', '.join(options)}")
+        if name not in _OPTIONS:
+            raise SplitlabError(f"unknown defence {name!r}; choose one of: {', '.join(_OPTIONS)}")
+        options = {}
+        for pair in filter(None, rest.split(",")):
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise SplitlabError(f"defence option {pair!r} is not key=value (example: dp:epsilon=6,delta=0.5)")
+            if key not in _OPTIONS[name]:
+                raise SplitlabError(f"defence {name} does not take option {key!r}; it takes "
+                                    f"{', '.join(sorted(_OPTIONS[name])) or 'no options'}")
+            try:
+                options[key] = float(value)
+            except ValueError:
+                raise SplitlabError(f"defence option {key}={value!r} is not a number") from None
+        missing = _REQUIRED.get(name, set()) - set(options)
+        if missing:
+            raise SplitlabError(f"defence {name} needs option {', '.join(sorted(missing))}=<value>")
+        if name != "none":
+            items.append(DefenceSpec(name, options))
+    return items
+
+
+def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
+                   train_images: torch.Tensor | None = None) -> list[ClientDefence]:
+    """Build the defences of a spec for inputs of `input_shape` (DP may estimate its sensitivity on
+    `train_images`)."""
+    defences: list[ClientDefence] = []
+    shape = tuple(input_shape)
+    for item in parse_spec(spec):
+        o = item.options
+        seed = int(o.get("seed", 0))
+        if item.name == "orthogonal":
+            defence = OrthogonalTransform(shape, seed)
+        elif item.name == "semi-orthogonal":
+            defence = SemiOrthogonalTransform(shape, int(o["dim"]), seed)
+        elif item.name == "patch-orthogonal":
+            if len(shape) != 3:
+                raise SplitlabError("patch-orthogonal needs image inputs (C, H, W)")
+            defence = PatchOrthogonalTransform(shape, int(o.get("patch", 4)), seed)
+        elif item.name == "dp":
+            defence = _dp(o, train_images, seed)
+        elif item.name == "activation-noise":
+            defence = ActivationNoise(o["sigma"])
+        else:
+            defence = GradientNoise(o["sigma"])
+        shape = defence.input_shape(shape)
+        defences.append(defence)
     return defences
+
+
+def _dp(options: dict[str, float], train_images: torch.Tensor | None, seed: int) -> DPInputNoise:
+    if "sigma" in options:
+        return DPInputNoise(options["sigma"])
+    epsilon, delta = options.get("epsilon", 6.0), options.get("delta", 0.5)
+    sensitivity = options.get("sensitivity")
+    if sensitivity is None:
+        if train_images is None:
+            raise SplitlabError("dp needs training images to estimate its sensitivity, or sensitivity=<value>")
+        sensitivity = estimate_sensitivity(train_images, seed=seed)
+    return DPInputNoise(analytic_gaussian_sigma(epsilon, delta, sensitivity), epsilon, delta, sensitivity)
+
+
+def transformed_shape(defences: list[ClientDefence], shape: tuple[int, ...]) -> tuple[int, ...]:
+    for d in defences:
+        shape = d.input_shape(shape)
+    return tuple(shape)

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from vfl import data as datasets
-from vfl.defences import parse_defences
+from vfl.defences import parse_defences, parse_spec, transformed_shape
 from vfl.errors import SplitlabError
 from vfl.models import arch_spec, build_split, check_cut_layer, check_input_shape
 from vfl.progress import progress_bar
@@ -50,7 +50,13 @@ class TrainConfig:
                 raise SplitlabError(f"--{name.replace('_', '-')} must be at least 1")
         if self.lr <= 0:
             raise SplitlabError("--lr must be positive")
-        parse_defences(self.defence)
+        shape = datasets.dataset_spec(self.dataset).image_shape
+        for item in parse_spec(self.defence):
+            if item.name == "semi-orthogonal" and not spec.flat_input:
+                raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "
+                                    "cannot take it (use mlp or small-mlp)")
+            if item.name == "patch-orthogonal" and len(shape) != 3:
+                raise SplitlabError("defence patch-orthogonal needs image inputs")
         resolve_device(self.device)
 
 
@@ -71,12 +77,20 @@ def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageDa
             datasets.load(config.dataset, "test", config.data_root))
 
 
-def build_parties(config: TrainConfig, device: torch.device) -> tuple[Client, Server]:
-    """Seeded client and server at the config's cut layer, with their optimisers and defences."""
-    client_model, server_model = build_split(config.arch, config.cut_layer, seed=config.seed)
+def build_parties(config: TrainConfig, device: torch.device,
+                  train_images: torch.Tensor | None = None) -> tuple[Client, Server]:
+    """Seeded client and server at the config's cut layer, with their optimisers and defences.
+
+    Defences are built first: they may change the input shape the client takes, and DP estimates its
+    sensitivity on `train_images`.
+    """
+    image_shape = datasets.dataset_spec(config.dataset).image_shape
+    defences = parse_defences(config.defence, image_shape, train_images)
+    client_model, server_model = build_split(config.arch, config.cut_layer, seed=config.seed,
+                                             input_shape=transformed_shape(defences, image_shape))
     client_model, server_model = client_model.to(device), server_model.to(device)
     client = Client(client_model, make_optimizer(config.optimizer, client_model.parameters(), config.lr),
-                    parse_defences(config.defence))
+                    defences)
     server = Server(server_model, make_optimizer(config.optimizer, server_model.parameters(), config.lr))
     return client, server
 
@@ -86,7 +100,7 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
     """Train with the explicit protocol; test accuracy after every epoch."""
     device = resolve_device(config.device)
     generator = seed_everything(config.seed)
-    client, server = build_parties(config, device)
+    client, server = build_parties(config, device, train.images)
     images, labels = train.images.to(device), train.labels.to(device)
     on_device = datasets.ImageData(train.name, train.split, images, labels, train.provenance)
     steps_per_epoch = -(-len(train) // config.batch_size)
@@ -133,7 +147,9 @@ def load_checkpoint(path: Path | str, device: str = "auto") -> TrainedSplit:
         saved = dict(blob["config"], device=device)
         config = TrainConfig(**saved)
         config.validate()
-        client, server = build_parties(config, resolve_device(device))
+        needs_data = any(item.name == "dp" for item in parse_spec(config.defence))
+        train_images = load_data(config)[0].images if needs_data else None
+        client, server = build_parties(config, resolve_device(device), train_images)
         client.model.load_state_dict(blob["client"])
         server.model.load_state_dict(blob["server"])
     except SplitlabError:

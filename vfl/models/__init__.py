@@ -5,6 +5,7 @@ architecture's cut layers with client/server/total parameter counts (`splitlab m
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,6 +29,8 @@ class ArchSpec:
     total_params: int | None = None
     """The paper's count for the whole model, checked by the tests, where the paper gives one."""
     notes: str = field(default="")
+    flat_input: bool = False
+    """Whether the first layer is Flatten + dense, so the client can take any number of input features."""
 
     @property
     def cut_layers(self) -> tuple[int, ...]:
@@ -43,10 +46,10 @@ ARCHITECTURES: dict[str, ArchSpec] = {
         ArchSpec("cnn", cnn, (1, 28, 28), 10, _CNN_SHAPES,
                  "UnSplit MnistNet; JAST Table 2 (45,278)", total_params=45_278),
         ArchSpec("mlp", mlp, (1, 28, 28), 10, {k: (1024,) for k in range(1, 7)},
-                 "JAST four-layer MLP, hidden 1024; Table 2 (2,913,290)", total_params=2_913_290),
+                 "JAST four-layer MLP, hidden 1024; Table 2 (2,913,290)", total_params=2_913_290, flat_input=True),
         ArchSpec("small-mlp", small_mlp, (1, 28, 28), 10, {1: (10,)},
                  "JAST Appendix C SmallMLP; Table 2's 7,850 read as the client only",
-                 notes="client Linear(784,10) = 7,850; server ReLU + Linear(10,10) (our reading)"),
+                 notes="client Linear(784,10) = 7,850; server ReLU + Linear(10,10) (our reading)", flat_input=True),
         ArchSpec("cifar-cnn", cifar_cnn, (3, 32, 32), 10, _CIFAR_CNN_SHAPES,
                  "UnSplit CifarNet (1,609,546)", total_params=1_609_546),
         ArchSpec("mlp-mixer", mlp_mixer, (3, 32, 32), 10, {k: (64, 128) for k in range(1, 8)},
@@ -76,13 +79,24 @@ def check_input_shape(spec: ArchSpec, image_shape: tuple[int, ...], dataset: str
                             f"{'x'.join(map(str, spec.input_shape))}; use --arch {' or '.join(fits) or '<another>'}")
 
 
-def build_split(name: str, cut: int, seed: int | None = None) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """Build the architecture (seeded if asked) and return (client, server) at the given cut layer."""
+def build_split(name: str, cut: int, seed: int | None = None,
+                input_shape: tuple[int, ...] | None = None) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """Build the architecture (seeded if asked) and return (client, server) at the given cut layer.
+
+    `input_shape` other than the architecture's own is allowed for flat-input (dense) architectures
+    only: a defence such as a semi-orthogonal transform can change how many features the client takes.
+    """
     spec = arch_spec(name)
     check_cut_layer(spec, cut)
     if seed is not None:
         torch.manual_seed(seed)
-    net = spec.build()
+    if input_shape is None or tuple(input_shape) == spec.input_shape:
+        net = spec.build()
+    elif spec.flat_input:
+        net = spec.build(in_features=math.prod(input_shape))
+    else:
+        raise SplitlabError(f"architecture {spec.name} takes {'x'.join(map(str, spec.input_shape))} inputs and cannot "
+                            f"take {'x'.join(map(str, input_shape))}; use a dense client (mlp, small-mlp)")
     return net.client(cut), net.server(cut)
 
 

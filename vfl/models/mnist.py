@@ -21,21 +21,21 @@ def cnn() -> SplitNet:
     ], cut_layers=range(1, 7))
 
 
-def mlp() -> SplitNet:
+def mlp(in_features: int = 784) -> SplitNet:
     """The four-layer MLP with ReLU (2,913,290 parameters): the paper's "MLP-based" client.
 
     Indices: 0 Flatten, 1 Linear(784,1024), 2 ReLU, 3 Linear, 4 ReLU, 5 Linear, 6 ReLU, 7 Linear(1024,10).
     Cut 1 = Flatten + the first Linear with its bias and no activation: H = XW + b, the Lemma 1 setting.
     """
     return SplitNet([
-        Flatten(), nn.Linear(784, 1024), nn.ReLU(),
+        Flatten(), nn.Linear(in_features, 1024), nn.ReLU(),
         nn.Linear(1024, 1024), nn.ReLU(),
         nn.Linear(1024, 1024), nn.ReLU(),
         nn.Linear(1024, 10),
     ], cut_layers=range(1, 7))
 
 
-def small_mlp() -> SplitNet:
+def small_mlp(in_features: int = 784) -> SplitNet:
     """SmallMLP of Appendix C: client = one Linear(784,10) (7,850 parameters), server = ReLU + Linear(10,10).
 
     Ambiguity: the paper calls it a "two-layer linear model with a ReLU" whose client holds one
@@ -44,4 +44,4 @@ def small_mlp() -> SplitNet:
     client only (as it does for the Mixer) and give the server the remaining ReLU + Linear(10,10)
     (110 parameters; 7,960 in total).
     """
-    return SplitNet([Flatten(), nn.Linear(784, 10), nn.ReLU(), nn.Linear(10, 10)], cut_layers=(1,))
+    return SplitNet([Flatten(), nn.Linear(in_features, 10), nn.ReLU(), nn.Linear(10, 10)], cut_layers=(1,))
