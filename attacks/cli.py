@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import typer
 
+from attacks.compare_cli import register as register_compare
+from attacks.split.unsplit_cli import register as register_unsplit
+
 
 def register(app: typer.Typer) -> None:
     """Add the attack commands to the `splitlab` app."""
     attack = typer.Typer(help="Attacks on a split-learning model.", no_args_is_help=True)
+    register_unsplit(attack)
     app.add_typer(attack, name="attack")
+    register_compare(app)

@@ -30,6 +30,13 @@ DEVICE_OPTION = typer.Option("auto", "--device", help="auto (CUDA if present), c
 DATA_ROOT_OPTION = typer.Option(None, "--data-root", help="Folder with torchvision datasets "
                                 "(default $SPLITLAB_DATA or ~/.cache/splitlab).")
 SEED_OPTION = typer.Option(0, "--seed", help="Seed for model initialisation and data order.")
+DATASET_OPTION = typer.Option("mnist5k", "--dataset", help="Dataset (see `splitlab datasets`).")
+ARCH_OPTION = typer.Option("cnn", "--arch", help="Architecture (see `splitlab models`).")
+CUT_OPTION = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut.")
+EPOCHS_OPTION = typer.Option(10, "--epochs", help="Training epochs.")
+DEFENCE_OPTION = typer.Option("none", "--defence", help="Client defence spec: none, orthogonal[:seed=N], "
+                              "semi-orthogonal:dim=D, patch-orthogonal[:patch=P], dp[:epsilon=E,delta=D], "
+                              "activation-noise:sigma=S, gradient-noise:sigma=S; join with +.")
 
 
 def handles_errors(fn: Callable) -> Callable:
@@ -78,14 +85,14 @@ def _cell(value: Any) -> str:
 
 
 def train(
-    dataset: str = typer.Option("mnist5k", help="Dataset (see `splitlab datasets`)."),
-    arch: str = typer.Option("cnn", help="Architecture (see `splitlab models`)."),
-    cut_layer: int = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut."),
-    epochs: int = typer.Option(10, help="Training epochs."),
+    dataset: str = DATASET_OPTION,
+    arch: str = ARCH_OPTION,
+    cut_layer: int = CUT_OPTION,
+    epochs: int = EPOCHS_OPTION,
     batch_size: int = typer.Option(64, "--batch-size", help="Mini-batch size."),
     lr: float = typer.Option(1e-3, help="Learning rate of client and server."),
     optimizer: str = typer.Option("adam-amsgrad", help="sgd, momentum, adam or adam-amsgrad."),
-    defence: str = typer.Option("none", help="Client defence spec, e.g. none or activation-noise:sigma=0.1."),
+    defence: str = DEFENCE_OPTION,
     seed: int = SEED_OPTION,
     device: str = DEVICE_OPTION,
     data_root: Optional[Path] = DATA_ROOT_OPTION,

@@ -20,7 +20,7 @@ from torch.func import vmap
 
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.objective import Objective
-from attacks.engine.optim import Hook, OptimizerSpec, StepDecay
+from attacks.engine.optim import LBFGS, Hook, OptimizerSpec, StepDecay
 from vfl.progress import progress_bar
 
 Variables = dict[str, Any]          # name -> tensor (R, ...) or dict of tensors (R, ...)
@@ -97,6 +97,11 @@ def _where(mask: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     return torch.where(mask.view(-1, *[1] * (a.dim() - 1)), a, b)
 
 
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D alias of a dense tensor in memory order (variables and their gradients share a layout)."""
+    return t.detach().as_strided((t.numel(),), (1,), t.storage_offset())
+
+
 def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
     return sum(w * terms[k] for k, w in weights.items())
 
@@ -146,14 +151,29 @@ class _Trials:
             self.best[k] = _map2(lambda b, v: _where(improved, v.detach(), b), self.best[k], self.vars[k])
 
     def gradients(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """Per-trial gradients of the block loss; diverged trials get zeros (they stay frozen)."""
+        """Per-trial gradients of the block loss (trials are independent, so the sum's gradient is each
+        trial's own). A diverged trial's gradient only ever touches its own slice: the element-wise
+        optimisers keep the others exact, and its results are never reported."""
         self.alive &= torch.isfinite(loss)
         grads = torch.autograd.grad(torch.where(self.alive, loss, torch.zeros_like(loss)).sum(), params,
                                     allow_unused=True)
-        # Laid out like the parameter: fused optimisers read the gradient with the parameter's strides
-        # (autograd's own .grad accumulation guarantees this; assigning .grad by hand does not).
-        return [torch.empty_like(p).copy_(_where(self.alive, g, torch.zeros_like(p)) if g is not None else 0.0)
+        return [torch.zeros_like(p) if g is None else g if g.stride() == p.stride() else torch.empty_like(p).copy_(g)
                 for g, p in zip(grads, params)]
+
+    def align_layouts(self) -> None:
+        """Give every variable the memory layout its gradient comes in (e.g. a Linear clone's weight
+        gradient arrives transposed under vmap), so no step has to re-lay a large gradient out; element-
+        wise optimisers then work on 1-D aliases of both (fused kernels are several times slower on
+        non-contiguous tensors)."""
+        names = list(self.vars)
+        leaves = _leaves(self.vars, names)
+        total = sum(v.sum() for v in self.terms().values())
+        grads = torch.autograd.grad(total, leaves, allow_unused=True)
+        aligned = [p if g is None or g.stride() == p.stride()
+                   else torch.empty_strided(g.shape, g.stride(), dtype=p.dtype, device=p.device)
+                   .copy_(p.detach()).requires_grad_(True)
+                   for p, g in zip(leaves, grads)]
+        self.vars = _replace(self.vars, names, aligned)
 
 
 def _map2(fn, a, b):
@@ -178,8 +198,8 @@ def _gradient_step(state: _Trials, block: Block, optimizer: torch.optim.Optimize
 
     for hook in block.hooks:
         grads = hook.on_grads(grads, params, grad_at)
-    for p, g in zip(params, grads):
-        p.grad = g
+    for alias, g in zip(optimizer.param_groups[0]["params"], grads):
+        alias.grad = _flat(g)
     optimizer.step()
     for hook in block.hooks:
         hook.after_step(params)
@@ -210,9 +230,11 @@ def _lbfgs_step(state: _Trials, block: Block, optimizer: BatchedLBFGS) -> None:
 def _run_trials(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
                 per_trial_target: bool, batched: bool, keep: Sequence[str], bar) -> EngineResult:
     state = _Trials(objective, variables, target, per_trial_target, batched, keep, schedule.steps)
+    state.align_layouts()
     optimizers, schedulers = [], []
     for block in schedule.blocks:
-        optimizer = block.optimizer.build(_leaves(state.vars, block.update))
+        leaves = _leaves(state.vars, block.update)
+        optimizer = block.optimizer.build(leaves if isinstance(block.optimizer, LBFGS) else [_flat(p) for p in leaves])
         optimizers.append(optimizer)
         schedulers.append(block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None)
     start = time.perf_counter()

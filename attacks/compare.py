@@ -1,0 +1,167 @@
+"""`splitlab compare`: the JAST paper's Table 1 and Figures 1, 2 and 8 on one dataset.
+
+For each architecture (and defence) the split model is trained with the explicit protocol, UnSplit
+attacks the first test image of each class, and the results go into `report.md` (the paper's
+Table 1 format with the paper's numbers beside ours), `report.csv`, `reconstructions.png`
+(originals above each architecture's reconstructions) and `per_class.png` (Figure 8). Each row's
+training and attack live in their own run directory under the compare directory, with its config.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field, replace
+
+import torch
+from matplotlib.figure import Figure
+
+from attacks.figures import image_grid, per_class_bars
+from attacks.metrics import FidMetric, LpipsMetric, Unavailable
+from attacks.split.experiment import attack_victim, train_victim
+from attacks.split.unsplit import UnsplitPreset
+from vfl.runs import Run, atomic_write_text
+from vfl.training import TrainConfig, load_data
+
+PAPER_TABLE1 = {
+    # (dataset, arch) -> the paper's Table 1 row (UnSplit, cut layer 1): MSE X (min-max), MSE Z, FID, accuracy %
+    ("mnist", "mlp"): {"mse_x": 0.27, "mse_z": 3e-8, "fid": 394, "accuracy": 98.42},
+    ("mnist", "cnn"): {"mse_x": 0.05, "mse_z": 2e-2, "fid": 261, "accuracy": 98.68},
+    ("fashion-mnist", "mlp"): {"mse_x": 0.19, "mse_z": 4e-5, "fid": 361, "accuracy": 88.31},
+    ("fashion-mnist", "cnn"): {"mse_x": 0.37, "mse_z": 4e-2, "fid": 169, "accuracy": 89.23},
+    ("cifar10", "mlp-mixer"): {"mse_x": 1.398, "mse_z": 6e-6, "fid": 423, "accuracy": 89.29},
+    ("cifar10", "cifar-cnn"): {"mse_x": 0.056, "mse_z": 4e-3, "fid": 455, "accuracy": 93.61},
+    # Appendix C: SmallMLP accuracies only (its UnSplit result is shown as images)
+    ("mnist", "small-mlp"): {"accuracy": 92.6},
+    ("fashion-mnist", "small-mlp"): {"accuracy": 83.8},
+}
+PAPER_DATASET = {"mnist5k": "mnist"}
+"""Which paper dataset a lab dataset is compared with (mnist5k is a 5,000-image subset of MNIST)."""
+
+
+@dataclass
+class Row:
+    arch: str
+    defence: str
+    metrics: dict
+    run_dir: str                         # relative to the compare directory
+    reconstructions: torch.Tensor
+    targets: torch.Tensor
+    paper: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.arch if self.defence == "none" else f"{self.arch} + {self.defence}"
+
+
+def compare(base: TrainConfig, archs: list[str], defences: list[str], settings: UnsplitPreset, clone_mode: str,
+            run: Run, *, lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
+            progress: bool = True) -> list[Row]:
+    """Train and attack every (architecture, defence); write the report files into `run`."""
+    rows = []
+    for arch in archs:
+        for defence in defences:
+            config = replace(base, arch=arch, defence=defence)
+            name = arch if defence == "none" else f"{arch}-{defence.replace(':', '_').replace(',', '_')}"
+            sub = Run.create("compare-row", {"train": config, "unsplit": settings, "clone": clone_mode},
+                             run.file(name))
+            train, test = load_data(config)
+            victim = train_victim(config, train, test, sub, progress)
+            outcome = attack_victim(victim, settings, clone_mode, sub, seed=config.seed, lpips=lpips, fid=fid,
+                                    progress=progress)
+            paper = PAPER_TABLE1.get((PAPER_DATASET.get(config.dataset, config.dataset), arch), {})
+            rows.append(Row(arch, defence, outcome.metrics, os.path.relpath(sub.path, run.path), outcome.reconstructions,
+                            outcome.targets, paper if defence == "none" else {}))
+            run.log(f"{name}: accuracy {outcome.metrics['accuracy']:.4f}, "
+                    f"MSE X {outcome.metrics['image_mse_minmax']:.4f}")
+    write_report(run, base, settings, clone_mode, rows)
+    return rows
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and (abs(value) < 1e-3 or abs(value) >= 1e4) and value != 0:
+        return f"{value:.1e}"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def table_rows(base: TrainConfig, rows: list[Row]) -> list[dict]:
+    out = []
+    for row in rows:
+        m, p = row.metrics, row.paper
+        out.append({
+            "dataset": base.dataset, "model": row.label,
+            "mse_x": m["image_mse_minmax"], "paper_mse_x": p.get("mse_x"),
+            "mse_z": m["activation_mse"], "paper_mse_z": p.get("mse_z"),
+            "fid": m["fid"], "paper_fid": p.get("fid"),
+            "accuracy": 100 * m["accuracy"], "paper_accuracy": p.get("accuracy"),
+            "image_mse": m["image_mse"], "psnr": m["psnr"], "ssim": m["ssim"], "lpips": m["lpips"],
+            "mse_z_trajectory": m["activation_mse_trajectory"], "attack_seconds": m["seconds"],
+            "run_dir": row.run_dir,
+        })
+    return out
+
+
+def write_report(run: Run, base: TrainConfig, settings: UnsplitPreset, clone_mode: str, rows: list[Row]) -> None:
+    records = table_rows(base, rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(records[0]))
+    writer.writeheader()
+    writer.writerows(records)
+    atomic_write_text(run.file("report.csv"), buffer.getvalue())
+
+    paper_dataset = PAPER_DATASET.get(base.dataset, base.dataset)
+    lines = [
+        f"# UnSplit against split-learning clients on {base.dataset}",
+        "",
+        f"Cut layer {base.cut_layer}; training: {base.epochs} epochs, {base.optimizer} lr {base.lr}, batch "
+        f"{base.batch_size}, seed {base.seed}. Attack: UnSplit, {settings.rounds} rounds of "
+        f"{settings.input_steps} input + {settings.clone_steps} clone steps, lambda_tv {settings.lambda_tv}, "
+        f"lambda_l2 {settings.lambda_l2}, clone {clone_mode}; targets: the first test image of each class.",
+        "",
+        "MSE X: reconstruction MSE after per-image min-max normalisation (the paper's measure); MSE Z: "
+        "final clone-fit MSE at the cut layer; FID: 10 reconstructions vs the 10 targets (`-` when the "
+        "Inception weights are not available here). Paper values: JAST (arXiv 2412.11689) Table 1"
+        + (f" on full {paper_dataset.upper()}" if paper_dataset != base.dataset else "") + ".",
+        "",
+        "| Dataset | Model | MSE X | paper | MSE Z | paper | FID | paper | Acc % | paper |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lines.append(f"| {r['dataset']} | {r['model']} | {_fmt(r['mse_x'])} | {_fmt(r['paper_mse_x'])} | "
+                     f"{_fmt(r['mse_z'])} | {_fmt(r['paper_mse_z'])} | {_fmt(r['fid'], 0)} | "
+                     f"{_fmt(r['paper_fid'], 0)} | {_fmt(r['accuracy'], 2)} | {_fmt(r['paper_accuracy'], 2)} |")
+    lines += ["", "Also measured (plain [0,1] scale, reconstructions clamped):", "",
+              "| Model | MSE | PSNR dB | SSIM | LPIPS | MSE Z (trajectory mean) | attack s | run |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        lines.append(f"| {r['model']} | {_fmt(r['image_mse'])} | {_fmt(r['psnr'], 2)} | {_fmt(r['ssim'])} | "
+                     f"{_fmt(r['lpips'])} | {_fmt(r['mse_z_trajectory'])} | {_fmt(r['attack_seconds'], 1)} | "
+                     f"`{r['run_dir']}` |")
+    unavailable = {k: v for row in rows for k, v in row.metrics.get("unavailable", {}).items()}
+    if unavailable:
+        lines += ["", "Not measured here: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items())]
+    lines += ["", "![reconstructions](reconstructions.png)", "", "![per-class errors](per_class.png)", ""]
+    atomic_write_text(run.file("report.md"), "\n".join(lines))
+
+    run.save_figure("reconstructions.png", image_grid(
+        [("original", rows[0].targets)] + [(row.label, row.reconstructions) for row in rows],
+        title=f"UnSplit reconstructions on {base.dataset} (cut layer {base.cut_layer}; min-max normalised)"))
+    run.save_figure("per_class.png", per_class_figure(rows))
+
+
+def per_class_figure(rows: list[Row]) -> Figure:
+    """JAST Figure 8: per-class reconstruction MSE and trajectory-mean cut-layer MSE."""
+    figure = Figure(figsize=(11, 3.4))
+    left, right = figure.subplots(1, 2)
+
+    def series(key: str) -> dict[str, list[float]]:
+        return {row.label: [row.metrics["per_class"][c].get(key, float("nan")) for c in sorted(row.metrics["per_class"])]
+                for row in rows}
+
+    per_class_bars(series("image_mse_minmax"), "reconstruction MSE (min-max)", "reconstruction error", ax=left)
+    per_class_bars(series("activation_mse_trajectory"), "cut-layer MSE (trajectory mean)", "cut-layer fit",
+                   log=True, ax=right)
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,75 @@
+"""`splitlab compare`: the lab's main job (Table 1 and Figures 1, 2, 8 of the JAST paper)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from attacks.compare import compare
+from attacks.metrics import load_fid, load_lpips
+from attacks.split.unsplit import preset
+from attacks.split.unsplit_cli import CLONE_OPTION, FID_OPTION, LPIPS_OPTION, PRESET_OPTION, check_clone_mode
+from vfl.cli import (CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEVICE_OPTION, EPOCHS_OPTION, JSON_OPTION,
+                     OUT_OPTION, SEED_OPTION, emit, handles_errors, table)
+from vfl.runs import Run
+from vfl.runtime import resolve_device
+from vfl.training import TrainConfig, load_data
+
+
+def _names(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def compare_command(
+    dataset: str = DATASET_OPTION,
+    archs: str = typer.Option("cnn,mlp,small-mlp", "--archs", help="Comma-separated architectures to compare."),
+    defences: str = typer.Option("none", "--defences", help="Comma-separated defence specs, each applied to every "
+                                 "architecture (e.g. none,orthogonal)."),
+    cut_layer: int = CUT_OPTION,
+    epochs: int = EPOCHS_OPTION,
+    preset_name: str = PRESET_OPTION,
+    clone: str = CLONE_OPTION,
+    lambda_tv: Optional[float] = typer.Option(None, "--lambda-tv", help="Override the preset's TV weight."),
+    seed: int = SEED_OPTION,
+    device: str = DEVICE_OPTION,
+    data_root: Optional[Path] = DATA_ROOT_OPTION,
+    lpips_weights: Optional[Path] = LPIPS_OPTION,
+    fid_weights: Optional[Path] = FID_OPTION,
+    out: Optional[Path] = OUT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Train and attack CNN and MLP clients; write report.md (Table 1 with the paper's numbers), report.csv and figures."""
+    settings = preset(preset_name, lambda_tv=lambda_tv)
+    check_clone_mode(clone)
+    base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=seed, device=device,
+                       data_root=str(data_root) if data_root else None)
+    arch_list, defence_list = _names(archs), _names(defences) or ["none"]
+    for arch in arch_list:                      # every row's config is checked before anything is written
+        for defence in defence_list:
+            replace(base, arch=arch, defence=defence).validate()
+    provenance = load_data(base)[1].provenance
+    run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list, "preset": preset_name,
+                                 "unsplit": settings, "clone": clone, "device": str(resolve_device(device)),
+                                 "dataset_provenance": provenance}, out)
+    rows = compare(base, arch_list, defence_list, settings, clone, run,
+                   lpips=load_lpips(backbone_weights=lpips_weights), fid=load_fid(fid_weights))
+    records = [{"model": r.label, "accuracy": r.metrics["accuracy"], "image_mse_minmax": r.metrics["image_mse_minmax"],
+                "paper_mse_x": r.paper.get("mse_x"), "activation_mse": r.metrics["activation_mse"],
+                "paper_mse_z": r.paper.get("mse_z"), "fid": r.metrics["fid"], "run_dir": r.run_dir} for r in rows]
+    metrics = {"rows": records}
+    run.write_metrics(metrics)
+
+    def summary(console) -> None:
+        console.print(table(f"UnSplit on {dataset}, cut layer {cut_layer} (ours vs the JAST paper)", records,
+                            ["model", "accuracy", "image_mse_minmax", "paper_mse_x", "activation_mse", "paper_mse_z",
+                             "fid"]))
+        console.print(f"report: {run.file('report.md')}; figures: {run.file('reconstructions.png')}, "
+                      f"{run.file('per_class.png')}")
+
+    emit(run.record(metrics, report=str(run.file("report.md"))), as_json, summary)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(handles_errors(compare_command))

@@ -1,0 +1,68 @@
+"""Figures shared by the attacks: image grids (originals above reconstructions) and per-class plots.
+
+Everything draws on a fresh matplotlib Figure (Agg canvas, no pyplot state, no global rc changes);
+callers save it with `vfl.runs.Run.save_figure`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+
+def _as_image(x: torch.Tensor) -> np.ndarray:
+    x = x.detach().float().cpu().clamp(0, 1)
+    if x.dim() == 1:                               # a flat vector: show it as the squarest rectangle
+        side = int(np.ceil(np.sqrt(x.numel())))
+        x = torch.nn.functional.pad(x, (0, side * side - x.numel())).view(1, side, side)
+    return x[0].numpy() if x.shape[0] == 1 else x.permute(1, 2, 0).numpy()
+
+
+def image_grid(rows: Sequence[tuple[str, torch.Tensor]], title: str = "", column_titles: Sequence[str] = (),
+               cell: float = 1.0) -> Figure:
+    """One row per (label, images in [0,1] shaped (N, C, H, W)); originals usually first."""
+    columns = max(len(images) for _, images in rows)
+    figure = Figure(figsize=(cell * columns + 1.2, cell * len(rows) + (0.5 if title else 0.1)))
+    axes = figure.subplots(len(rows), columns, squeeze=False)
+    for r, (label, images) in enumerate(rows):
+        for c in range(columns):
+            ax = axes[r][c]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            if c < len(images):
+                image = _as_image(images[c])
+                ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0, vmax=1)
+            if c == 0:
+                ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize=9)
+            if r == 0 and c < len(column_titles):
+                ax.set_title(column_titles[c], fontsize=8)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return figure
+
+
+def per_class_bars(series: dict[str, Sequence[float]], ylabel: str, title: str = "",
+                   log: bool = False, ax=None) -> Figure | None:
+    """Grouped bars: one group per class, one bar per series (JAST Figure 8 style)."""
+    figure = None
+    if ax is None:
+        figure = Figure(figsize=(7, 3))
+        ax = figure.subplots()
+    names = list(series)
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        values = np.asarray(series[name], dtype=float)
+        ax.bar(np.arange(len(values)) + (i - (len(names) - 1) / 2) * width, values, width, label=name)
+    ax.set_xticks(range(max(len(v) for v in series.values())))
+    ax.set_xlabel("class")
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return figure
