@@ -93,9 +93,10 @@ def observe(client, images: torch.Tensor, arch: str, cut_layer: int) -> CutObser
     return CutObservation(arch, cut_layer, tuple(images.shape[1:]), client.infer(images).detach())
 
 
-def _clone(observation: CutObservation, seed: int, device: torch.device) -> nn.Module:
+def _clone(observation: CutObservation, seed: int) -> nn.Module:
+    """A fresh, randomly initialised client of the known architecture (weights unknown to the attacker)."""
     client, _ = build_split(observation.arch, observation.cut_layer, seed=seed)
-    return client.to(device)
+    return client.to(device=observation.activations.device, dtype=observation.activations.dtype)
 
 
 def _schedule(settings: UnsplitPreset) -> Schedule:
@@ -115,7 +116,7 @@ def unsplit(observation: CutObservation, settings: UnsplitPreset, clone_mode: st
     spec = arch_spec(observation.arch)
     activations = observation.activations
     device, n = activations.device, activations.shape[0]
-    objective = Objective(CutActivations(_clone(observation, seed, device)), MeanSquared(),
+    objective = Objective(CutActivations(_clone(observation, seed)), MeanSquared(),
                           priors={"tv": ("x", tv_squared), "l2": ("x", l2)})
     schedule = _schedule(settings)
     x0 = torch.full((n, 1, *spec.input_shape), settings.init, device=device, dtype=activations.dtype)
@@ -125,13 +126,13 @@ def unsplit(observation: CutObservation, settings: UnsplitPreset, clone_mode: st
         return {k: v.detach().unsqueeze(0).expand(trials, *v.shape).clone() for k, v in module.named_parameters()}
 
     if clone_mode == "per-target":
-        clones = [clone_params(_clone(observation, seed + r, device), 1) for r in range(n)]
+        clones = [clone_params(_clone(observation, seed + r), 1) for r in range(n)]
         variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
         result = run(objective, variables, {"observed": [observed]}, schedule, per_trial_target=True,
                      progress=progress, description=f"unsplit {observation.arch} per-target")
         return _result(result)
 
-    carried = clone_params(_clone(observation, seed, device), 1)
+    carried = clone_params(_clone(observation, seed), 1)
     parts: list[EngineResult] = []
     for r in range(n):                                     # one clone, carried from target to target
         result = run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},

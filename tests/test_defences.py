@@ -1,0 +1,101 @@
+"""Client-side defences: orthogonal transforms, DP input noise calibration, specs."""
+import pytest
+import torch
+from autodp.dp_bank import get_eps_ana_gaussian
+
+from vfl import data
+from vfl.defences import (DPInputNoise, OrthogonalTransform, PatchOrthogonalTransform, SemiOrthogonalTransform,
+                          analytic_gaussian_sigma, estimate_sensitivity, parse_defences, parse_spec,
+                          random_orthogonal, transformed_shape)
+from vfl.errors import SplitlabError
+from vfl.models import build_split
+from vfl.training import TrainConfig, load_checkpoint, load_data, save_checkpoint, train_split
+
+
+def test_random_orthogonal_is_orthogonal_seeded_and_dense():
+    u = random_orthogonal(50, seed=3)
+    torch.testing.assert_close(u @ u.T, torch.eye(50, dtype=torch.float64), atol=1e-12, rtol=0)
+    assert torch.equal(u, random_orthogonal(50, seed=3)) and not torch.equal(u, random_orthogonal(50, seed=4))
+    assert float((u.abs() > 1e-6).float().mean()) > 0.99                  # dense, not a permutation
+    s = random_orthogonal(20, 30, seed=0)                                  # semi-orthogonal: U U^T = I
+    torch.testing.assert_close(s @ s.T, torch.eye(20, dtype=torch.float64), atol=1e-12, rtol=0)
+
+
+def test_a_dense_first_layer_absorbs_the_orthogonal_transform():
+    # H = (XU) W^T = X (W U^T)^T: the transformed client with weights W U^T sends exactly what the
+    # plain client with W sends (Lemma 1), so an architecture-only attacker cannot tell them apart.
+    transform = OrthogonalTransform((1, 28, 28), seed=0)
+    plain, _ = build_split("mlp", 1, seed=0)
+    plain = plain.double()
+    absorbed, _ = build_split("mlp", 1, seed=0)
+    absorbed = absorbed.double()
+    with torch.no_grad():
+        absorbed[1].weight.copy_(plain[1].weight @ transform.matrix)
+    x = torch.rand(4, 1, 28, 28, dtype=torch.float64)
+    torch.testing.assert_close(absorbed(transform.on_input(x, True)), plain(x), rtol=1e-10, atol=1e-10)
+
+
+def test_transforms_preserve_norms_and_shapes():
+    x = torch.rand(3, 3, 32, 32, dtype=torch.float64)
+    for defence in (OrthogonalTransform((3, 32, 32)), PatchOrthogonalTransform((3, 32, 32), patch=4)):
+        y = defence.on_input(x, True)
+        assert y.shape == x.shape
+        torch.testing.assert_close(y.flatten(1).norm(dim=1), x.flatten(1).norm(dim=1))
+    patch = PatchOrthogonalTransform((3, 32, 32), patch=4)
+    changed = x.clone()
+    changed[:, :, :4, :4] += 1.0                                           # touch only the first patch
+    diff = (patch.on_input(changed, True) - patch.on_input(x, True)).abs().sum(1)
+    assert float(diff[:, 4:, :].max()) == 0.0 and float(diff[:, :, 4:].max()) == 0.0
+    semi = SemiOrthogonalTransform((1, 28, 28), dim=1024)
+    assert semi.on_input(torch.rand(2, 1, 28, 28), True).shape == (2, 1024)
+    assert transformed_shape([semi], (1, 28, 28)) == (1024,)
+
+
+def test_analytic_gaussian_calibration_matches_the_paper_and_its_definition():
+    sigma = analytic_gaussian_sigma(6.0, 0.5)
+    assert sigma == pytest.approx(0.267649, abs=1e-5)                      # digest T6: sigma / GS
+    assert get_eps_ana_gaussian(sigma, 0.5) == pytest.approx(6.0, rel=1e-6)  # the inverse gives epsilon back
+    assert analytic_gaussian_sigma(6.0, 0.5, 5.9427) == pytest.approx(1.5905, abs=1e-3)
+    with pytest.raises(SplitlabError, match="0 < delta < 1"):
+        analytic_gaussian_sigma(1.0, 1.5)
+
+
+def test_sensitivity_estimate_on_mnist5k_is_close_to_the_papers_mnist_value():
+    images = data.load("mnist5k", "train").images
+    assert estimate_sensitivity(images, seed=0) == pytest.approx(5.94, rel=0.05)
+
+
+def test_dp_noise_has_the_calibrated_scale_on_training_and_attacked_inputs():
+    torch.manual_seed(0)
+    (defence,) = parse_defences("dp:epsilon=6,delta=0.5,sensitivity=5.9427")
+    assert isinstance(defence, DPInputNoise) and defence.sigma == pytest.approx(1.5905, abs=1e-3)
+    x = torch.zeros(20000)
+    assert float(defence.on_input(x, True).std()) == pytest.approx(defence.sigma, rel=0.03)
+    assert float(defence.on_input(x, False).std()) == pytest.approx(defence.sigma, rel=0.03)
+
+
+def test_spec_errors_name_the_fix():
+    with pytest.raises(SplitlabError, match="unknown defence 'rotation'"):
+        parse_spec("rotation")
+    with pytest.raises(SplitlabError, match="does not take option 'dim'"):
+        parse_spec("orthogonal:dim=3")
+    with pytest.raises(SplitlabError, match="needs option dim"):
+        parse_spec("semi-orthogonal")
+    with pytest.raises(SplitlabError, match="needs training images"):
+        parse_defences("dp")
+    with pytest.raises(SplitlabError, match="cannot take it"):
+        TrainConfig(arch="cnn", defence="semi-orthogonal:dim=1024").validate()
+
+
+def test_defended_client_trains_and_its_checkpoint_rebuilds_the_same_secret(tmp_path):
+    config = TrainConfig(arch="mlp", epochs=1, defence="semi-orthogonal:dim=900,seed=2", device="cpu")
+    config.validate()
+    train, test = load_data(config)
+    trained = train_split(config, train, test, progress=False)
+    assert trained.client.model[1].in_features == 900
+    plain = train_split(TrainConfig(arch="mlp", epochs=1, device="cpu"), train, test, progress=False)
+    assert abs(trained.accuracy - plain.accuracy) < 0.03                   # the transform costs no accuracy
+    save_checkpoint(tmp_path / "c.pt", trained)
+    reloaded = load_checkpoint(tmp_path / "c.pt", "cpu")
+    x = test.images[:5]
+    torch.testing.assert_close(reloaded.client.infer(x), trained.client.infer(x))
