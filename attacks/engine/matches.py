@@ -30,6 +30,13 @@ def _masked(simulated: Tensors, observed: Tensors, subset: Subset | None) -> tup
     return [s * m for s, m in zip(simulated, masks)], [o * m for o, m in zip(observed, masks)]
 
 
+def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subset, mean: bool) -> torch.Tensor:
+    simulated, observed = _masked(simulated, observed, subset)
+    w = _weights(weights, len(simulated))
+    reduce = torch.mean if mean else torch.sum
+    return sum(wl * reduce(distance(s - o)) for wl, s, o in zip(w, simulated, observed))
+
+
 @dataclass(frozen=True)
 class SquaredL2:
     """sum_l w_l * ||s_l - o_l||^2 (DLG's summed squared differences; `mean=True` averages elements)."""
@@ -38,10 +45,7 @@ class SquaredL2:
     mean: bool = False
 
     def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        simulated, observed = _masked(simulated, observed, self.subset)
-        w = _weights(self.weights, len(simulated))
-        reduce = torch.mean if self.mean else torch.sum
-        return sum(wl * reduce((s - o) ** 2) for wl, s, o in zip(w, simulated, observed))
+        return _elementwise(torch.square, simulated, observed, self.weights, self.subset, self.mean)
 
 
 @dataclass(frozen=True)
@@ -52,10 +56,7 @@ class L1:
     mean: bool = False
 
     def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        simulated, observed = _masked(simulated, observed, self.subset)
-        w = _weights(self.weights, len(simulated))
-        reduce = torch.mean if self.mean else torch.sum
-        return sum(wl * reduce((s - o).abs()) for wl, s, o in zip(w, simulated, observed))
+        return _elementwise(torch.abs, simulated, observed, self.weights, self.subset, self.mean)
 
 
 @dataclass(frozen=True)
