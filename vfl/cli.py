@@ -18,7 +18,7 @@ from rich.table import Table
 
 from vfl import data as datasets
 from vfl.errors import SplitlabError
-from vfl.models import describe
+from vfl.models import describe, describe_hfl
 from vfl.runs import Run, dumps, to_jsonable
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_checkpoint, train_split
@@ -133,11 +133,18 @@ def evaluate(
 
 
 def models(as_json: bool = JSON_OPTION) -> None:
-    """List every architecture with its cut layers and client/server/total parameter counts."""
-    rows = describe()
-    emit({"command": "models", "architectures": rows}, as_json, lambda c: c.print(table(
-        "architectures and cut layers", rows,
-        ["arch", "cut_layer", "input", "activation", "client_params", "server_params", "total_params"])))
+    """List every split architecture with its cut layers and client/server/total parameter counts,
+    then the horizontal-FL models (whole model on every client)."""
+    rows, hfl_rows = describe(), describe_hfl()
+
+    def show(console) -> None:
+        console.print(table("split-learning architectures and cut layers", rows,
+                            ["arch", "cut_layer", "input", "activation", "client_params", "server_params",
+                             "total_params"]))
+        console.print(table("horizontal-FL models (1x28x28 input, 10 classes)", hfl_rows,
+                            ["arch", "input", "total_params", "source"]))
+
+    emit({"command": "models", "architectures": rows, "hfl_models": hfl_rows}, as_json, show)
 
 
 def datasets_command(

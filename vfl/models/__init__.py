@@ -13,6 +13,7 @@ import torch
 
 from vfl.errors import SplitlabError
 from vfl.models.cifar import cifar_cnn, mlp_mixer
+from vfl.models.hfl import HFL_MODELS, build_hfl_model, describe_hfl, hfl_model_spec
 from vfl.models.mnist import cnn, mlp, small_mlp
 from vfl.models.split import SplitNet, count_parameters
 

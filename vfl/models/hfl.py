@@ -1,0 +1,209 @@
+"""Whole-model architectures for horizontal FL (every client trains the full model), adapting to the
+dataset's channels, image size and number of classes.
+
+- `lenet`: DLG's LeNet: three 5x5 convs (stride 2, 2, 1; 12 channels; padding 2), Sigmoid after
+  each, one Linear; every weight and bias ~ U(-0.5, 0.5). Zhu et al., DLG (NeurIPS 2019),
+  `models/vision.py`, and iDLG's copy (hidden 588 for 1x28x28, 768 for 3x32x32).
+- `convnet`: a small VGG-like ConvNet: conv-BN-ReLU stages of width w, 2w, 4w, 4w (w = 16), 2x2
+  max-pools after stages 2-4, one Linear (66,170 parameters on 1x28x28). After Inverting Gradients'
+  `ConvNet` family (width 64 there); ours is narrower so CPU runs finish in seconds.
+- `resnet18`: CIFAR-style ResNet-18: 3x3 stem, no max-pool, BasicBlocks [2,2,2,2], widths 64-512,
+  BN, bias-free convs, global average pool, Linear (He et al. 2016, as the IG/breaching zoos use it
+  for CIFAR): 11,173,962 parameters for 3x32x32 and 10 classes.
+- `resnet10`: the same with BasicBlocks [1,1,1,1]: 4,902,090 parameters for 1-channel 10-class input.
+
+Attacks run these models with BatchNorm in eval mode (running statistics fixed; at initialisation
+mean 0, variance 1), for the client that computes the upload and for the attacker alike, as
+Inverting Gradients does (`model.eval()`): the simulated and the observed gradient are then the same
+function of the input.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from vfl.errors import SplitlabError
+
+
+# --- LeNet (DLG) -----------------------------------------------------------------------------------
+
+class LeNet(nn.Module):
+    """DLG's sigmoid LeNet: conv(C,12,5,s2) - conv(12,12,5,s2) - conv(12,12,5,s1), Sigmoid after each,
+    flatten, Linear(12 * ceil(H/4) * ceil(W/4), classes). No pooling, so every pixel reaches the
+    gradient of the first layer."""
+
+    def __init__(self, channels: int = 1, size: tuple[int, int] = (28, 28), num_classes: int = 10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 12, 5, padding=2, stride=2), nn.Sigmoid(),
+            nn.Conv2d(12, 12, 5, padding=2, stride=2), nn.Sigmoid(),
+            nn.Conv2d(12, 12, 5, padding=2, stride=1), nn.Sigmoid(),
+        )
+        h, w = (_conv_out(_conv_out(s, 5, 2, 2), 5, 2, 2) for s in size)
+        self.hidden = 12 * h * w
+        self.fc = nn.Linear(self.hidden, num_classes)
+        for p in self.parameters():          # DLG's weights_init: U(-0.5, 0.5) for weights and biases
+            nn.init.uniform_(p, -0.5, 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).flatten(1))
+
+
+def _conv_out(size: int, kernel: int, stride: int, padding: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+# --- ConvNet ---------------------------------------------------------------------------------------
+
+def _conv_bn_relu(cin: int, cout: int) -> list[nn.Module]:
+    return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+
+class ConvNet(nn.Module):
+    """conv(C,w)-BN-ReLU, conv(w,2w)-BN-ReLU, pool, conv(2w,4w)-BN-ReLU, pool, conv(4w,4w)-BN-ReLU,
+    pool, flatten, Linear. 3x3 convolutions (padding 1, no bias: BN follows), 2x2 max-pools; width
+    w = 16 gives 66,170 parameters for 1x28x28 input and 10 classes. Torch's default init."""
+
+    def __init__(self, channels: int = 1, size: tuple[int, int] = (28, 28), num_classes: int = 10,
+                 width: int = 16):
+        super().__init__()
+        w = width
+        self.features = nn.Sequential(
+            *_conv_bn_relu(channels, w), *_conv_bn_relu(w, 2 * w), nn.MaxPool2d(2),
+            *_conv_bn_relu(2 * w, 4 * w), nn.MaxPool2d(2),
+            *_conv_bn_relu(4 * w, 4 * w), nn.MaxPool2d(2),
+        )
+        h, v = (s // 8 for s in size)
+        self.fc = nn.Linear(4 * w * h * v, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x).flatten(1))
+
+
+# --- CIFAR-style ResNets ----------------------------------------------------------------------------
+
+class BasicBlock(nn.Module):
+    """Two 3x3 conv-BN layers with a ReLU between, an identity (or 1x1 conv-BN) shortcut, ReLU after the sum."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU()
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        return self.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet(nn.Module):
+    """CIFAR-style ResNet: conv3x3(C,64)-BN-ReLU stem (stride 1, no max-pool), four stages of
+    BasicBlocks with widths 64, 128, 256, 512 (stride 1, 2, 2, 2), global average pool, Linear.
+    Convolutions are bias-free (BN follows); Kaiming-normal (fan_out) conv init as torchvision."""
+
+    def __init__(self, blocks: tuple[int, int, int, int], channels: int = 3, num_classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(channels, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+        stages, cin = [], 64
+        for i, (n, cout) in enumerate(zip(blocks, (64, 128, 256, 512))):
+            layers = []
+            for j in range(n):
+                layers.append(BasicBlock(cin, cout, stride=2 if (i > 0 and j == 0) else 1))
+                cin = cout
+            stages.append(nn.Sequential(*layers))
+        self.stages = nn.Sequential(*stages)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.pool(self.stages(self.stem(x))).flatten(1))
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HFLModelSpec:
+    name: str
+    build: Callable[[tuple[int, int, int], int], nn.Module]
+    """(input shape C x H x W, number of classes) -> model in eval mode."""
+    min_size: int
+    """Smallest image side the model takes."""
+    source: str
+    total_params: int | None = None
+    """Expected count for 1x28x28 input and 10 classes, checked by the tests where given."""
+
+
+HFL_MODELS: dict[str, HFLModelSpec] = {
+    spec.name: spec for spec in (
+        HFLModelSpec("lenet", lambda shape, k: LeNet(shape[0], shape[1:], k), 1,
+                     "DLG's sigmoid LeNet, U(-0.5, 0.5) init (Zhu et al. 2019; iDLG: hidden 588 on MNIST)"),
+        HFLModelSpec("convnet", lambda shape, k: ConvNet(shape[0], shape[1:], k), 8,
+                     "small ConvNet, width 16 (after Inverting Gradients' ConvNet family)", total_params=66_170),
+        HFLModelSpec("resnet18", lambda shape, k: ResNet((2, 2, 2, 2), shape[0], k), 8,
+                     "CIFAR-style ResNet-18 (He et al. 2016)"),
+        HFLModelSpec("resnet10", lambda shape, k: ResNet((1, 1, 1, 1), shape[0], k), 8,
+                     "CIFAR-style ResNet10, BasicBlocks [1,1,1,1]", total_params=4_902_090),
+    )
+}
+
+
+def hfl_model_spec(name: str) -> HFLModelSpec:
+    try:
+        return HFL_MODELS[name]
+    except KeyError:
+        raise SplitlabError(f"unknown HFL model {name!r}; choose one of: {', '.join(HFL_MODELS)}") from None
+
+
+def check_hfl_input(name: str, input_shape: tuple[int, int, int]) -> None:
+    """Refuse images the model cannot take, with a one-line message."""
+    spec = hfl_model_spec(name)
+    if len(input_shape) != 3 or min(input_shape[1:]) < spec.min_size:
+        raise SplitlabError(f"model {name} needs C x H x W images with sides of at least {spec.min_size}, "
+                            f"got {'x'.join(map(str, input_shape))}")
+
+
+def build_hfl_model(name: str, input_shape: tuple[int, int, int] = (1, 28, 28), num_classes: int = 10,
+                    seed: int | None = None) -> nn.Module:
+    """Build an HFL model (seeded with a local generator state if asked) in eval mode."""
+    check_hfl_input(name, tuple(input_shape))
+    spec = hfl_model_spec(name)
+    if seed is None:
+        return spec.build(tuple(input_shape), num_classes).eval()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return spec.build(tuple(input_shape), num_classes).eval()
+
+
+def final_linear(model: nn.Module) -> str | None:
+    """Name of the weight of the model's last parameterised layer if that layer is an nn.Linear, else None.
+
+    Analytic label recovery (iDLG and the count rule) reads the gradient of this layer.
+    """
+    last = None
+    for name, module in model.named_modules():
+        if any(True for _ in module.parameters(recurse=False)):
+            last = (name, module)
+    if last is None or not isinstance(last[1], nn.Linear):
+        return None
+    return f"{last[0]}.weight" if last[0] else "weight"
+
+
+def describe_hfl() -> list[dict]:
+    """One row per HFL model for 1x28x28 input and 10 classes (the `splitlab models` listing)."""
+    rows = []
+    for spec in HFL_MODELS.values():
+        total = sum(p.numel() for p in spec.build((1, 28, 28), 10).parameters())
+        rows.append({"arch": spec.name, "setting": "hfl", "input": [1, 28, 28], "total_params": total,
+                     "source": spec.source})
+    return rows
