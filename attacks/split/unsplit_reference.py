@@ -24,8 +24,8 @@ def unsplit_loop(observation: CutObservation, settings: UnsplitPreset, seed: int
         clone = clone.to(device=device, dtype=target.dtype)
         x = torch.full((1, *spec.input_shape), settings.init, device=device, dtype=target.dtype, requires_grad=True)
         h = target.unsqueeze(0)
-        opt_x = torch.optim.Adam([x], lr=settings.lr, amsgrad=True)
-        opt_clone = torch.optim.Adam(clone.parameters(), lr=settings.lr, amsgrad=True)
+        opt_x = torch.optim.Adam([x], lr=settings.lr, amsgrad=True, fused=True)       # as the engine
+        opt_clone = torch.optim.Adam(clone.parameters(), lr=settings.lr, amsgrad=True, fused=True)
         for _ in range(settings.rounds):
             for _ in range(settings.input_steps):
                 opt_x.zero_grad(set_to_none=True)
