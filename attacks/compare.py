@@ -5,6 +5,11 @@ attacks the first test image of each class, and the results go into `report.md` 
 Table 1 format with the paper's numbers beside ours), `report.csv`, `reconstructions.png`
 (originals above each architecture's reconstructions) and `per_class.png` (Figure 8). Each row's
 training and attack live in their own run directory under the compare directory, with its config.
+
+With FSHA settings, every architecture that has an FSHA counterpart (`FSHA_SETUP`: the CNN row
+gets FSHA's convolutional ResNet client, the MLP row its dense client) is also attacked by the
+malicious server of `attacks.split.fsha` (once per architecture, undefended rows only), adding FSHA
+columns, `fsha_reconstructions.png` (Figures 3-4) and `fsha_curves.png` (Figure 5).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from matplotlib.figure import Figure
 from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.split.experiment import attack_victim, train_victim
+from attacks.split.fsha import FshaSettings, curves_figure, run_fsha, settings_record
 from attacks.split.unsplit import UnsplitPreset
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
@@ -35,6 +41,15 @@ PAPER_TABLE1 = {
     ("mnist", "small-mlp"): {"accuracy": 92.6},
     ("fashion-mnist", "small-mlp"): {"accuracy": 83.8},
 }
+PAPER_FSHA = {
+    # (dataset, FSHA client) -> the paper's Figure 5 reconstruction error on [-1,1] at the end of the run
+    # (MNIST 3000, Fashion-MNIST 5000 iterations), read off the plot: a range, not a single number
+    ("mnist", "resnet"): "0.04-0.05", ("mnist", "mlp"): "0.35-0.41",
+    ("fashion-mnist", "resnet"): "0.03-0.04", ("fashion-mnist", "mlp"): "0.36-0.75",
+}
+FSHA_SETUP = {"cnn": "resnet", "mlp": "mlp"}
+"""The FSHA client standing in for a compared architecture: FSHA attacks its own client networks
+(`vfl.models.fsha`), a convolutional ResNet and a dense MLP, as in the paper's section 4.2."""
 PAPER_DATASET = {"mnist5k": "mnist"}
 """Which paper dataset a lab dataset is compared with (mnist5k is a 5,000-image subset of MNIST)."""
 
@@ -48,6 +63,7 @@ class Row:
     reconstructions: torch.Tensor
     targets: torch.Tensor
     paper: dict = field(default_factory=dict)
+    fsha: dict | None = None             # FSHA metrics for this architecture's counterpart, if run
 
     @property
     def label(self) -> str:
@@ -56,10 +72,15 @@ class Row:
 
 def compare(base: TrainConfig, archs: list[str], defences: list[str], settings: UnsplitPreset, clone_mode: str,
             run: Run, *, lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-            progress: bool = True) -> list[Row]:
-    """Train and attack every (architecture, defence); write the report files into `run`."""
-    rows = []
+            progress: bool = True, fsha: FshaSettings | None = None) -> list[Row]:
+    """Train and attack every (architecture, defence) with UnSplit, and with FSHA when `fsha` is
+    given; write the report files into `run`."""
+    rows, fsha_runs = [], []
     for arch in archs:
+        fsha_metrics = None
+        if fsha is not None and arch in FSHA_SETUP:
+            fsha_metrics = _run_fsha(fsha, base, FSHA_SETUP[arch], run, progress)
+            fsha_runs.append(fsha_metrics)
         for defence in defences:
             config = replace(base, arch=arch, defence=defence)
             name = arch if defence == "none" else f"{arch}-{defence.replace(':', '_').replace(',', '_')}"
@@ -71,11 +92,36 @@ def compare(base: TrainConfig, archs: list[str], defences: list[str], settings: 
                                     progress=progress)
             paper = PAPER_TABLE1.get((PAPER_DATASET.get(config.dataset, config.dataset), arch), {})
             rows.append(Row(arch, defence, outcome.metrics, os.path.relpath(sub.path, run.path), outcome.reconstructions,
-                            outcome.targets, paper if defence == "none" else {}))
+                            outcome.targets, paper if defence == "none" else {},
+                            fsha_metrics if defence == "none" else None))
             run.log(f"{name}: accuracy {outcome.metrics['accuracy']:.4f}, "
                     f"MSE X {outcome.metrics['image_mse_minmax']:.4f}")
     write_report(run, base, settings, clone_mode, rows)
+    if fsha_runs:
+        write_fsha_figures(run, fsha_runs)
     return rows
+
+
+def _run_fsha(fsha: FshaSettings, base: TrainConfig, setup: str, run: Run, progress: bool) -> dict:
+    """One FSHA run against `setup` on the compared dataset, in its own run directory."""
+    settings = replace(fsha, arch=setup, dataset=base.dataset, seed=base.seed, device=base.device,
+                       data_root=base.data_root)
+    sub = Run.create("compare-fsha", {"fsha": settings_record(settings)}, run.file(f"fsha-{setup}"))
+    result = run_fsha(settings, sub, progress=progress)
+    paper = PAPER_FSHA.get((PAPER_DATASET.get(base.dataset, base.dataset), setup))
+    run.log(f"fsha {setup}: reconstruction MSE on [-1,1] final {result.reconstruction_mse_final}, "
+            f"best {result.reconstruction_mse_best}")
+    return {**result.metrics(), "preset": settings.preset, "paper": paper, "run_dir": os.path.relpath(sub.path, run.path),
+            "originals": result.originals, "reconstructions": result.reconstructions}
+
+
+def write_fsha_figures(run: Run, fsha_runs: list[dict]) -> None:
+    """Figures 3-4 (private images above each FSHA client's reconstructions) and Figure 5 (curves)."""
+    run.save_figure("fsha_reconstructions.png", image_grid(
+        [("private", fsha_runs[0]["originals"])] + [(f"FSHA, {m['arch']} client", m["reconstructions"])
+                                                     for m in fsha_runs],
+        title=f"FSHA reconstructions after {fsha_runs[0]['iterations']} iterations (level {fsha_runs[0]['level']})"))
+    run.save_figure("fsha_curves.png", curves_figure([(m["arch"], m["log"]) for m in fsha_runs]))
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -100,6 +146,11 @@ def table_rows(base: TrainConfig, rows: list[Row]) -> list[dict]:
             "mse_z_trajectory": m["activation_mse_trajectory"], "attack_seconds": m["seconds"],
             "run_dir": row.run_dir,
         })
+        if any(r.fsha for r in rows):
+            f = row.fsha or {}
+            out[-1].update({"fsha_client": f.get("arch"), "fsha_mse_x": f.get("reconstruction_mse_final"),
+                            "fsha_mse_x_best": f.get("reconstruction_mse_best"), "paper_fsha_mse_x": f.get("paper"),
+                            "fsha_iterations": f.get("iterations"), "fsha_run_dir": f.get("run_dir")})
     return out
 
 
@@ -112,8 +163,9 @@ def write_report(run: Run, base: TrainConfig, settings: UnsplitPreset, clone_mod
     atomic_write_text(run.file("report.csv"), buffer.getvalue())
 
     paper_dataset = PAPER_DATASET.get(base.dataset, base.dataset)
+    with_fsha = "fsha_mse_x" in records[0]
     lines = [
-        f"# UnSplit against split-learning clients on {base.dataset}",
+        f"# UnSplit{' and FSHA' if with_fsha else ''} against split-learning clients on {base.dataset}",
         "",
         f"Cut layer {base.cut_layer}; training: {base.epochs} epochs, {base.optimizer} lr {base.lr}, batch "
         f"{base.batch_size}, seed {base.seed}. Attack: UnSplit, {settings.rounds} rounds of "
@@ -125,13 +177,23 @@ def write_report(run: Run, base: TrainConfig, settings: UnsplitPreset, clone_mod
         "Inception weights are not available here). Paper values: JAST (arXiv 2412.11689) Table 1"
         + (f" on full {paper_dataset.upper()}" if paper_dataset != base.dataset else "") + ".",
         "",
-        "| Dataset | Model | MSE X | paper | MSE Z | paper | FID | paper | Acc % | paper |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if with_fsha:
+        fsha = next(row.fsha for row in rows if row.fsha)
+        lines += [f"FSHA X: the FSHA client's reconstruction MSE on [-1,1] (the paper's Figure 5 scale), mean over "
+                  f"the last log interval of {fsha['iterations']} iterations at level {fsha['level']} (preset "
+                  f"{fsha['preset']}), best interval in brackets; paper: Figure 5 at the end of its run.", ""]
+    header = "| Dataset | Model | MSE X | paper | MSE Z | paper | FID | paper | Acc % | paper |"
+    lines += [header + (" FSHA client | FSHA X | paper |" if with_fsha else ""),
+              "|---" * (header.count("|") - 1 + (3 if with_fsha else 0)) + "|"]
     for r in records:
-        lines.append(f"| {r['dataset']} | {r['model']} | {_fmt(r['mse_x'])} | {_fmt(r['paper_mse_x'])} | "
-                     f"{_fmt(r['mse_z'])} | {_fmt(r['paper_mse_z'])} | {_fmt(r['fid'], 0)} | "
-                     f"{_fmt(r['paper_fid'], 0)} | {_fmt(r['accuracy'], 2)} | {_fmt(r['paper_accuracy'], 2)} |")
+        line = (f"| {r['dataset']} | {r['model']} | {_fmt(r['mse_x'])} | {_fmt(r['paper_mse_x'])} | "
+                f"{_fmt(r['mse_z'])} | {_fmt(r['paper_mse_z'])} | {_fmt(r['fid'], 0)} | "
+                f"{_fmt(r['paper_fid'], 0)} | {_fmt(r['accuracy'], 2)} | {_fmt(r['paper_accuracy'], 2)} |")
+        if with_fsha:
+            best = f" ({_fmt(r['fsha_mse_x_best'])})" if r["fsha_mse_x"] is not None else ""
+            line += f" {_fmt(r['fsha_client'])} | {_fmt(r['fsha_mse_x'])}{best} | {_fmt(r['paper_fsha_mse_x'])} |"
+        lines.append(line)
     lines += ["", "Also measured (plain [0,1] scale, reconstructions clamped):", "",
               "| Model | MSE | PSNR dB | SSIM | LPIPS | MSE Z (trajectory mean) | attack s | run |",
               "|---|---|---|---|---|---|---|---|"]
@@ -143,6 +205,8 @@ def write_report(run: Run, base: TrainConfig, settings: UnsplitPreset, clone_mod
     if unavailable:
         lines += ["", "Not measured here: " + "; ".join(f"{k}: {v}" for k, v in unavailable.items())]
     lines += ["", "![reconstructions](reconstructions.png)", "", "![per-class errors](per_class.png)", ""]
+    if with_fsha:
+        lines += ["![FSHA reconstructions](fsha_reconstructions.png)", "", "![FSHA curves](fsha_curves.png)", ""]
     atomic_write_text(run.file("report.md"), "\n".join(lines))
 
     run.save_figure("reconstructions.png", image_grid(

@@ -7,24 +7,46 @@ from typing import Optional
 
 import typer
 
-from attacks.compare import compare
+from attacks.compare import FSHA_SETUP, compare
+from attacks.split.fsha import PRESETS as FSHA_PRESETS
+from attacks.split.fsha import settings_from as fsha_settings_from
 from attacks.metrics import load_fid, load_lpips
 from attacks.split.unsplit import preset
 from attacks.split.unsplit_cli import CLONE_OPTION, FID_OPTION, LPIPS_OPTION, PRESET_OPTION, check_clone_mode
 from vfl.cli import (CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEVICE_OPTION, EPOCHS_OPTION, JSON_OPTION,
                      OUT_OPTION, SEED_OPTION, emit, handles_errors, table)
+from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_data
+
+
+ATTACKS = ("unsplit", "fsha")
 
 
 def _names(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _check_attacks(names: list[str], archs: list[str]) -> bool:
+    """Whether FSHA runs; UnSplit always does (it makes Table 1)."""
+    unknown = [n for n in names if n not in ATTACKS]
+    if unknown or "unsplit" not in names:
+        raise SplitlabError(f"--attacks takes unsplit or unsplit,fsha (got {','.join(names) or 'nothing'})")
+    if "fsha" in names and not any(a in FSHA_SETUP for a in archs):
+        raise SplitlabError(f"FSHA attacks the {' and '.join(FSHA_SETUP)} rows; add one of them to --archs")
+    return "fsha" in names
+
+
 def compare_command(
     dataset: str = DATASET_OPTION,
     archs: str = typer.Option("cnn,mlp,small-mlp", "--archs", help="Comma-separated architectures to compare."),
+    attacks: str = typer.Option("unsplit", "--attacks", help="unsplit, or unsplit,fsha to add FSHA columns (FSHA's "
+                                "ResNet client for the cnn row, its dense client for the mlp row)."),
+    fsha_preset: str = typer.Option("quick", "--fsha-preset", help=f"FSHA settings: {', '.join(FSHA_PRESETS)} "
+                                    "(quick: minutes per client on a 2-core CPU)."),
+    fsha_iterations: Optional[int] = typer.Option(None, "--fsha-iterations", help="Override the FSHA preset's "
+                                                  "iterations."),
     defences: str = typer.Option("none", "--defences", help="Comma-separated defence specs, each applied to every "
                                  "architecture (e.g. none,orthogonal)."),
     cut_layer: int = CUT_OPTION,
@@ -40,31 +62,39 @@ def compare_command(
     out: Optional[Path] = OUT_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Train and attack CNN and MLP clients; write report.md (Table 1 with the paper's numbers), report.csv and figures."""
+    """Train and attack CNN and MLP clients with UnSplit (and FSHA with --attacks unsplit,fsha); write report.md
+    (Table 1 with the paper's numbers), report.csv and figures."""
     settings = preset(preset_name, lambda_tv=lambda_tv)
     check_clone_mode(clone)
     base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=seed, device=device,
                        data_root=str(data_root) if data_root else None)
     arch_list, defence_list = _names(archs), _names(defences) or ["none"]
+    fsha = None
+    if _check_attacks(_names(attacks), arch_list):
+        fsha = fsha_settings_from(fsha_preset, iterations=fsha_iterations, dataset=dataset, seed=seed, device=device,
+                                  data_root=str(data_root) if data_root else None)
     for arch in arch_list:                      # every row's config is checked before anything is written
         for defence in defence_list:
             replace(base, arch=arch, defence=defence).validate()
     provenance = load_data(base)[1].provenance
     run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list, "preset": preset_name,
                                  "unsplit": settings, "clone": clone, "device": str(resolve_device(device)),
-                                 "dataset_provenance": provenance}, out)
+                                 "dataset_provenance": provenance, "fsha": fsha}, out)
     rows = compare(base, arch_list, defence_list, settings, clone, run,
-                   lpips=load_lpips(backbone_weights=lpips_weights), fid=load_fid(fid_weights))
+                   lpips=load_lpips(backbone_weights=lpips_weights), fid=load_fid(fid_weights), fsha=fsha)
     records = [{"model": r.label, "accuracy": r.metrics["accuracy"], "image_mse_minmax": r.metrics["image_mse_minmax"],
                 "paper_mse_x": r.paper.get("mse_x"), "activation_mse": r.metrics["activation_mse"],
-                "paper_mse_z": r.paper.get("mse_z"), "fid": r.metrics["fid"], "run_dir": r.run_dir} for r in rows]
+                "paper_mse_z": r.paper.get("mse_z"), "fid": r.metrics["fid"], "run_dir": r.run_dir,
+                **({"fsha_mse_x": r.fsha["reconstruction_mse_final"], "fsha_mse_x_best": r.fsha["reconstruction_mse_best"],
+                    "paper_fsha_mse_x": r.fsha["paper"], "fsha_run_dir": r.fsha["run_dir"]} if r.fsha else {})}
+               for r in rows]
     metrics = {"rows": records}
     run.write_metrics(metrics)
 
     def summary(console) -> None:
         console.print(table(f"UnSplit on {dataset}, cut layer {cut_layer} (ours vs the JAST paper)", records,
                             ["model", "accuracy", "image_mse_minmax", "paper_mse_x", "activation_mse", "paper_mse_z",
-                             "fid"]))
+                             "fid"] + (["fsha_mse_x", "paper_fsha_mse_x"] if fsha else [])))
         console.print(f"report: {run.file('report.md')}; figures: {run.file('reconstructions.png')}, "
                       f"{run.file('per_class.png')}")
 

@@ -123,3 +123,32 @@ def test_compare_writes_the_report_with_paper_numbers(tmp_path):
         assert (tmp_path / "cmp" / name).exists()
     row = json.loads(result.stdout)["metrics"]["rows"][0]
     assert (tmp_path / "cmp" / row["run_dir"] / "config.json").exists()
+
+
+def test_compare_with_fsha_adds_columns_figures_and_run_dirs(tmp_path):
+    result = runner.invoke(app, ["compare", "--archs", "mlp,small-mlp", "--epochs", "1", "--preset", "quick",
+                                 "--attacks", "unsplit,fsha", "--fsha-iterations", "2", "--device", "cpu",
+                                 "--out", str(tmp_path / "cmp"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["model"]: r for r in json.loads(result.stdout)["metrics"]["rows"]}
+    assert rows["mlp"]["paper_fsha_mse_x"] == "0.35-0.41" and rows["mlp"]["fsha_mse_x"] > 0
+    assert "fsha_mse_x" not in rows["small-mlp"]                 # FSHA has no SmallMLP counterpart
+    fsha_dir = tmp_path / "cmp" / rows["mlp"]["fsha_run_dir"]
+    config = json.loads((fsha_dir / "config.json").read_text())["config"]["fsha"]
+    assert config["arch"] == "mlp" and config["iterations"] == 2 and config["preset"] == "quick"
+    report = (tmp_path / "cmp" / "report.md").read_text()
+    assert "FSHA X" in report and "| small-mlp |" in report and "0.35-0.41" in report
+    for name in ("fsha_reconstructions.png", "fsha_curves.png"):
+        assert (tmp_path / "cmp" / name).exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--attacks", "fsha"], "--attacks takes unsplit or unsplit,fsha"),
+    (["--attacks", "unsplit,dlg"], "--attacks takes unsplit or unsplit,fsha"),
+    (["--attacks", "unsplit,fsha", "--archs", "small-mlp"], "FSHA attacks the cnn and mlp rows"),
+    (["--attacks", "unsplit,fsha", "--fsha-preset", "fast"], "unknown FSHA preset"),
+])
+def test_compare_bad_attacks_exit_2(tmp_path, args, message):
+    result = runner.invoke(app, ["compare", "--out", str(tmp_path / "cmp"), *args])
+    assert result.exit_code == 2 and message in result.stderr
+    assert not (tmp_path / "cmp").exists()
