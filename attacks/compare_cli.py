@@ -12,9 +12,11 @@ from attacks.split.fsha import PRESETS as FSHA_PRESETS
 from attacks.split.fsha import settings_from as fsha_settings_from
 from attacks.metrics import load_fid, load_lpips
 from attacks.split.unsplit import preset
-from attacks.split.unsplit_cli import CLONE_OPTION, FID_OPTION, LPIPS_OPTION, PRESET_OPTION, check_clone_mode
+from attacks.split.unsplit_cli import (CLONE_OPTION, FID_OPTION, LAMBDA_TV_OPTION, LPIPS_OPTION, PRESET_OPTION,
+                                      check_clone_mode)
 from vfl.cli import (CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEVICE_OPTION, EPOCHS_OPTION, JSON_OPTION,
                      OUT_OPTION, SEED_OPTION, emit, handles_errors, table)
+from vfl.defences import split_specs
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -48,12 +50,12 @@ def compare_command(
     fsha_iterations: Optional[int] = typer.Option(None, "--fsha-iterations", help="Override the FSHA preset's "
                                                   "iterations."),
     defences: str = typer.Option("none", "--defences", help="Comma-separated defence specs, each applied to every "
-                                 "architecture (e.g. none,orthogonal)."),
+                                 "architecture (e.g. none,orthogonal,dp:epsilon=6,delta=0.5)."),
     cut_layer: int = CUT_OPTION,
     epochs: int = EPOCHS_OPTION,
     preset_name: str = PRESET_OPTION,
     clone: str = CLONE_OPTION,
-    lambda_tv: Optional[float] = typer.Option(None, "--lambda-tv", help="Override the preset's TV weight."),
+    lambda_tv: Optional[float] = LAMBDA_TV_OPTION,
     seed: int = SEED_OPTION,
     device: str = DEVICE_OPTION,
     data_root: Optional[Path] = DATA_ROOT_OPTION,
@@ -68,7 +70,7 @@ def compare_command(
     check_clone_mode(clone)
     base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=seed, device=device,
                        data_root=str(data_root) if data_root else None)
-    arch_list, defence_list = _names(archs), _names(defences) or ["none"]
+    arch_list, defence_list = _names(archs), split_specs(defences) or ["none"]
     fsha = None
     if _check_attacks(_names(attacks), arch_list):
         fsha = fsha_settings_from(fsha_preset, iterations=fsha_iterations, dataset=dataset, seed=seed, device=device,

@@ -23,6 +23,7 @@ from attacks.metrics import minmax_normalise
 from attacks.split.experiment import attack_victim, train_victim
 from attacks.split.unsplit import preset
 from vfl import data as datasets
+from vfl.defences import split_specs
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
 
@@ -103,7 +104,7 @@ def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4
                out: Optional[Path] = None) -> None:
     """Table 3: UnSplit on the CNN at every cut layer, without and with DP input noise."""
     cut_list = [int(c) for c in cuts.split(",")]
-    defences = [d.strip() for d in noise.split(",") if d.strip()]
+    defences = split_specs(noise)
     base = TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device)
     for cut in cut_list:
         for defence in defences:

@@ -6,7 +6,7 @@ from autodp.dp_bank import get_eps_ana_gaussian
 from vfl import data
 from vfl.defences import (DPInputNoise, OrthogonalTransform, PatchOrthogonalTransform, SemiOrthogonalTransform,
                           analytic_gaussian_sigma, estimate_sensitivity, parse_defences, parse_spec,
-                          random_orthogonal, transformed_shape)
+                          random_orthogonal, split_specs, transformed_shape)
 from vfl.errors import SplitlabError
 from vfl.models import build_split
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_checkpoint, train_split
@@ -99,3 +99,10 @@ def test_defended_client_trains_and_its_checkpoint_rebuilds_the_same_secret(tmp_
     reloaded = load_checkpoint(tmp_path / "c.pt", "cpu")
     x = test.images[:5]
     torch.testing.assert_close(reloaded.client.infer(x), trained.client.infer(x))
+
+
+def test_defence_lists_keep_each_specs_own_options_together():
+    assert split_specs("none,dp:epsilon=6,delta=0.5, orthogonal") == ["none", "dp:epsilon=6,delta=0.5", "orthogonal"]
+    assert split_specs("semi-orthogonal:dim=500,seed=1+dp:epsilon=6,delta=0.5") == [
+        "semi-orthogonal:dim=500,seed=1+dp:epsilon=6,delta=0.5"]
+    assert split_specs("") == []

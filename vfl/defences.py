@@ -197,6 +197,21 @@ _OPTIONS = {
 _REQUIRED = {"activation-noise": {"sigma"}, "gradient-noise": {"sigma"}, "semi-orthogonal": {"dim"}}
 
 
+def split_specs(text: str) -> list[str]:
+    """A comma-separated list of defence specs, where a spec's own options are comma-separated too:
+    "none,dp:epsilon=6,delta=0.5" -> ["none", "dp:epsilon=6,delta=0.5"] (an item that starts with
+    key=value belongs to the spec before it)."""
+    specs: list[str] = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        if specs and "=" in item.split(":")[0]:
+            specs[-1] += "," + item
+        else:
+            specs.append(item)
+    return specs
+
+
 def parse_spec(spec: str) -> list[DefenceSpec]:
     """Check names and options of a defence spec without building anything."""
     items = []

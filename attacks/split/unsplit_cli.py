@@ -21,6 +21,7 @@ FID_OPTION = typer.Option(None, "--fid-weights", help="pt_inception weights for 
 PRESET_OPTION = typer.Option("jast", "--preset", help=f"UnSplit preset: {', '.join(PRESETS)}.")
 CLONE_OPTION = typer.Option("per-target", "--clone", help="shared (one clone across targets, as the paper's code) "
                             "or per-target (a clone per target, all targets batched).")
+LAMBDA_TV_OPTION = typer.Option(None, "--lambda-tv", help="Override the preset's TV weight.")
 
 
 def check_clone_mode(mode: str) -> None:
@@ -38,7 +39,7 @@ def unsplit_command(
                                               "training one (its dataset, arch, cut and defence are used)."),
     preset_name: str = PRESET_OPTION,
     clone: str = CLONE_OPTION,
-    lambda_tv: Optional[float] = typer.Option(None, "--lambda-tv", help="Override the preset's TV weight."),
+    lambda_tv: Optional[float] = LAMBDA_TV_OPTION,
     lambda_l2: Optional[float] = typer.Option(None, "--lambda-l2", help="Override the preset's L2 weight."),
     rounds: Optional[int] = typer.Option(None, "--rounds", help="Override the preset's number of rounds."),
     seed: int = SEED_OPTION,
