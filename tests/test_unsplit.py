@@ -126,18 +126,18 @@ def test_compare_writes_the_report_with_paper_numbers(tmp_path):
 
 
 def test_compare_with_fsha_adds_columns_figures_and_run_dirs(tmp_path):
-    result = runner.invoke(app, ["compare", "--archs", "mlp,small-mlp", "--epochs", "1", "--preset", "quick",
+    result = runner.invoke(app, ["compare", "--archs", "cnn,small-mlp", "--epochs", "1", "--preset", "quick",
                                  "--attacks", "unsplit,fsha", "--fsha-iterations", "2", "--device", "cpu",
                                  "--out", str(tmp_path / "cmp"), "--json"])
     assert result.exit_code == 0, result.output
     rows = {r["model"]: r for r in json.loads(result.stdout)["metrics"]["rows"]}
-    assert rows["mlp"]["paper_fsha_mse_x"] == "0.35-0.41" and rows["mlp"]["fsha_mse_x"] > 0
+    assert rows["cnn"]["paper_fsha_mse_x"] == "0.04-0.05" and rows["cnn"]["fsha_mse_x"] > 0
     assert "fsha_mse_x" not in rows["small-mlp"]                 # FSHA has no SmallMLP counterpart
-    fsha_dir = tmp_path / "cmp" / rows["mlp"]["fsha_run_dir"]
+    fsha_dir = tmp_path / "cmp" / rows["cnn"]["fsha_run_dir"]
     config = json.loads((fsha_dir / "config.json").read_text())["config"]["fsha"]
-    assert config["arch"] == "mlp" and config["iterations"] == 2 and config["preset"] == "quick"
+    assert config["arch"] == "resnet" and config["iterations"] == 2 and config["preset"] == "quick"
     report = (tmp_path / "cmp" / "report.md").read_text()
-    assert "FSHA X" in report and "| small-mlp |" in report and "0.35-0.41" in report
+    assert "FSHA X" in report and "| small-mlp |" in report and "0.04-0.05" in report
     for name in ("fsha_reconstructions.png", "fsha_curves.png"):
         assert (tmp_path / "cmp" / name).exists()
 
