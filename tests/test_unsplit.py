@@ -99,6 +99,11 @@ def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["metrics"]["image_mse"] == pytest.approx(metrics["image_mse"], rel=1e-5)
 
+    conflicting = runner.invoke(app, ["attack", "unsplit", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"),
+                                      "--defence", "orthogonal", "--out", str(tmp_path / "conflict")])
+    assert conflicting.exit_code == 2 and "trained with defence 'none'" in conflicting.stderr
+    assert not (tmp_path / "conflict").exists()
+
 
 @pytest.mark.parametrize("args,message", [
     (["--preset", "fast"], "unknown UnSplit preset"),

@@ -57,6 +57,9 @@ def unsplit_command(
     if checkpoint is not None:
         victim = load_victim(checkpoint, device)
         config, provenance = victim.trained.config, victim.test.provenance
+        if defence not in ("none", config.defence):    # the defence is part of the trained model
+            raise SplitlabError(f"the checkpoint was trained with defence {config.defence!r}; drop --defence "
+                                f"or train with --defence {defence} first")
     else:
         config = TrainConfig(dataset=dataset, arch=arch, cut_layer=cut_layer, epochs=epochs, defence=defence,
                              seed=seed, device=device, data_root=str(data_root) if data_root else None)
