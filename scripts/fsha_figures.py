@@ -43,6 +43,9 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=Path("fsha"))
     args = parser.parse_args()
+    for run in args.runs:
+        if not (run / "config.json").is_file():
+            parser.error(f"{run} is not a run directory of `splitlab attack fsha` (no config.json)")
     loaded = [_load(run) for run in args.runs]
     figures = Run(args.out.parent, "fsha figures")
     figures.save_figure(f"{args.out.name}_curves.png", curves_figure([(label, log) for label, log, _ in loaded]))

@@ -23,6 +23,7 @@ from attacks.metrics import minmax_normalise
 from attacks.split.experiment import attack_victim, train_victim
 from attacks.split.unsplit import preset
 from vfl import data as datasets
+from vfl.cli import handles_errors
 from vfl.defences import split_specs
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
@@ -51,6 +52,7 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
 
 
 @app.command()
+@handles_errors
 def table1(datasets_: str = typer.Option("mnist5k", "--datasets"), preset_name: str = typer.Option("jast", "--preset"),
            clone: str = "per-target", epochs: int = 10, device: str = "auto",
            data_root: Optional[Path] = typer.Option(None, "--data-root"), out: Optional[Path] = None) -> None:
@@ -72,6 +74,7 @@ def table1(datasets_: str = typer.Option("mnist5k", "--datasets"), preset_name: 
 
 
 @app.command("tv-sweep")
+@handles_errors
 def tv_sweep(dataset: str = "mnist5k", arch: str = "mlp", values: str = "0.1,1,10,100",
              preset_name: str = typer.Option("jast", "--preset"), clone: str = "per-target", epochs: int = 10,
              device: str = "auto", out: Optional[Path] = None) -> None:
@@ -98,6 +101,7 @@ def tv_sweep(dataset: str = "mnist5k", arch: str = "mlp", values: str = "0.1,1,1
 
 
 @app.command("cut-layers")
+@handles_errors
 def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4,5,6",
                noise: str = "none,dp:epsilon=6,delta=0.5", preset_name: str = typer.Option("jast", "--preset"),
                clone: str = "per-target", epochs: int = 10, device: str = "auto",
@@ -138,6 +142,7 @@ def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4
 
 
 @app.command("small-mlp")
+@handles_errors
 def small_mlp(datasets_: str = typer.Option("mnist5k", "--datasets"), epochs: int = 10, device: str = "auto",
               data_root: Optional[Path] = typer.Option(None, "--data-root"), out: Optional[Path] = None) -> None:
     """Appendix C: SmallMLP accuracy beside the four-layer MLP's (paper: 92.6 vs 98.5 MNIST, 83.8 vs 88.3 F-MNIST)."""
