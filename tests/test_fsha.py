@@ -158,6 +158,23 @@ def test_tiny_run_logs_errors_and_records_only_gradients(arch):
     assert 0 <= result.reconstructions.min() and result.reconstructions.max() <= 1
 
 
+def test_interrupted_run_still_reports_what_it_reached(monkeypatch):
+    from attacks.split import fsha
+    real_round = fsha.FshaParties.round
+
+    def round_then_interrupt(self, step, transcript=None):
+        if step == 3:
+            raise KeyboardInterrupt
+        return real_round(self, step, transcript)
+
+    monkeypatch.setattr(fsha.FshaParties, "round", round_then_interrupt)
+    result = run_fsha(settings_from("quick", iterations=10, log_every=2, **TINY), progress=False)
+    metrics = result.metrics()
+    assert metrics["interrupted"] and metrics["iterations"] == 3
+    assert [row["iteration"] for row in metrics["log"]] == [2, 3]      # the partial interval is logged too
+    assert math.isfinite(metrics["reconstruction_mse_final"]) and result.reconstructions.shape == (10, 3, 32, 32)
+
+
 def test_same_seed_same_log_on_cpu():
     settings = settings_from("quick", iterations=2, log_every=1, **TINY)
     assert run_fsha(settings, progress=False).log == run_fsha(settings, progress=False).log

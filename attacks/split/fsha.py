@@ -352,6 +352,10 @@ class _Evaluator:
         self._sum += torch.cat([attacker.losses, errors])
         self._count += 1
 
+    @property
+    def pending(self) -> bool:
+        return self._count > 0
+
     def flush(self, iteration: int) -> dict[str, float]:
         values = (self._sum / self._count).tolist()
         row = {"iteration": iteration, **dict(zip(LOG_FIELDS, values))}
@@ -381,6 +385,7 @@ class FshaResult:
     reconstructions: torch.Tensor      # the attack's reconstructions of them, [0, 1]
     controls: torch.Tensor             # decoder(pilot(x)) for them, [0, 1]
     transcript: Transcript = field(repr=False)
+    interrupted: bool = False          # stopped by hand (Ctrl-C) before `settings.iterations`
 
     def _column(self, name: str) -> list[float]:
         return [row[name] for row in self.log]
@@ -427,6 +432,7 @@ class FshaResult:
             "iterations_per_second": self.iterations_per_second,
             "device": self.device,
             "diverged_at": self.diverged_at,
+            "interrupted": self.interrupted,
             "scale": "reconstruction_mse*/encoder_decoder_mse on FSHA's [-1,1] scale; *_mse01 and image_mse on [0,1]",
             "transcript": {"sent_by_client": len(self.transcript.sent_by_client()),
                            "received_by_client": len(received),
@@ -513,24 +519,36 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
         run.log(f"fsha {settings.arch} level {settings.level} on {settings.dataset} ({parties.private.provenance}); "
                 f"{len(parties.private)} private / {len(parties.public)} public images; device {device}")
 
-    diverged_at, done = None, 0
+    diverged_at, done, interrupted = None, 0, False
     start = time.perf_counter()
+
+    def log_row(row: dict[str, float]) -> None:
+        if run is not None:
+            run.log(" ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+
     with progress_bar(settings.iterations, f"fsha {settings.arch} L{settings.level}", enabled=progress) as bar:
-        for step in range(settings.iterations):
-            x_private = parties.round(step, transcript)
-            evaluator.add(attacker, x_private)          # evaluation only: never fed back to the attacker
-            done = step + 1
-            bar.advance()
-            if done % settings.log_every == 0 or done == settings.iterations:
-                row = evaluator.flush(done)
-                bar.describe(f"fsha {settings.arch} L{settings.level} rec {row['reconstruction_mse']:.4f}")
-                if run is not None:
-                    run.log(" ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-                if not _is_finite(row):
-                    diverged_at = done
-                    if run is not None:
-                        run.log(f"diverged (non-finite value) by iteration {done}; stopping")
-                    break
+        try:
+            for step in range(settings.iterations):
+                x_private = parties.round(step, transcript)
+                evaluator.add(attacker, x_private)          # evaluation only: never fed back to the attacker
+                done = step + 1
+                bar.advance()
+                if done % settings.log_every == 0 or done == settings.iterations:
+                    row = evaluator.flush(done)
+                    bar.describe(f"fsha {settings.arch} L{settings.level} rec {row['reconstruction_mse']:.4f}")
+                    log_row(row)
+                    if not _is_finite(row):
+                        diverged_at = done
+                        if run is not None:
+                            run.log(f"diverged (non-finite value) by iteration {done}; stopping")
+                        break
+        except KeyboardInterrupt:
+            # A long paper run stopped by hand (Ctrl-C) still writes its curve, grid and metrics.
+            interrupted = True
+            if evaluator.pending:
+                log_row(evaluator.flush(done))
+            if run is not None:
+                run.log(f"interrupted after {done} of {settings.iterations} iterations; writing what was reached")
     seconds = time.perf_counter() - start
 
     evaluation = _evaluate(client, attacker, parties.private, settings.eval_images, device)
@@ -539,7 +557,7 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
     with torch.no_grad():
         grid = [from_fsha_images(t).cpu() for t in (x, attacker.decode(client.infer(x)), attacker.control(x))]
     result = FshaResult(settings, str(device), tuple(evaluator.rows), done, diverged_at, seconds, evaluation,
-                        *grid, transcript=transcript)
+                        *grid, transcript=transcript, interrupted=interrupted)
     if run is not None:
         write_outputs(result, run)
     return result

@@ -1,6 +1,8 @@
 """`splitlab attack fsha`: the Feature-Space Hijacking Attack against a ResNet or a dense (MLP) client."""
 from __future__ import annotations
 
+import contextlib
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -49,7 +51,8 @@ def fsha(
     run = Run.create("attack fsha", {"fsha": settings_record(settings), "device": str(resolve_device(device)),
                                      "dataset_provenance": private.provenance,
                                      "private_images": len(private), "public_images": len(public)}, out)
-    result = run_fsha(settings, run, progress=not as_json)
+    with _terminate_as_interrupt():
+        result = run_fsha(settings, run, progress=not as_json)
     metrics = result.metrics()
 
     def summary(console) -> None:
@@ -62,10 +65,28 @@ def fsha(
                       f"({_fmt(metrics['reconstruction_mse01_final'])} / {_fmt(metrics['reconstruction_mse01_best'])} "
                       f"on [0,1]); {metrics['iterations']} iterations in {metrics['seconds']:.1f} s "
                       f"({metrics['iterations_per_second']:.3g} it/s on {metrics['device']}); run {run.path}")
+        if metrics["interrupted"]:
+            console.print(f"interrupted by hand after {metrics['iterations']} of {settings.iterations} iterations")
         if metrics["diverged_at"] is not None:
             console.print(f"diverged by iteration {metrics['diverged_at']}: no final values reported")
 
     emit(run.record(metrics), as_json, summary)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """`kill PID` on a background run stops it like Ctrl-C: the run still writes what it reached."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                      # not the main thread (an embedding app): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _fmt(value: float | None) -> str:
