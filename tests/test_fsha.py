@@ -168,7 +168,10 @@ def test_interrupted_run_still_reports_what_it_reached(monkeypatch):
         return real_round(self, step, transcript)
 
     monkeypatch.setattr(fsha.FshaParties, "round", round_then_interrupt)
-    result = run_fsha(settings_from("quick", iterations=10, log_every=2, **TINY), progress=False)
+    settings = settings_from("quick", iterations=10, log_every=2, **TINY)
+    with pytest.raises(KeyboardInterrupt):                   # by default Ctrl-C stops the caller (compare)
+        run_fsha(settings, progress=False)
+    result = run_fsha(settings, progress=False, interruptible=True)
     metrics = result.metrics()
     assert metrics["interrupted"] and metrics["iterations"] == 3
     assert [row["iteration"] for row in metrics["log"]] == [2, 3]      # the partial interval is logged too

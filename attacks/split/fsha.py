@@ -502,7 +502,7 @@ def build_parties(settings: FshaSettings) -> FshaParties:
 
 
 def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = True,
-             transcript: Transcript | None = None) -> FshaResult:
+             transcript: Transcript | None = None, interruptible: bool = False) -> FshaResult:
     """Train the honest client against the malicious server for `settings.iterations` rounds.
 
     Library entry point for `splitlab attack fsha` and `splitlab compare`: returns the log, final and
@@ -510,6 +510,10 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
     `run`, also writes `metrics.json`, `curves.png` (Figure 5), `reconstruction.png` (Figures 3-4:
     private images above their reconstructions) and `reconstruction.pt` (those images as tensors);
     the caller writes `config.json` (`Run.create`).
+
+    `interruptible`: Ctrl-C ends the training loop early and the result (marked `interrupted`) is
+    still evaluated and written, for a long run stopped by hand. Otherwise Ctrl-C propagates, so a
+    caller running several jobs (`splitlab compare`) stops as a whole.
     """
     parties = build_parties(settings)
     client, attacker, device = parties.client, parties.attacker, parties.device
@@ -543,7 +547,8 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
                             run.log(f"diverged (non-finite value) by iteration {done}; stopping")
                         break
         except KeyboardInterrupt:
-            # A long paper run stopped by hand (Ctrl-C) still writes its curve, grid and metrics.
+            if not interruptible:
+                raise
             interrupted = True
             if evaluator.pending:
                 log_row(evaluator.flush(done))

@@ -52,7 +52,7 @@ def fsha(
                                      "dataset_provenance": private.provenance,
                                      "private_images": len(private), "public_images": len(public)}, out)
     with _terminate_as_interrupt():
-        result = run_fsha(settings, run, progress=not as_json)
+        result = run_fsha(settings, run, progress=not as_json, interruptible=True)
     metrics = result.metrics()
 
     def summary(console) -> None:
