@@ -70,11 +70,17 @@ class Cosine:
 
     def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
         simulated, observed = _masked(simulated, observed, self.subset)
-        w = _weights(self.weights, len(simulated))
-        dot = sum(wl * (s * o).sum() for wl, s, o in zip(w, simulated, observed))
-        norm_s = sum(wl * s.pow(2).sum() for wl, s in zip(w, simulated))
-        norm_o = sum(wl * o.pow(2).sum() for wl, o in zip(w, observed))
-        return 1 - dot / (norm_s.sqrt() * norm_o.sqrt()).clamp_min(1e-30)
+        s, o = _joined(simulated, self.weights), _joined(observed, self.weights)
+        return 1 - (s @ o) / ((s @ s).sqrt() * (o @ o).sqrt()).clamp_min(1e-30)
+
+
+def _joined(tensors: Tensors, weights: Sequence[float] | None) -> torch.Tensor:
+    """All layers as one vector, layer l scaled by sqrt(w_l): inner products over it are the
+    w-weighted sums over layers, in a few large operations instead of several per layer."""
+    flat = [t.reshape(-1) for t in tensors]
+    if weights is not None:
+        flat = [t * wl ** 0.5 for t, wl in zip(flat, _weights(weights, len(flat)))]
+    return torch.cat(flat)
 
 
 @dataclass(frozen=True)
