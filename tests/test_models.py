@@ -56,3 +56,22 @@ def test_bad_names_cuts_and_shapes_raise_one_line_errors():
         build_split("cnn", 7)
     with pytest.raises(SplitlabError, match="use --arch cifar-cnn or mlp-mixer"):
         check_input_shape(arch_spec("mlp"), (3, 32, 32), "cifar10")
+
+
+def test_hfl_batchnorm_eval_affine_form_matches_the_stock_layer_to_second_order():
+    from vfl.models.hfl import BatchNorm2d
+    torch.manual_seed(0)
+    ours = BatchNorm2d(4).eval()
+    with torch.no_grad():
+        ours.running_mean.normal_()
+        ours.running_var.uniform_(0.5, 2.0)
+        ours.weight.normal_()
+        ours.bias.normal_()
+    x = torch.randn(2, 4, 5, 5, requires_grad=True)
+
+    def second_order(forward):
+        g = torch.autograd.grad(forward(ours, x).pow(3).sum(), (ours.weight, ours.bias), create_graph=True)
+        return [forward(ours, x)] + list(torch.autograd.grad(sum(t.square().sum() for t in g), (x, ours.weight)))
+
+    for mine, stock in zip(second_order(BatchNorm2d.forward), second_order(torch.nn.BatchNorm2d.forward)):
+        torch.testing.assert_close(mine, stock, rtol=1e-4, atol=1e-5)
