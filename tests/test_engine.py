@@ -193,6 +193,10 @@ def test_matches():
     assert float(L1()(a, b)) == 4.0
     assert abs(float(Cosine()(a, a))) < 1e-7
     assert abs(float(Cosine()(a, [-t for t in a])) - 2.0) < 1e-6
+    # layer weights [1, 0.5]: <a,b> = 1 + 0.5 * 3, |a|^2 = 5 + 0.5 * 9, |b|^2 = 1 + 0.5 * 1
+    assert float(Cosine(weights=[1.0, 0.5])(a, b)) == pytest.approx(1 - 2.5 / (9.5 * 1.5) ** 0.5, rel=1e-6)
+    with pytest.raises(ValueError, match="non-negative"):
+        Cosine(weights=[1.0, -0.5])
     mask = TopMagnitude(0.5)([torch.tensor([0.1, -5.0, 3.0, 0.2])], [torch.zeros(4)])[0]
     assert mask.tolist() == [0.0, 1.0, 1.0, 0.0]
 

@@ -68,6 +68,10 @@ class Cosine:
     weights: Sequence[float] | None = None
     subset: Subset | None = None
 
+    def __post_init__(self) -> None:
+        if self.weights is not None and min(self.weights) < 0:
+            raise ValueError(f"cosine layer weights must be non-negative, got {list(self.weights)}")
+
     def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
         simulated, observed = _masked(simulated, observed, self.subset)
         s, o = _joined(simulated, self.weights), _joined(observed, self.weights)

@@ -42,6 +42,7 @@ class BatchNorm2d(nn.BatchNorm2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training or self.running_mean is None:
             return super().forward(x)
+        self._check_input_dim(x)
         scale = torch.rsqrt(self.running_var + self.eps)
         if self.weight is not None:
             scale = scale * self.weight
