@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import statistics
-import time
 from dataclasses import replace
 
 import torch
@@ -32,7 +31,7 @@ from attacks.hfl.observations import observe_fedsgd
 from attacks.hfl.presets import preset
 from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
-from vfl.runtime import resolve_device
+from vfl.runtime import resolve_device, timed
 
 
 def hardware(device: torch.device) -> str:
@@ -66,16 +65,6 @@ def workloads(device: torch.device, restarts: int, dlg_steps: int, ig_iterations
     ]
 
 
-def timed(attack, observation, mode: str, device: torch.device, seed: int) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    attack(observation, seed=seed, mode=mode)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
@@ -98,7 +87,7 @@ def main() -> None:
         seconds = {"batched": [], "sequential": []}
         for _ in range(args.repeats):
             for mode in ("batched", "sequential"):
-                seconds[mode].append(timed(attack, observation, mode, device, seed=0))
+                seconds[mode].append(timed(lambda: attack(observation, seed=0, mode=mode), device))
         work = args.restarts * iterations
         batched, sequential = (work / statistics.median(seconds[m]) for m in ("batched", "sequential"))
         rows.append({"workload": name, "restarts": args.restarts, "batched_trial_its_per_s": batched,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
+import statistics
 
 import torch
 from torch.func import functional_call, grad, vmap
@@ -24,12 +24,7 @@ from attacks.split.unsplit_reference import unsplit_loop
 from vfl import data
 from vfl.models import arch_spec, build_split
 from vfl.protocol import Client
-from vfl.runtime import resolve_device
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+from vfl.runtime import resolve_device, timed
 
 
 def measure(arch: str, rounds: int, device: torch.device, repeats: int) -> dict:
@@ -46,12 +41,8 @@ def measure(arch: str, rounds: int, device: torch.device, repeats: int) -> dict:
         for name, fn in (("per-target (engine, batched)",
                           lambda: unsplit(observation, settings, "per-target", progress=False)),
                          ("plain loop over targets", lambda: unsplit_loop(observation, settings))):
-            _sync(device)
-            start = time.perf_counter()
-            fn()
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
-    best = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+            times[name].append(timed(fn, device))
+    best = {k: statistics.median(v) for k, v in times.items()}
     steps = settings.steps * len(targets)
     return {"arch": arch, "target_steps": steps, **{k: v for k, v in best.items()},
             "ratio": best["plain loop over targets"] / best["per-target (engine, batched)"]}
@@ -60,14 +51,7 @@ def measure(arch: str, rounds: int, device: torch.device, repeats: int) -> dict:
 def _median_ms(fn, device: torch.device, repeats: int = 20) -> float:
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
-    return 1e3 * sorted(times)[len(times) // 2]
+    return 1e3 * statistics.median(timed(fn, device) for _ in range(repeats))
 
 
 def breakdown(arch: str, device: torch.device, targets: int = 10) -> dict:

@@ -12,25 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
 import torch
 
 from attacks.split.fsha import build_parties, settings_from
+from vfl.runtime import timed
 
 
 def bench(preset: str, arch: str, device: str, iterations: int, warmup: int, level: int) -> dict:
     settings = settings_from(preset, arch=arch, device=device, level=level)
     parties = build_parties(settings)
-    sync = torch.cuda.synchronize if parties.device.type == "cuda" else (lambda: None)
     for step in range(warmup):
         parties.round(step)
-    sync()
-    start = time.perf_counter()
-    for step in range(warmup, warmup + iterations):
-        parties.round(step)
-    sync()
-    seconds = time.perf_counter() - start
+    seconds = timed(lambda: [parties.round(step) for step in range(warmup, warmup + iterations)], parties.device)
     return {"preset": preset, "arch": arch, "level": level, "batch_size": settings.batch_size,
             "width": settings.width, "device": str(parties.device), "threads": torch.get_num_threads(),
             "iterations": iterations, "seconds_per_iteration": seconds / iterations,

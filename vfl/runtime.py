@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import random
+import time
+from typing import Callable
 
 import numpy as np
 import torch
@@ -28,3 +30,15 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of one call of `fn`, waiting for the device's queued work before and after
+    (CUDA kernels run asynchronously, so an unsynchronised clock would time only their launch)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start

@@ -519,16 +519,15 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
     client, attacker, device = parties.client, parties.attacker, parties.device
     transcript = transcript if transcript is not None else Transcript()
     evaluator = _Evaluator(device)
-    if run is not None:
-        run.log(f"fsha {settings.arch} level {settings.level} on {settings.dataset} ({parties.private.provenance}); "
-                f"{len(parties.private)} private / {len(parties.public)} public images; device {device}")
-
-    diverged_at, done, interrupted = None, 0, False
-    start = time.perf_counter()
+    log = run.log if run is not None else (lambda line: None)
 
     def log_row(row: dict[str, float]) -> None:
-        if run is not None:
-            run.log(" ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+        log(" ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+
+    log(f"fsha {settings.arch} level {settings.level} on {settings.dataset} ({parties.private.provenance}); "
+        f"{len(parties.private)} private / {len(parties.public)} public images; device {device}")
+    diverged_at, done, interrupted = None, 0, False
+    start = time.perf_counter()
 
     with progress_bar(settings.iterations, f"fsha {settings.arch} L{settings.level}", enabled=progress) as bar:
         try:
@@ -543,8 +542,7 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
                     log_row(row)
                     if not _is_finite(row):
                         diverged_at = done
-                        if run is not None:
-                            run.log(f"diverged (non-finite value) by iteration {done}; stopping")
+                        log(f"diverged (non-finite value) by iteration {done}; stopping")
                         break
         except KeyboardInterrupt:
             if not interruptible:
@@ -552,8 +550,7 @@ def run_fsha(settings: FshaSettings, run: Run | None = None, progress: bool = Tr
             interrupted = True
             if evaluator.pending:
                 log_row(evaluator.flush(done))
-            if run is not None:
-                run.log(f"interrupted after {done} of {settings.iterations} iterations; writing what was reached")
+            log(f"interrupted after {done} of {settings.iterations} iterations; writing what was reached")
     seconds = time.perf_counter() - start
 
     evaluation = _evaluate(client, attacker, parties.private, settings.eval_images, device)
