@@ -28,3 +28,11 @@ def test_to_jsonable_handles_tensors_and_arrays():
     import numpy as np
     assert to_jsonable({"t": torch.arange(3), "a": np.float32(2.5), "n": np.int64(4)}) == {
         "t": [0, 1, 2], "a": 2.5, "n": 4}
+
+
+def test_timed_measures_one_call_and_runs_it_once():
+    import time as clock
+    from vfl.runtime import timed
+    calls = []
+    seconds = timed(lambda: (calls.append(1), clock.sleep(0.05)), torch.device("cpu"))
+    assert calls == [1] and 0.05 <= seconds < 1.0
