@@ -64,7 +64,7 @@ def compare_command(
     out: Optional[Path] = OUT_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Train and attack CNN and MLP clients with UnSplit (and FSHA with --attacks unsplit,fsha); write report.md
+    """Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit (and FSHA with --attacks unsplit,fsha); write report.md
     (Table 1 with the paper's numbers), report.csv and figures."""
     settings = preset(preset_name, lambda_tv=lambda_tv)
     check_clone_mode(clone)

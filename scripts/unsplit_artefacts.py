@@ -28,9 +28,15 @@ from vfl.defences import split_specs
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
+DATA_ROOT = typer.Option(None, "--data-root", help="Folder with torchvision datasets (default $SPLITLAB_DATA "
+                         "or ~/.cache/splitlab).")
 ARCHS = {"cifar10": ["cifar-cnn", "mlp-mixer"]}
 DEFAULT_ARCHS = ["cnn", "mlp", "small-mlp"]
+
+
+def _root(data_root: Optional[Path]) -> Optional[str]:
+    return str(data_root) if data_root else None
 
 
 def _available(names: str, data_root: Optional[Path]) -> list[str]:
@@ -55,13 +61,13 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
 @handles_errors
 def table1(datasets_: str = typer.Option("mnist5k", "--datasets"), preset_name: str = typer.Option("jast", "--preset"),
            clone: str = "per-target", epochs: int = 10, device: str = "auto",
-           data_root: Optional[Path] = typer.Option(None, "--data-root"), out: Optional[Path] = None) -> None:
+           data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
     """Table 1: UnSplit against CNN and MLP clients on every available dataset (one compare each)."""
     settings = preset(preset_name)
     run = Run.create("artefact-table1", {"datasets": datasets_, "preset": preset_name, "epochs": epochs}, out)
     lines = ["# JAST Table 1 (UnSplit, cut layer 1)", ""]
     for name in _available(datasets_, data_root):
-        base = TrainConfig(dataset=name, epochs=epochs, device=device, data_root=str(data_root) if data_root else None)
+        base = TrainConfig(dataset=name, epochs=epochs, device=device, data_root=_root(data_root))
         sub = Run.create("compare", {"base": base, "preset": preset_name}, run.file(name))
         rows = compare(base, ARCHS.get(name, DEFAULT_ARCHS), ["none"], settings, clone, sub)
         lines += [f"## {name}", "", f"[report]({name}/report.md)", ""] + _markdown(
@@ -77,10 +83,11 @@ def table1(datasets_: str = typer.Option("mnist5k", "--datasets"), preset_name: 
 @handles_errors
 def tv_sweep(dataset: str = "mnist5k", arch: str = "mlp", values: str = "0.1,1,10,100",
              preset_name: str = typer.Option("jast", "--preset"), clone: str = "per-target", epochs: int = 10,
-             device: str = "auto", out: Optional[Path] = None) -> None:
+             device: str = "auto", data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
     """The lambda_tv sweep for a dense client (paper Section 4.1: raised up to 100, the attack still fails)."""
     lambdas = [float(v) for v in values.split(",")]
-    config = TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device)
+    config = TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device,
+                         data_root=_root(data_root))
     config.validate()
     run = Run.create("artefact-tv-sweep", {"train": config, "lambda_tv": lambdas, "preset": preset_name}, out)
     train, test = load_data(config)
@@ -105,11 +112,12 @@ def tv_sweep(dataset: str = "mnist5k", arch: str = "mlp", values: str = "0.1,1,1
 def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4,5,6",
                noise: str = "none,dp:epsilon=6,delta=0.5", preset_name: str = typer.Option("jast", "--preset"),
                clone: str = "per-target", epochs: int = 10, device: str = "auto",
-               out: Optional[Path] = None) -> None:
+               data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
     """Table 3: UnSplit on the CNN at every cut layer, without and with DP input noise."""
     cut_list = [int(c) for c in cuts.split(",")]
     defences = split_specs(noise)
-    base = TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device)
+    base = TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device,
+                       data_root=_root(data_root))
     for cut in cut_list:
         for defence in defences:
             replace(base, cut_layer=cut, defence=defence).validate()
@@ -144,7 +152,7 @@ def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4
 @app.command("small-mlp")
 @handles_errors
 def small_mlp(datasets_: str = typer.Option("mnist5k", "--datasets"), epochs: int = 10, device: str = "auto",
-              data_root: Optional[Path] = typer.Option(None, "--data-root"), out: Optional[Path] = None) -> None:
+              data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
     """Appendix C: SmallMLP accuracy beside the four-layer MLP's (paper: 92.6 vs 98.5 MNIST, 83.8 vs 88.3 F-MNIST)."""
     from vfl.training import train_split
     run = Run.create("artefact-small-mlp", {"datasets": datasets_, "epochs": epochs}, out)
@@ -152,7 +160,7 @@ def small_mlp(datasets_: str = typer.Option("mnist5k", "--datasets"), epochs: in
     for name in _available(datasets_, data_root):
         for arch in ("small-mlp", "mlp"):
             config = TrainConfig(dataset=name, arch=arch, epochs=epochs, device=device,
-                                 data_root=str(data_root) if data_root else None)
+                                 data_root=_root(data_root))
             train, test = load_data(config)
             trained = train_split(config, train, test, Run.create("train", {"train": config}, run.file(f"{name}-{arch}")))
             paper = PAPER_TABLE1.get((PAPER_DATASET.get(name, name), arch), {}).get("accuracy")

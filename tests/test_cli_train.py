@@ -47,6 +47,10 @@ def test_same_seed_same_accuracy_on_cpu(tmp_path):
     (["--arch", "cnn", "--cut-layer", "9"], "has no cut layer 9"),
     (["--dataset", "cifar10", "--arch", "mlp"], "use --arch cifar-cnn or mlp-mixer"),
     (["--optimizer", "lion"], "unknown optimizer"),
+    (["--arch", "mlp", "--defence", "semi-orthogonal:dim=500"], "must be at least the input size 784"),
+    (["--defence", "patch-orthogonal:patch=5"], "must divide the image size 28x28"),
+    (["--defence", "dp:epsilon=6,delta=2"], "0 < delta < 1"),
+    (["--defence", "activation-noise:sigma=-1"], "sigma >= 0"),
 ])
 def test_bad_train_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
     result = _train(tmp_path / "run", *args)

@@ -25,7 +25,7 @@ def theory(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run the orthogonal-invariance lemmas of JAST through the real protocol; exit 0 only if every
-    check matched its expected verdict (holds / breaks), 1 otherwise."""
+    check matched its expected verdict (holds / breaks), 1 otherwise, 2 on bad input."""
     names = select_checks(only)
     torch_dtype = parse_dtype(dtype)
     run = Run.create("theory", {"checks": names, "dtype": dtype}, out)

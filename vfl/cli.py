@@ -35,7 +35,8 @@ ARCH_OPTION = typer.Option("cnn", "--arch", help="Architecture (see `splitlab mo
 CUT_OPTION = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut.")
 EPOCHS_OPTION = typer.Option(10, "--epochs", help="Training epochs.")
 DEFENCE_OPTION = typer.Option("none", "--defence", help="Client defence spec: none, orthogonal[:seed=N], "
-                              "semi-orthogonal:dim=D, patch-orthogonal[:patch=P], dp[:epsilon=E,delta=D], "
+                              "semi-orthogonal:dim=D, patch-orthogonal[:patch=P], dp[:epsilon=E,delta=D,sensitivity=S] "
+                              "(defaults 6, 0.5, estimated) or dp:sigma=S, "
                               "activation-noise:sigma=S, gradient-noise:sigma=S; join with +.")
 
 

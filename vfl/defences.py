@@ -84,11 +84,9 @@ class SemiOrthogonalTransform(ClientDefence):
     name = "semi-orthogonal"
 
     def __init__(self, input_shape: tuple[int, ...], dim: int, seed: int = 0):
-        d = math.prod(input_shape)
-        if dim < d:
-            raise SplitlabError(f"semi-orthogonal dim={dim} must be at least the input size {d}")
+        _check_semi_orthogonal(dim, input_shape)
         self.dim = dim
-        self.matrix = random_orthogonal(d, dim, seed=seed)
+        self.matrix = random_orthogonal(math.prod(input_shape), dim, seed=seed)
 
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
         return x.flatten(1) @ self.matrix.to(device=x.device, dtype=x.dtype)
@@ -103,11 +101,9 @@ class PatchOrthogonalTransform(ClientDefence):
     name = "patch-orthogonal"
 
     def __init__(self, input_shape: tuple[int, ...], patch: int = 4, seed: int = 0):
-        c, h, w = input_shape
-        if h % patch or w % patch:
-            raise SplitlabError(f"patch-orthogonal patch={patch} must divide the image size {h}x{w}")
+        _check_patch(patch, input_shape)
         self.patch = patch
-        self.matrix = random_orthogonal(c * patch * patch, seed=seed)
+        self.matrix = random_orthogonal(input_shape[0] * patch * patch, seed=seed)
 
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
         n, c, h, w = x.shape
@@ -119,10 +115,12 @@ class PatchOrthogonalTransform(ClientDefence):
 
 # --- differential privacy on the input ---------------------------------------------------------------
 
+DP_EPSILON, DP_DELTA = 6.0, 0.5
+"""dp's defaults when the spec gives none: the JAST DP experiments (epsilon 6, delta 0.5)."""
+
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1) for L2 sensitivity."""
-    if epsilon <= 0 or not 0 < delta < 1:
-        raise SplitlabError(f"dp needs epsilon > 0 and 0 < delta < 1 (got epsilon={epsilon}, delta={delta})")
+    _check_privacy(epsilon, delta)
     from autodp.calibrator_zoo import ana_gaussian_calibrator
     from autodp.mechanism_zoo import ExactGaussianMechanism
 
@@ -181,6 +179,25 @@ class GradientNoise(ClientDefence):
         return g + self.sigma * torch.randn_like(g)
 
 
+# --- value checks (shared by the constructors and `parse_spec`, so bad input fails before any work) ---
+
+def _check_semi_orthogonal(dim: float, shape: tuple[int, ...]) -> None:
+    if dim < math.prod(shape):
+        raise SplitlabError(f"semi-orthogonal dim={dim:g} must be at least the input size {math.prod(shape)}")
+
+
+def _check_patch(patch: float, shape: tuple[int, ...]) -> None:
+    if len(shape) != 3:
+        raise SplitlabError("patch-orthogonal needs image inputs (C, H, W)")
+    if patch < 1 or shape[1] % patch or shape[2] % patch:
+        raise SplitlabError(f"patch-orthogonal patch={patch:g} must divide the image size {shape[1]}x{shape[2]}")
+
+
+def _check_privacy(epsilon: float, delta: float) -> None:
+    if epsilon <= 0 or not 0 < delta < 1:
+        raise SplitlabError(f"dp needs epsilon > 0 and 0 < delta < 1 (got epsilon={epsilon:g}, delta={delta:g})")
+
+
 # --- specs -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -212,31 +229,54 @@ def split_specs(text: str) -> list[str]:
     return specs
 
 
-def parse_spec(spec: str) -> list[DefenceSpec]:
-    """Check names and options of a defence spec without building anything."""
+def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> list[DefenceSpec]:
+    """Check names, options and values of a defence spec without building anything; with
+    `input_shape`, also that each defence fits the inputs it gets (a semi-orthogonal `dim` at
+    least the input size, a patch size dividing the image)."""
+    shape = None if input_shape is None else tuple(input_shape)
     items = []
     for item in filter(None, spec.split("+")):
         name, _, rest = item.partition(":")
         if name not in _OPTIONS:
             raise SplitlabError(f"unknown defence {name!r}; choose one of: {', '.join(_OPTIONS)}")
-        options = {}
-        for pair in filter(None, rest.split(",")):
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise SplitlabError(f"defence option {pair!r} is not key=value (example: dp:epsilon=6,delta=0.5)")
-            if key not in _OPTIONS[name]:
-                raise SplitlabError(f"defence {name} does not take option {key!r}; it takes "
-                                    f"{', '.join(sorted(_OPTIONS[name])) or 'no options'}")
-            try:
-                options[key] = float(value)
-            except ValueError:
-                raise SplitlabError(f"defence option {key}={value!r} is not a number") from None
-        missing = _REQUIRED.get(name, set()) - set(options)
-        if missing:
-            raise SplitlabError(f"defence {name} needs option {', '.join(sorted(missing))}=<value>")
+        options = _options(name, rest)
+        shape = _check_values(name, options, shape)
         if name != "none":
             items.append(DefenceSpec(name, options))
     return items
+
+
+def _options(name: str, text: str) -> dict[str, float]:
+    options = {}
+    for pair in filter(None, text.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SplitlabError(f"defence option {pair!r} is not key=value (example: dp:epsilon=6,delta=0.5)")
+        if key not in _OPTIONS[name]:
+            raise SplitlabError(f"defence {name} does not take option {key!r}; it takes "
+                                f"{', '.join(sorted(_OPTIONS[name])) or 'no options'}")
+        try:
+            options[key] = float(value)
+        except ValueError:
+            raise SplitlabError(f"defence option {key}={value!r} is not a number") from None
+    missing = _REQUIRED.get(name, set()) - set(options)
+    if missing:
+        raise SplitlabError(f"defence {name} needs option {', '.join(sorted(missing))}=<value>")
+    return options
+
+
+def _check_values(name: str, options: dict[str, float], shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """Raise on values the defence cannot take; return the input shape after it (None: unknown)."""
+    if options.get("sigma", 0) < 0:
+        raise SplitlabError(f"defence {name} needs sigma >= 0 (got {options['sigma']:g})")
+    if name == "dp" and "sigma" not in options:
+        _check_privacy(options.get("epsilon", DP_EPSILON), options.get("delta", DP_DELTA))
+    if shape is not None and name == "patch-orthogonal":
+        _check_patch(options.get("patch", 4), shape)
+    if shape is not None and name == "semi-orthogonal":
+        _check_semi_orthogonal(options["dim"], shape)
+        return (int(options["dim"]),)
+    return shape
 
 
 def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
@@ -245,7 +285,7 @@ def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
     `train_images`)."""
     defences: list[ClientDefence] = []
     shape = tuple(input_shape)
-    for item in parse_spec(spec):
+    for item in parse_spec(spec, shape):
         o = item.options
         seed = int(o.get("seed", 0))
         if item.name == "orthogonal":
@@ -253,8 +293,6 @@ def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
         elif item.name == "semi-orthogonal":
             defence = SemiOrthogonalTransform(shape, int(o["dim"]), seed)
         elif item.name == "patch-orthogonal":
-            if len(shape) != 3:
-                raise SplitlabError("patch-orthogonal needs image inputs (C, H, W)")
             defence = PatchOrthogonalTransform(shape, int(o.get("patch", 4)), seed)
         elif item.name == "dp":
             defence = _dp(o, train_images, seed)
@@ -270,7 +308,7 @@ def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
 def _dp(options: dict[str, float], train_images: torch.Tensor | None, seed: int) -> DPInputNoise:
     if "sigma" in options:
         return DPInputNoise(options["sigma"])
-    epsilon, delta = options.get("epsilon", 6.0), options.get("delta", 0.5)
+    epsilon, delta = options.get("epsilon", DP_EPSILON), options.get("delta", DP_DELTA)
     sensitivity = options.get("sensitivity")
     if sensitivity is None:
         if train_images is None:

@@ -50,13 +50,10 @@ class TrainConfig:
                 raise SplitlabError(f"--{name.replace('_', '-')} must be at least 1")
         if self.lr <= 0:
             raise SplitlabError("--lr must be positive")
-        shape = datasets.dataset_spec(self.dataset).image_shape
-        for item in parse_spec(self.defence):
+        for item in parse_spec(self.defence, datasets.dataset_spec(self.dataset).image_shape):
             if item.name == "semi-orthogonal" and not spec.flat_input:
                 raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "
                                     "cannot take it (use mlp or small-mlp)")
-            if item.name == "patch-orthogonal" and len(shape) != 3:
-                raise SplitlabError("defence patch-orthogonal needs image inputs")
         resolve_device(self.device)
 
 

@@ -38,7 +38,7 @@ def hfl_command(
     local_batch_size: Optional[int] = typer.Option(None, "--local-batch-size", help="FedAvg mini-batch size "
                                                    "(default: the whole batch)."),
     labels: str = typer.Option("recovered", "--labels", help=f"invgrad: {' or '.join(LABEL_KNOWLEDGE)} "
-                               "(recovered: iDLG at batch 1, counting rule above)."),
+                               "(recovered: iDLG at batch 1, a counting rule at larger batches)."),
     trials: str = typer.Option("batched", "--trials", help=f"Restarts {' or '.join(TRIAL_MODES)}."),
     seed: int = SEED_OPTION,
     device: str = DEVICE_OPTION,
