@@ -83,6 +83,9 @@ def test_spec_errors_name_the_fix():
         parse_spec("semi-orthogonal")
     with pytest.raises(SplitlabError, match="needs training images"):
         parse_defences("dp")
+    with pytest.raises(SplitlabError, match="needs image inputs"):      # the shape is followed through
+        parse_spec("semi-orthogonal:dim=1024+patch-orthogonal", (1, 28, 28))
+    assert parse_spec("semi-orthogonal:dim=500") and parse_spec("patch-orthogonal:patch=5")  # no shape given
     with pytest.raises(SplitlabError, match="cannot take it"):
         TrainConfig(arch="cnn", defence="semi-orthogonal:dim=1024").validate()
 

@@ -95,12 +95,16 @@ class SemiOrthogonalTransform(ClientDefence):
         return (self.dim,)
 
 
+DEFAULT_PATCH = 4
+"""The Mixer's patch size (4 x 4 on CIFAR-10)."""
+
+
 class PatchOrthogonalTransform(ClientDefence):
     """The same orthogonal U (p*p*C square) applied to every non-overlapping p x p patch of an image."""
 
     name = "patch-orthogonal"
 
-    def __init__(self, input_shape: tuple[int, ...], patch: int = 4, seed: int = 0):
+    def __init__(self, input_shape: tuple[int, ...], patch: int = DEFAULT_PATCH, seed: int = 0):
         _check_patch(patch, input_shape)
         self.patch = patch
         self.matrix = random_orthogonal(input_shape[0] * patch * patch, seed=seed)
@@ -117,6 +121,7 @@ class PatchOrthogonalTransform(ClientDefence):
 
 DP_EPSILON, DP_DELTA = 6.0, 0.5
 """dp's defaults when the spec gives none: the JAST DP experiments (epsilon 6, delta 0.5)."""
+
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1) for L2 sensitivity."""
@@ -272,7 +277,7 @@ def _check_values(name: str, options: dict[str, float], shape: tuple[int, ...] |
     if name == "dp" and "sigma" not in options:
         _check_privacy(options.get("epsilon", DP_EPSILON), options.get("delta", DP_DELTA))
     if shape is not None and name == "patch-orthogonal":
-        _check_patch(options.get("patch", 4), shape)
+        _check_patch(options.get("patch", DEFAULT_PATCH), shape)
     if shape is not None and name == "semi-orthogonal":
         _check_semi_orthogonal(options["dim"], shape)
         return (int(options["dim"]),)
@@ -293,7 +298,7 @@ def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
         elif item.name == "semi-orthogonal":
             defence = SemiOrthogonalTransform(shape, int(o["dim"]), seed)
         elif item.name == "patch-orthogonal":
-            defence = PatchOrthogonalTransform(shape, int(o.get("patch", 4)), seed)
+            defence = PatchOrthogonalTransform(shape, int(o.get("patch", DEFAULT_PATCH)), seed)
         elif item.name == "dp":
             defence = _dp(o, train_images, seed)
         elif item.name == "activation-noise":
