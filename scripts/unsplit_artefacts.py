@@ -23,14 +23,12 @@ from attacks.metrics import minmax_normalise
 from attacks.split.experiment import attack_victim, train_victim
 from attacks.split.unsplit import preset
 from vfl import data as datasets
-from vfl.cli import handles_errors
+from vfl.cli import DATA_ROOT_OPTION, handles_errors
 from vfl.defences import split_specs
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
-DATA_ROOT = typer.Option(None, "--data-root", help="Folder with torchvision datasets (default $SPLITLAB_DATA "
-                         "or ~/.cache/splitlab).")
 ARCHS = {"cifar10": ["cifar-cnn", "mlp-mixer"]}
 DEFAULT_ARCHS = ["cnn", "mlp", "small-mlp"]
 
@@ -61,7 +59,7 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
 @handles_errors
 def table1(datasets_: str = typer.Option("mnist5k", "--datasets"), preset_name: str = typer.Option("jast", "--preset"),
            clone: str = "per-target", epochs: int = 10, device: str = "auto",
-           data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
+           data_root: Optional[Path] = DATA_ROOT_OPTION, out: Optional[Path] = None) -> None:
     """Table 1: UnSplit against CNN and MLP clients on every available dataset (one compare each)."""
     settings = preset(preset_name)
     run = Run.create("artefact-table1", {"datasets": datasets_, "preset": preset_name, "epochs": epochs}, out)
@@ -83,14 +81,14 @@ def table1(datasets_: str = typer.Option("mnist5k", "--datasets"), preset_name: 
 @handles_errors
 def tv_sweep(dataset: str = "mnist5k", arch: str = "mlp", values: str = "0.1,1,10,100",
              preset_name: str = typer.Option("jast", "--preset"), clone: str = "per-target", epochs: int = 10,
-             device: str = "auto", data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
+             device: str = "auto", data_root: Optional[Path] = DATA_ROOT_OPTION, out: Optional[Path] = None) -> None:
     """The lambda_tv sweep for a dense client (paper Section 4.1: raised up to 100, the attack still fails)."""
     lambdas = [float(v) for v in values.split(",")]
     config = TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device,
                          data_root=_root(data_root))
     config.validate()
+    train, test = load_data(config)                     # missing data files fail before the run is written
     run = Run.create("artefact-tv-sweep", {"train": config, "lambda_tv": lambdas, "preset": preset_name}, out)
-    train, test = load_data(config)
     victim = train_victim(config, train, test, Run.create("train", {"train": config}, run.file("train")))
     rows, images = [], []
     for lam in lambdas:
@@ -112,7 +110,7 @@ def tv_sweep(dataset: str = "mnist5k", arch: str = "mlp", values: str = "0.1,1,1
 def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4,5,6",
                noise: str = "none,dp:epsilon=6,delta=0.5", preset_name: str = typer.Option("jast", "--preset"),
                clone: str = "per-target", epochs: int = 10, device: str = "auto",
-               data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
+               data_root: Optional[Path] = DATA_ROOT_OPTION, out: Optional[Path] = None) -> None:
     """Table 3: UnSplit on the CNN at every cut layer, without and with DP input noise."""
     cut_list = [int(c) for c in cuts.split(",")]
     defences = split_specs(noise)
@@ -121,9 +119,9 @@ def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4
     for cut in cut_list:
         for defence in defences:
             replace(base, cut_layer=cut, defence=defence).validate()
+    train, test = load_data(base)
     run = Run.create("artefact-cut-layers", {"base": base, "cuts": cut_list, "defences": defences,
                                              "preset": preset_name}, out)
-    train, test = load_data(base)
     rows, grids = [], {d: [] for d in defences}
     targets = None
     for defence in defences:
@@ -152,7 +150,7 @@ def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4
 @app.command("small-mlp")
 @handles_errors
 def small_mlp(datasets_: str = typer.Option("mnist5k", "--datasets"), epochs: int = 10, device: str = "auto",
-              data_root: Optional[Path] = DATA_ROOT, out: Optional[Path] = None) -> None:
+              data_root: Optional[Path] = DATA_ROOT_OPTION, out: Optional[Path] = None) -> None:
     """Appendix C: SmallMLP accuracy beside the four-layer MLP's (paper: 92.6 vs 98.5 MNIST, 83.8 vs 88.3 F-MNIST)."""
     from vfl.training import train_split
     run = Run.create("artefact-small-mlp", {"datasets": datasets_, "epochs": epochs}, out)
