@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 from dataclasses import replace
 
@@ -31,24 +29,7 @@ from attacks.hfl.observations import observe_fedsgd
 from attacks.hfl.presets import preset
 from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
-from vfl.runtime import resolve_device, timed
-
-
-def hardware(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"GPU {torch.cuda.get_device_name(device)} (torch {torch.__version__})"
-    model = platform.processor() or "CPU"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    load = ""
-    if hasattr(os, "getloadavg"):
-        busy = os.getloadavg()[0]
-        load = f", load average {busy:.1f}" + (" (shared with other processes)" if busy > 1.5 else "")
-    return (f"CPU {model}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads "
-            f"(torch {torch.__version__}){load}")
+from vfl.runtime import hardware, resolve_device, timed
 
 
 def workloads(device: torch.device, restarts: int, dlg_steps: int, ig_iterations: int):

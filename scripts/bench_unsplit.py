@@ -13,7 +13,6 @@ looped, the step is bound by memory traffic and batching cannot speed it up on t
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 
 import torch
@@ -24,7 +23,7 @@ from attacks.split.unsplit_reference import unsplit_loop
 from vfl import data
 from vfl.models import arch_spec, build_split
 from vfl.protocol import Client
-from vfl.runtime import resolve_device, timed
+from vfl.runtime import hardware, resolve_device, timed
 
 
 def measure(arch: str, rounds: int, device: torch.device, repeats: int) -> dict:
@@ -94,9 +93,7 @@ def main() -> None:
                         help="also time one clone step's forward-backward and Adam step, stacked vs looped")
     args = parser.parse_args()
     device = resolve_device(args.device)
-    hardware = torch.cuda.get_device_name(device) if device.type == "cuda" else \
-        f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
-    print(f"UnSplit per-target vs plain loop, 10 targets, {args.rounds} jast rounds; {hardware}; torch {torch.__version__}")
+    print(f"UnSplit per-target vs plain loop, 10 targets, {args.rounds} jast rounds; {hardware(device)}")
     print(f"{'arch':6} {'steps':>8} {'engine s':>10} {'loop s':>10} {'speed-up':>9}")
     for arch in args.archs.split(","):
         r = measure(arch, args.rounds, device, args.repeats)

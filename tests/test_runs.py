@@ -36,3 +36,9 @@ def test_timed_measures_one_call_and_runs_it_once():
     calls = []
     seconds = timed(lambda: (calls.append(1), clock.sleep(0.05)), torch.device("cpu"))
     assert calls == [1] and 0.05 <= seconds < 1.0
+
+
+def test_hardware_line_names_the_cpu_threads_and_torch():
+    from vfl.runtime import hardware
+    line = hardware(torch.device("cpu"))
+    assert line.startswith("CPU ") and f"{torch.get_num_threads()} torch threads" in line and torch.__version__ in line

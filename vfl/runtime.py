@@ -1,6 +1,8 @@
 """Device choice and seeding, kept in one place so every command resolves them the same way."""
 from __future__ import annotations
 
+import os
+import platform
 import random
 import time
 from typing import Callable
@@ -42,3 +44,22 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - start
+
+
+def hardware(device: torch.device) -> str:
+    """One line naming what a benchmark ran on: the GPU, or the CPU model, cores, torch threads and the
+    load average (flagged when other processes share the machine, since timings then mean less)."""
+    if device.type == "cuda":
+        return f"GPU {torch.cuda.get_device_name(device)} (torch {torch.__version__})"
+    model = platform.processor() or "CPU"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = ""
+    if hasattr(os, "getloadavg"):
+        busy = os.getloadavg()[0]
+        load = f", load average {busy:.1f}" + (" (shared with other processes)" if busy > 1.5 else "")
+    return (f"CPU {model}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads "
+            f"(torch {torch.__version__}){load}")
