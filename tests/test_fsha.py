@@ -2,6 +2,9 @@
 import copy
 import json
 import math
+import os
+import signal
+import time
 
 import pytest
 import torch
@@ -10,6 +13,7 @@ from typer.testing import CliRunner
 
 from attacks.split.fsha import (PRESETS, BatchStream, FshaAttacker, FshaObservation, from_fsha_images, gradient_penalty,
                                 penalty_from_gradient, run_fsha, settings_from, to_fsha_images)
+from attacks.split.fsha_cli import _terminate_as_interrupt
 from splitlab.cli import app
 from vfl.models.fsha import LEVELS, SETUPS, build_fsha, discriminator_cnn, feature_shape
 from vfl.protocol import Client, CutGradient, MaliciousServer, Transcript, exchange
@@ -232,3 +236,20 @@ def test_tiny_run_on_cuda_is_finite_and_close_to_cpu_at_the_first_log():
     assert gpu.device.startswith("cuda") and all(math.isfinite(v) for v in gpu.log[-1].values())
     # same seed and data order; the first step precedes any update (cuDNN may use TF32, so loosely)
     assert gpu.log[0]["encoder_decoder_mse"] == pytest.approx(cpu.log[0]["encoder_decoder_mse"], rel=1e-2)
+
+
+def test_first_sigterm_interrupts_like_ctrl_c_and_hands_the_signal_back():
+    def previous(signum, frame):
+        raise AssertionError("reached the previous handler")
+
+    before = signal.signal(signal.SIGTERM, previous)
+    try:
+        with _terminate_as_interrupt():
+            assert signal.getsignal(signal.SIGTERM) is not previous
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)                   # the handler runs between bytecodes, well before this ends
+            assert signal.getsignal(signal.SIGTERM) is previous    # a second kill is not caught
+        assert signal.getsignal(signal.SIGTERM) is previous
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -75,8 +75,12 @@ def fsha(
 
 @contextlib.contextmanager
 def _terminate_as_interrupt():
-    """`kill PID` on a background run stops it like Ctrl-C: the run still writes what it reached."""
+    """`kill PID` on a background run stops it like Ctrl-C: the run still writes what it reached.
+
+    Only the first: it puts the previous handler back, so a second `kill` ends a run that hangs while writing.
+    """
     def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, previous)
         raise KeyboardInterrupt
     try:
         previous = signal.signal(signal.SIGTERM, interrupt)
