@@ -51,6 +51,15 @@ def test_transforms_preserve_norms_and_shapes():
     assert transformed_shape([semi], (1, 28, 28)) == (1024,)
 
 
+def test_the_secret_matrix_is_converted_once_per_device_and_dtype():
+    transform = OrthogonalTransform((1, 28, 28))
+    x32, x64 = torch.rand(2, 1, 28, 28), torch.rand(2, 1, 28, 28, dtype=torch.float64)
+    first = transform.matrix_like(x32)
+    assert first.dtype == torch.float32 and transform.matrix_like(x32) is first       # cached, not copied
+    assert transform.matrix_like(x64).dtype == torch.float64
+    torch.testing.assert_close(transform.on_input(x32, True), (x32.flatten(1) @ first).view(x32.shape))
+
+
 def test_analytic_gaussian_calibration_matches_the_paper_and_its_definition():
     sigma = analytic_gaussian_sigma(6.0, 0.5)
     assert sigma == pytest.approx(0.267649, abs=1e-5)                      # digest T6: sigma / GS

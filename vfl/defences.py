@@ -64,7 +64,21 @@ def random_orthogonal(rows: int, cols: int | None = None, seed: int = 0) -> torc
     return q if rows >= cols else q.T
 
 
-class OrthogonalTransform(ClientDefence):
+class _SecretMatrix(ClientDefence):
+    """A defence that multiplies by a fixed secret `matrix` (float64, as drawn)."""
+
+    matrix: torch.Tensor
+    _converted: tuple[tuple[torch.device, torch.dtype], torch.Tensor] | None = None
+
+    def matrix_like(self, x: torch.Tensor) -> torch.Tensor:
+        """The matrix on x's device and dtype, converted once rather than at every batch."""
+        key = (x.device, x.dtype)
+        if self._converted is None or self._converted[0] != key:
+            self._converted = (key, self.matrix.to(device=x.device, dtype=x.dtype))
+        return self._converted[1]
+
+
+class OrthogonalTransform(_SecretMatrix):
     """x -> flatten(x) U, reshaped back; U is d x d orthogonal (square) and kept secret by the client."""
 
     name = "orthogonal"
@@ -74,11 +88,10 @@ class OrthogonalTransform(ClientDefence):
         self.matrix = random_orthogonal(math.prod(self.shape), seed=seed)
 
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        u = self.matrix.to(device=x.device, dtype=x.dtype)
-        return (x.flatten(1) @ u).view(x.shape)
+        return (x.flatten(1) @ self.matrix_like(x)).view(x.shape)
 
 
-class SemiOrthogonalTransform(ClientDefence):
+class SemiOrthogonalTransform(_SecretMatrix):
     """x -> flatten(x) U with U d x d' (d' >= d, U U^T = I_d): the client sees d' features."""
 
     name = "semi-orthogonal"
@@ -89,7 +102,7 @@ class SemiOrthogonalTransform(ClientDefence):
         self.matrix = random_orthogonal(math.prod(input_shape), dim, seed=seed)
 
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        return x.flatten(1) @ self.matrix.to(device=x.device, dtype=x.dtype)
+        return x.flatten(1) @ self.matrix_like(x)
 
     def input_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         return (self.dim,)
@@ -99,7 +112,7 @@ DEFAULT_PATCH = 4
 """The Mixer's patch size (4 x 4 on CIFAR-10)."""
 
 
-class PatchOrthogonalTransform(ClientDefence):
+class PatchOrthogonalTransform(_SecretMatrix):
     """The same orthogonal U (p*p*C square) applied to every non-overlapping p x p patch of an image."""
 
     name = "patch-orthogonal"
@@ -113,7 +126,7 @@ class PatchOrthogonalTransform(ClientDefence):
         n, c, h, w = x.shape
         p = self.patch
         patches = x.view(n, c, h // p, p, w // p, p).permute(0, 2, 4, 1, 3, 5).reshape(n, h // p, w // p, c * p * p)
-        mixed = patches @ self.matrix.to(device=x.device, dtype=x.dtype)
+        mixed = patches @ self.matrix_like(x)
         return mixed.view(n, h // p, w // p, c, p, p).permute(0, 3, 1, 4, 2, 5).reshape(n, c, h, w)
 
 
