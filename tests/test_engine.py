@@ -30,8 +30,8 @@ def _gradient_problem(dtype=torch.float64, trials=3):
 
 # --- L-BFGS ---------------------------------------------------------------------------------------
 
-def _quartic(x, a, b):
-    return 0.5 * x @ a @ x - b @ x + 0.1 * (x ** 4).sum()
+def _quartic(x, a, b, c=0.1):
+    return 0.5 * x @ a @ x - b @ x + c * (x ** 4).sum()
 
 
 @pytest.mark.parametrize("history_size", [100, 2])
@@ -39,6 +39,7 @@ def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
     torch.manual_seed(0)
     trials, n = 3, 6
     mats = [(lambda m: m @ m.T + 0.1 * torch.eye(n))(torch.randn(n, n, dtype=torch.float64)) for _ in range(trials)]
+    mats[1], quartic = 2 * torch.eye(n, dtype=torch.float64), [0.1, 0.0, 0.1]   # trial 1 converges in 2 iterations
     vecs = [torch.randn(n, dtype=torch.float64) for _ in range(trials)]
     x0 = torch.randn(trials, n, dtype=torch.float64)
 
@@ -47,7 +48,7 @@ def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
 
     def closure():
         xb.grad = None
-        losses = torch.stack([_quartic(xb[r], mats[r], vecs[r]) for r in range(trials)])
+        losses = torch.stack([_quartic(xb[r], mats[r], vecs[r], quartic[r]) for r in range(trials)])
         losses.sum().backward()
         return losses.detach()
 
@@ -60,10 +61,11 @@ def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
         for r, (x, opt) in enumerate(singles):
             def single_closure(x=x, opt=opt, r=r):
                 opt.zero_grad()
-                loss = _quartic(x, mats[r], vecs[r])
+                loss = _quartic(x, mats[r], vecs[r], quartic[r])
                 loss.backward()
                 return loss
             opt.step(single_closure)
+    assert len(set(batched.n_iter.tolist())) == trials          # the trials stopped at different iterations
     for r, (x, _) in enumerate(singles):
         torch.testing.assert_close(xb[r].detach(), x.detach(), rtol=1e-10, atol=1e-12)
 

@@ -29,8 +29,11 @@ class BatchedLBFGS:
         device = self.params[0].device
         dtype = self.params[0].dtype
         self.n_iter = torch.zeros(self.trials, dtype=torch.long, device=device)
-        # history entries: (y, s, rho, valid per trial); entries invalid for a trial are skipped for it
-        self.history: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        # Per-trial ring buffers of the last `history_size` accepted pairs, slot head - 1 the newest; an
+        # empty slot has rho = 0 and adds nothing. Tensors, so no step reads a value back (a GPU sync).
+        self.y = self.s = self.rho = None
+        self.head = torch.zeros(self.trials, dtype=torch.long, device=device)
+        self.filled = 0                 # host-side bound on any trial's number of stored pairs
         self.h_diag = torch.ones(self.trials, dtype=dtype, device=device)
         self.d: torch.Tensor | None = None
         self.t: torch.Tensor | None = None
@@ -49,35 +52,36 @@ class BatchedLBFGS:
             offset += n
 
     def _remember(self, y: torch.Tensor, s: torch.Tensor, accept: torch.Tensor) -> None:
+        """Store (y, s) over the oldest pair of each trial in `accept` whose curvature y.s is positive."""
+        if self.y is None:
+            self.y, self.s = y.new_zeros(self.history_size, *y.shape), s.new_zeros(self.history_size, *s.shape)
+            self.rho = y.new_zeros(self.history_size, self.trials)
         ys = _dot(y, s)
         accept = accept & (ys > 1e-10)
-        if not bool(accept.any()):
-            return
-        counts = torch.stack([v for *_, v in self.history]).sum(0) if self.history else torch.zeros_like(accept, dtype=torch.long)
-        full = accept & (counts >= self.history_size)
-        for i, (hy, hs, rho, valid) in enumerate(self.history):     # drop each full trial's oldest entry
-            drop = full & valid
-            if bool(drop.any()):
-                self.history[i] = (hy, hs, rho, valid & ~drop)
-                full = full & ~drop
-            if not bool(full.any()):
-                break
-        self.history = [h for h in self.history if bool(h[3].any())]
-        self.history.append((y, s, 1.0 / torch.where(accept, ys, torch.ones_like(ys)), accept))
+        slot = (self.head, torch.arange(self.trials, device=y.device))
+        self.y[slot] = torch.where(accept[:, None], y, self.y[slot])
+        self.s[slot] = torch.where(accept[:, None], s, self.s[slot])
+        self.rho[slot] = torch.where(accept, 1.0 / torch.where(accept, ys, torch.ones_like(ys)), self.rho[slot])
+        self.head = torch.where(accept, (self.head + 1) % self.history_size, self.head)
+        self.filled = min(self.filled + 1, self.history_size)
         self.h_diag = torch.where(accept, ys / _dot(y, y), self.h_diag)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
-        """Two-loop recursion per trial; entries a trial did not accept contribute nothing to it."""
+        """Two-loop recursion per trial over its pairs, newest first (gathered in one go per buffer)."""
         q = -g
+        if not self.filled:
+            return q * self.h_diag[:, None]
+        ages = torch.arange(self.filled, device=g.device)[:, None]
+        order = ((self.head[None, :] - 1 - ages) % self.history_size, torch.arange(self.trials, device=g.device))
+        pairs = list(zip(self.y[order], self.s[order], self.rho[order]))
         alphas = []
-        for y, s, rho, valid in reversed(self.history):
-            a = torch.where(valid, _dot(s, q) * rho, torch.zeros_like(rho))
+        for y, s, rho in pairs:
+            a = _dot(s, q) * rho
             alphas.append(a)
             q = q - a[:, None] * y
         r = q * self.h_diag[:, None]
-        for (y, s, rho, valid), a in zip(self.history, reversed(alphas)):
-            b = torch.where(valid, _dot(y, r) * rho, torch.zeros_like(rho))
-            r = r + (a - b)[:, None] * s
+        for (y, s, rho), a in zip(reversed(pairs), reversed(alphas)):
+            r = r + (a - _dot(y, r) * rho)[:, None] * s
         return r
 
     def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
@@ -97,8 +101,7 @@ class BatchedLBFGS:
             local_iter += 1
             self.n_iter += active.long()
             first = active & (self.n_iter == 1)
-            if bool((active & ~first).any()):
-                self._remember(flat_grad - prev, d * t[:, None], active & ~first)
+            self._remember(flat_grad - prev, d * t[:, None], active & ~first)
             direction = self._direction(flat_grad)
             d = torch.where(active[:, None], torch.where(first[:, None], -flat_grad, direction), d)
             prev = torch.where(active[:, None], flat_grad, prev)
