@@ -34,7 +34,7 @@ def _load(run_dir: Path) -> tuple[str, list[dict], dict]:
                 log.append({k: (int(v) if k == "iteration" else float(v)) for k, v in fields.items()})
         label = f"{config['arch']} L{config['level']} (running)"
     grid_file = run_dir / "reconstruction.pt"
-    grid = torch.load(grid_file, weights_only=True) if grid_file.exists() else {}
+    grid = torch.load(grid_file, map_location="cpu", weights_only=True) if grid_file.exists() else {}
     return label, log, grid
 
 

@@ -56,6 +56,7 @@ class ImageData:
         """Mini-batches in a (seeded) random order; no DataLoader workers needed for in-memory data."""
         n = len(self)
         order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
+        order = order.to(self.images.device)        # once, not a blocking index copy per batch on a GPU
         stop = n - n % batch_size if drop_last else n
         for start in range(0, stop, batch_size):
             idx = order[start:start + batch_size]

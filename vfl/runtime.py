@@ -34,15 +34,19 @@ def seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall-clock seconds of one call of `fn`, waiting for the device's queued work before and after
-    (CUDA kernels run asynchronously, so an unsynchronised clock would time only their launch)."""
+def wait_for(device: torch.device) -> None:
+    """Block until the device has run its queued work: CUDA kernels run asynchronously, so a clock read
+    without this times only their launch. Nothing to wait for on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of one call of `fn`, the device's queued work included."""
+    wait_for(device)
     start = time.perf_counter()
     fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    wait_for(device)
     return time.perf_counter() - start
 
 

@@ -22,6 +22,7 @@ from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.objective import Objective
 from attacks.engine.optim import LBFGS, Hook, OptimizerSpec, StepDecay
 from vfl.progress import progress_bar
+from vfl.runtime import wait_for
 
 Variables = dict[str, Any]          # name -> tensor (R, ...) or dict of tensors (R, ...)
 
@@ -237,6 +238,7 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
         optimizer = block.optimizer.build(leaves if isinstance(block.optimizer, LBFGS) else [_flat(p) for p in leaves])
         optimizers.append(optimizer)
         schedulers.append(block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None)
+    wait_for(state.alive.device)
     start = time.perf_counter()
     for _ in range(schedule.rounds):
         for block, optimizer, scheduler in zip(schedule.blocks, optimizers, schedulers):
@@ -256,6 +258,7 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
         state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1].weights))
         state.select(_weighted(final_terms, selecting[-1].weights))
     final = _map(lambda t: t.detach(), state.vars)
+    wait_for(state.alive.device)
     return EngineResult(best=state.best, final=final, best_loss=state.best_loss, final_terms=final_terms,
                         diverged=~state.alive, trace=state.trace, steps=schedule.steps,
                         seconds=time.perf_counter() - start, mode="batched" if batched else "sequential")

@@ -610,7 +610,7 @@ def grid_figure(originals: torch.Tensor, rows: list[tuple[str, torch.Tensor]]):
     for r, (label, images) in enumerate(all_rows):
         for c in range(n):
             ax = axes[r][c]
-            ax.imshow(images[c].clamp(0, 1).permute(1, 2, 0).numpy())
+            ax.imshow(images[c].detach().float().cpu().clamp(0, 1).permute(1, 2, 0).numpy())
             ax.set_xticks([])
             ax.set_yticks([])
         axes[r][0].set_ylabel(label, fontsize=7)
