@@ -52,7 +52,8 @@ class BatchedLBFGS:
             offset += n
 
     def _remember(self, y: torch.Tensor, s: torch.Tensor, accept: torch.Tensor) -> None:
-        """Store (y, s) over the oldest pair of each trial in `accept` whose curvature y.s is positive."""
+        """Store (y, s) for each trial in `accept` whose curvature y.s is positive, in its next ring slot
+        (over its oldest pair once it holds `history_size`)."""
         if self.y is None:
             self.y, self.s = y.new_zeros(self.history_size, *y.shape), s.new_zeros(self.history_size, *s.shape)
             self.rho = y.new_zeros(self.history_size, self.trials)
