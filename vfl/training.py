@@ -120,6 +120,28 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
     return TrainedSplit(config, client, server, history[-1]["test_accuracy"], history, seconds, train.provenance)
 
 
+def curves_figure(trained: TrainedSplit):
+    """Training loss and train/test accuracy per epoch (the test accuracy is measured after each epoch)."""
+    from matplotlib.figure import Figure
+
+    epochs = [row["epoch"] for row in trained.history]
+    fig = Figure(figsize=(9, 3.5))
+    loss, accuracy = fig.subplots(1, 2)
+    loss.plot(epochs, [row["loss"] for row in trained.history], "o-")
+    loss.set(xlabel="epoch", ylabel="mean training loss", yscale="log", title="loss")
+    for key, label in (("train_accuracy", "train (running, during the epoch)"), ("test_accuracy", "test")):
+        accuracy.plot(epochs, [row[key] for row in trained.history], "o-", label=label)
+    accuracy.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    accuracy.legend(fontsize=8)
+    c = trained.config
+    fig.suptitle(f"{c.arch}, cut {c.cut_layer}, {c.dataset}, {c.optimizer} lr {c.lr:g}, batch {c.batch_size}, "
+                 f"seed {c.seed}" + (f", defence {c.defence}" if c.defence != "none" else ""), fontsize=9)
+    for ax in (loss, accuracy):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def save_checkpoint(path: Path, trained: TrainedSplit) -> Path:
     atomic_torch_save({
         "format": CHECKPOINT_FORMAT,
