@@ -28,7 +28,7 @@ from vfl import data as datasets
 from vfl.cli import DATA_ROOT_OPTION, handles_errors
 from vfl.defences import split_specs
 from vfl.runs import Run, atomic_write_text
-from vfl.training import TrainConfig, load_data
+from vfl.training import TrainConfig, load_data, train_split
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.split("\n\n")[0])
 ARCHS = {"cifar10": ["cifar-cnn", "mlp-mixer"]}
@@ -154,7 +154,6 @@ def cut_layers(dataset: str = "mnist5k", arch: str = "cnn", cuts: str = "1,2,3,4
 def small_mlp(datasets_: str = typer.Option("mnist5k", "--datasets"), epochs: int = 10, device: str = "auto",
               data_root: Optional[Path] = DATA_ROOT_OPTION, out: Optional[Path] = None) -> None:
     """Appendix C: SmallMLP accuracy beside the four-layer MLP's (paper: 92.6 vs 98.5 MNIST, 83.8 vs 88.3 F-MNIST)."""
-    from vfl.training import train_split
     run = Run.create("artefact-small-mlp", {"datasets": datasets_, "epochs": epochs}, out)
     rows = []
     for name in _available(datasets_, data_root):
@@ -178,7 +177,6 @@ def accuracy_seeds(dataset: str = "mnist5k", archs: str = "cnn,mlp", seeds: int 
     """Table 1's accuracy column for seeds 0..N-1: how far the last epoch's test accuracy moves with the seed."""
     from matplotlib.figure import Figure
 
-    from vfl.training import train_split
     configs = {arch: TrainConfig(dataset=dataset, arch=arch, epochs=epochs, device=device, data_root=_root(data_root))
                for arch in [a.strip() for a in archs.split(",") if a.strip()]}
     for config in configs.values():
