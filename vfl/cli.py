@@ -21,7 +21,7 @@ from vfl.errors import SplitlabError
 from vfl.models import describe, describe_hfl
 from vfl.runs import Run, dumps, to_jsonable
 from vfl.runtime import resolve_device
-from vfl.training import TrainConfig, curves_figure, load_checkpoint, load_data, save_checkpoint, train_split
+from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split
 from vfl.protocol import evaluate as evaluate_split
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
@@ -109,10 +109,9 @@ def train(
     run = Run.create("train", {"train": config, "device": str(resolve_device(device)),
                                "dataset_provenance": train_data.provenance}, out)
     trained = train_split(config, train_data, test_data, run, progress=True)
-    checkpoint = save_checkpoint(run.file("checkpoint.pt"), trained)
+    checkpoint, curves = save_trained(run, trained)
     metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
     run.write_metrics(metrics)
-    curves = run.save_figure("training_curves.png", curves_figure(trained))
 
     def summary(console) -> None:
         console.print(table(f"train {config.arch}, cut {config.cut_layer}, {config.dataset}", trained.history,

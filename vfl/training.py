@@ -120,7 +120,7 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
     return TrainedSplit(config, client, server, history[-1]["test_accuracy"], history, seconds, train.provenance)
 
 
-def curves_figure(trained: TrainedSplit):
+def training_curves_figure(trained: TrainedSplit):
     """Training loss and train/test accuracy per epoch (the test accuracy is measured after each epoch)."""
     from matplotlib.figure import Figure
 
@@ -140,6 +140,13 @@ def curves_figure(trained: TrainedSplit):
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def save_trained(run: Run, trained: TrainedSplit) -> tuple[Path, Path]:
+    """What every command that trains a model leaves in its run directory: `checkpoint.pt` (for the
+    attacks) and `training_curves.png`. Returns both paths."""
+    checkpoint = save_checkpoint(run.file("checkpoint.pt"), trained)
+    return checkpoint, run.save_figure("training_curves.png", training_curves_figure(trained))
 
 
 def save_checkpoint(path: Path, trained: TrainedSplit) -> Path:

@@ -15,8 +15,7 @@ from attacks.metrics import FidMetric, LpipsMetric, Unavailable, minmax_normalis
 from attacks.split.unsplit import UnsplitPreset, observe, unsplit
 from vfl import data as datasets
 from vfl.runs import Run
-from vfl.training import (TrainConfig, TrainedSplit, curves_figure, load_checkpoint, load_data, save_checkpoint,
-                          train_split)
+from vfl.training import TrainConfig, TrainedSplit, load_checkpoint, load_data, save_trained, train_split
 
 
 @dataclass
@@ -39,8 +38,7 @@ def train_victim(config: TrainConfig, train: datasets.ImageData, test: datasets.
                  progress: bool = True) -> Victim:
     """Train the split model and save its checkpoint into the run directory."""
     trained = train_split(config, train, test, run, progress)
-    path = save_checkpoint(run.file("checkpoint.pt"), trained)
-    run.save_figure("training_curves.png", curves_figure(trained))
+    path, _ = save_trained(run, trained)
     run.log(f"trained {config.arch} cut {config.cut_layer}: accuracy {trained.accuracy:.4f} in {trained.seconds:.1f} s")
     return Victim(trained, train, test, path)
 
