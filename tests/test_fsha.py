@@ -17,7 +17,7 @@ from attacks.split.fsha_cli import _terminate_as_interrupt
 from splitlab.cli import app
 from vfl.models.fsha import LEVELS, SETUPS, build_fsha, discriminator_cnn, feature_shape
 from vfl.protocol import Client, CutGradient, MaliciousServer, Transcript, exchange
-from vfl.runtime import seed_everything
+
 
 TINY = dict(width=1 / 16, batch_size=8, device="cpu", eval_images=16)
 runner = CliRunner()
@@ -112,7 +112,8 @@ class _SpyClient(Client):
 @pytest.mark.parametrize("loss", ["wgan", "bce"])
 def test_client_receives_only_the_adversarial_cut_gradient(loss):
     settings = settings_from("quick", arch="resnet", loss=loss, **TINY)
-    generator = seed_everything(0)
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(0)
     nets = build_fsha("resnet", 4, settings.width)
     public, private = torch.rand(40, 1, 28, 28), torch.rand(40, 1, 28, 28)
     client = _SpyClient(nets.client, torch.optim.Adam(nets.client.parameters(), lr=1e-3))

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from vfl.errors import SplitlabError
+from vfl.errors import SplitlabError, lookup
 
 MNIST5K_PER_CLASS_TEST = 100
 """mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
@@ -138,10 +138,7 @@ DATASETS: dict[str, DatasetSpec] = {
 
 
 def dataset_spec(name: str) -> DatasetSpec:
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise SplitlabError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}") from None
+    return lookup(DATASETS, name, "dataset")
 
 
 @functools.lru_cache(maxsize=8)

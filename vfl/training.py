@@ -18,7 +18,8 @@ from vfl.models import arch_spec, build_split, check_cut_layer, check_input_shap
 from vfl.progress import progress_bar
 from vfl.protocol import OPTIMIZERS, Client, Server, evaluate, make_optimizer, train_epoch
 from vfl.runs import Run, atomic_torch_save
-from vfl.runtime import resolve_device, seed_everything
+from vfl.runtime import generator as seeded_generator
+from vfl.runtime import resolve_device
 
 CHECKPOINT_FORMAT = "splitlab-checkpoint/1"
 
@@ -96,7 +97,7 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
                 run: Run | None = None, progress: bool = True) -> TrainedSplit:
     """Train with the explicit protocol; test accuracy after every epoch."""
     device = resolve_device(config.device)
-    generator = seed_everything(config.seed)
+    generator = seeded_generator(config.seed)
     client, server = build_parties(config, device, train.images)
     images, labels = train.images.to(device), train.labels.to(device)
     on_device = datasets.ImageData(train.name, train.split, images, labels, train.provenance)

@@ -45,7 +45,7 @@ from vfl.models.fsha import DISCRIMINATOR_ENTRIES, INPUT_SHAPE, LEVELS, SETUPS, 
 from vfl.progress import progress_bar
 from vfl.protocol import Client, MaliciousServer, Transcript, exchange
 from vfl.runs import Run, atomic_torch_save
-from vfl.runtime import resolve_device, seed_everything
+from vfl.runtime import resolve_device
 
 LOSSES = ("wgan", "bce")
 GP_NORMS = ("full", "spatial")
@@ -490,7 +490,8 @@ def build_parties(settings: FshaSettings) -> FshaParties:
     settings.validate()
     device = resolve_device(settings.device)
     private, public = load_split(settings)
-    generator = seed_everything(settings.seed)
+    torch.manual_seed(settings.seed)                 # (temporary: moves to the attack's own streams)
+    generator = torch.Generator().manual_seed(settings.seed)
     nets = build_fsha(settings.arch, settings.level, settings.width, settings.discriminator_entry)
     client = Client(nets.client.to(device), _adam(nets.client.parameters(), settings.lr_client,
                                                   settings.adam_eps, device))

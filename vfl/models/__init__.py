@@ -5,17 +5,20 @@ architecture's cut layers with client/server/total parameter counts (`splitlab m
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from vfl.errors import SplitlabError
+from vfl.errors import SplitlabError, lookup
 from vfl.models.cifar import cifar_cnn, mlp_mixer
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, describe_hfl, hfl_model_spec
 from vfl.models.mnist import cnn, mlp, small_mlp
 from vfl.models.split import SplitNet, count_parameters
+from vfl.runtime import seeded
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,7 @@ ARCHITECTURES: dict[str, ArchSpec] = {
 
 
 def arch_spec(name: str) -> ArchSpec:
-    try:
-        return ARCHITECTURES[name]
-    except KeyError:
-        raise SplitlabError(f"unknown architecture {name!r}; choose one of: {', '.join(ARCHITECTURES)}") from None
+    return lookup(ARCHITECTURES, name, "architecture")
 
 
 def check_cut_layer(spec: ArchSpec, cut: int) -> None:
@@ -89,15 +89,15 @@ def build_split(name: str, cut: int, seed: int | None = None,
     """
     spec = arch_spec(name)
     check_cut_layer(spec, cut)
-    if seed is not None:
-        torch.manual_seed(seed)
     if input_shape is None or tuple(input_shape) == spec.input_shape:
-        net = spec.build()
+        build = spec.build
     elif spec.flat_input:
-        net = spec.build(in_features=math.prod(input_shape))
+        build = functools.partial(spec.build, in_features=math.prod(input_shape))
     else:
         raise SplitlabError(f"architecture {spec.name} takes {'x'.join(map(str, spec.input_shape))} inputs and cannot "
                             f"take {'x'.join(map(str, input_shape))}; use a dense client (mlp, small-mlp)")
+    with seeded(seed) if seed is not None else contextlib.nullcontext():
+        net = build()
     return net.client(cut), net.server(cut)
 
 

@@ -25,7 +25,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from vfl.errors import SplitlabError
+from vfl.errors import SplitlabError, lookup
+from vfl.runtime import seeded
 
 
 # --- BatchNorm with cheap second derivatives ------------------------------------------------------
@@ -183,10 +184,7 @@ HFL_MODELS: dict[str, HFLModelSpec] = {
 
 
 def hfl_model_spec(name: str) -> HFLModelSpec:
-    try:
-        return HFL_MODELS[name]
-    except KeyError:
-        raise SplitlabError(f"unknown HFL model {name!r}; choose one of: {', '.join(HFL_MODELS)}") from None
+    return lookup(HFL_MODELS, name, "HFL model")
 
 
 def check_hfl_input(name: str, input_shape: tuple[int, int, int]) -> None:
@@ -204,8 +202,7 @@ def build_hfl_model(name: str, input_shape: tuple[int, int, int] = (1, 28, 28), 
     spec = hfl_model_spec(name)
     if seed is None:
         return spec.build(tuple(input_shape), num_classes).eval()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return spec.build(tuple(input_shape), num_classes).eval()
 
 
