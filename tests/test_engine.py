@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine,
+from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
                             CutActivations, FedAvgUpdate, FedSGDGradient, GradientBlend, MeanSquared, Objective,
                             Schedule, SignedGradients, SquaredL2, StepDecay, TopMagnitude, run, tv_l1, tv_squared)
 
@@ -73,7 +73,7 @@ def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
 def test_engine_lbfgs_on_one_trial_follows_torch_lbfgs():
     sim, target, variables, _ = _gradient_problem(trials=1)
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), {"match": 1.0}, LBFGS(), 2),)),
+    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 2),)),
                  progress=False, mode="sequential")
     x = variables["x"][0].clone().requires_grad_()
     opt = torch.optim.LBFGS([x], lr=1)
@@ -92,8 +92,8 @@ def test_engine_lbfgs_on_one_trial_follows_torch_lbfgs():
 
 def test_batched_adam_trials_equal_sequential_trials():
     sim, target, variables, _ = _gradient_problem()
-    objective = Objective(sim, Cosine(), priors={"tv": ("x", tv_l1)})
-    schedule = Schedule((Block(("x",), {"match": 1.0, "tv": 1e-2}, Adam(0.1), 30,
+    objective = Objective(sim, Cosine(), priors=(Prior("tv", "x", tv_l1, 1e-2),))
+    schedule = Schedule((Block(("x",), Adam(0.1), 30,
                                hooks=(SignedGradients(), BoxClamp()), decay=StepDecay()),))
     batched = run(objective, variables, target, schedule, progress=False)
     sequential = run(objective, variables, target, schedule, mode="sequential", progress=False)
@@ -108,7 +108,7 @@ def test_batched_lbfgs_trials_equal_sequential_after_a_step():
     sim, target, variables, _ = _gradient_problem()
     variables["label_logits"] = torch.randn(3, 1, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     target = {"observed": target["observed"], "context": {"params": target["context"]["params"]}}
-    schedule = Schedule((Block(("x", "label_logits"), {"match": 1.0}, LBFGS(), 1),))
+    schedule = Schedule((Block(("x", "label_logits"), LBFGS(), 1),))
     objective = Objective(sim, SquaredL2())
     batched = run(objective, variables, target, schedule, progress=False, keep=("x", "label_logits"))
     sequential = run(objective, variables, target, schedule, mode="sequential", progress=False,
@@ -124,9 +124,9 @@ def test_per_trial_clones_and_targets_batched_equal_sequential():
               for k, v in clone.named_parameters()}
     variables = {"x": torch.full((trials, 1, 1, 8, 8), 0.5, dtype=torch.float64), "clone": clones}
     target = {"observed": [torch.rand(trials, 1, 2, 6, 6, dtype=torch.float64)]}
-    objective = Objective(CutActivations(clone), MeanSquared(), priors={"tv": ("x", tv_squared)})
-    schedule = Schedule((Block(("x",), {"match": 1.0, "tv": 0.1}, Adam(1e-2, amsgrad=True), 5),
-                         Block(("clone",), {"match": 1.0}, Adam(1e-2, amsgrad=True), 5, select=False)), rounds=3)
+    objective = Objective(CutActivations(clone), MeanSquared(), priors=(Prior("tv", "x", tv_squared, 0.1),))
+    schedule = Schedule((Block(("x",), Adam(1e-2, amsgrad=True), 5),
+                         Block(("clone",), Adam(1e-2, amsgrad=True), 5, select=False, terms=("match",))), rounds=3)
     batched = run(objective, variables, target, schedule, per_trial_target=True, progress=False, keep=("x", "clone"))
     sequential = run(objective, variables, target, schedule, per_trial_target=True, mode="sequential",
                      progress=False, keep=("x", "clone"))
@@ -144,7 +144,7 @@ def test_blocks_only_move_their_own_variables():
                  "clone": {k: v.detach().expand(2, *v.shape).clone() for k, v in clone.named_parameters()}}
     target = {"observed": [torch.rand(2, 1, 3, dtype=torch.float64)]}
     objective = Objective(CutActivations(clone), MeanSquared())
-    only_x = Schedule((Block(("x",), {"match": 1.0}, SGD(0.5), 3),))
+    only_x = Schedule((Block(("x",), SGD(0.5), 3),))
     result = run(objective, variables, target, only_x, per_trial_target=True, progress=False)
     assert not torch.equal(result.final["x"], variables["x"])
     for k, v in variables["clone"].items():
@@ -154,11 +154,11 @@ def test_blocks_only_move_their_own_variables():
 def test_best_iterate_is_the_lowest_loss_seen():
     sim, target, variables, _ = _gradient_problem()
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), {"match": 1.0}, Adam(0.3), 25),)),
+    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.3), 25),)),
                  progress=False)
     lowest = torch.minimum(result.trace["match"].min(0).values, result.final_terms["match"])
     torch.testing.assert_close(result.best_loss, lowest)
-    rescored = run(objective, result.best, target, Schedule((Block(("x",), {"match": 1.0}, SGD(0.0), 0),)),
+    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)),
                    progress=False)
     torch.testing.assert_close(rescored.final_terms["match"], result.best_loss)
 
@@ -167,7 +167,7 @@ def test_a_diverging_trial_is_reported_and_the_others_finish():
     sim, target, variables, _ = _gradient_problem()
     variables["x"][1] = float("nan")
     objective = Objective(sim, Cosine())
-    schedule = Schedule((Block(("x",), {"match": 1.0}, Adam(0.1), 10),))
+    schedule = Schedule((Block(("x",), Adam(0.1), 10),))
     result = run(objective, variables, target, schedule, progress=False)
     assert result.diverged.tolist() == [False, True, False]
     assert torch.isfinite(result.best_loss[[0, 2]]).all() and torch.isinf(result.best_loss[1])
@@ -179,7 +179,7 @@ def test_a_diverging_trial_is_reported_and_the_others_finish():
 def test_dlg_style_run_reconstructs_the_target():
     sim, target, variables, x_true = _gradient_problem(trials=2)
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), {"match": 1.0}, LBFGS(), 20),)),
+    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 20),)),
                  progress=False)
     mse = ((result.best["x"][:, 0] - x_true) ** 2).flatten(1).mean(1)
     assert float(mse.min()) < 1e-4
@@ -240,11 +240,11 @@ def test_signed_adam_moves_every_pixel_by_lr_and_box_holds():
         return [v["x"] * torch.linspace(1, 2, 9, dtype=torch.float64).view(1, 1, 3, 3)]
 
     objective = Objective(identity, SquaredL2())
-    one = run(objective, variables, target, Schedule((Block(("x",), {"match": 1.0}, Adam(0.1), 1,
+    one = run(objective, variables, target, Schedule((Block(("x",), Adam(0.1), 1,
                                                             hooks=(SignedGradients(),)),)),
               per_trial_target=True, progress=False)
     torch.testing.assert_close(one.final["x"], torch.full_like(variables["x"], 0.4))
-    many = run(objective, variables, target, Schedule((Block(("x",), {"match": 1.0}, Adam(0.3), 20,
+    many = run(objective, variables, target, Schedule((Block(("x",), Adam(0.3), 20,
                                                              hooks=(SignedGradients(), BoxClamp(0.2, 1.0))),)),
                per_trial_target=True, progress=False)
     assert float(many.final["x"].min()) >= 0.2 - 1e-12
@@ -258,7 +258,7 @@ def test_gradient_blend_reproduces_fedleaks_toy_example():
     target = {"observed": [torch.zeros(1, dtype=torch.float64)]}
     blend = GradientBlend(weight=0.3, k=1.0, lookahead=True)
     result = run(objective, variables, target,
-                 Schedule((Block(("x",), {"match": 1.0}, SGD(1.0), 1, hooks=(blend,)),)), progress=False)
+                 Schedule((Block(("x",), SGD(1.0), 1, hooks=(blend,)),)), progress=False)
     torch.testing.assert_close(result.final["x"], torch.full((1, 1), 0.5 - 0.4, dtype=torch.float64))
 
 
@@ -282,7 +282,7 @@ def test_clone_steps_match_a_plain_adam_loop_even_with_transposed_gradients():
     x = torch.rand(1, 6, dtype=torch.float64)
     h = torch.rand(1, 5, dtype=torch.float64)
     variables = {"x": x.unsqueeze(0), "clone": {k: v.detach().unsqueeze(0).clone() for k, v in clone.named_parameters()}}
-    schedule = Schedule((Block(("clone",), {"match": 1.0}, Adam(0.05, amsgrad=True), 15),))
+    schedule = Schedule((Block(("clone",), Adam(0.05, amsgrad=True), 15),))
     result = run(Objective(CutActivations(clone), MeanSquared()), variables, {"observed": [h.unsqueeze(0)]},
                  schedule, per_trial_target=True, progress=False)
     opt = torch.optim.Adam(clone.parameters(), lr=0.05, amsgrad=True, foreach=False)
@@ -291,3 +291,21 @@ def test_clone_steps_match_a_plain_adam_loop_even_with_transposed_gradients():
         nn.functional.mse_loss(clone(x), h).backward()
         opt.step()
     torch.testing.assert_close(result.final["clone"]["weight"][0], clone.weight.detach(), rtol=1e-9, atol=1e-12)
+
+
+def test_a_misspelt_term_fails_before_any_step():
+    objective = Objective(lambda v, c: [v["x"]], SquaredL2(), priors=(Prior("tv", "x", tv_l1, 1e-2),))
+    schedule = Schedule((Block(("x",), SGD(0.1), 1, terms=("match", "vt")),))
+    with pytest.raises(ValueError, match="unknown objective term.*'vt'.*match, tv"):
+        run(objective, {"x": torch.zeros(1, 1, 1, 4, 4)}, {"observed": [torch.zeros(1, 1, 4, 4)]}, schedule,
+            progress=False)
+    with pytest.raises(ValueError, match="finite weight"):
+        Prior("tv", "x", tv_l1, float("nan"))
+
+
+def test_lbfgs_blocks_refuse_what_lbfgs_cannot_honour():
+    with pytest.raises(ValueError, match="L-BFGS cannot apply gradient hooks.*SignedGradients"):
+        Block(("x",), LBFGS(), 1, hooks=(SignedGradients(),))
+    with pytest.raises(ValueError, match="L-BFGS takes no step decay"):
+        Block(("x",), LBFGS(), 1, decay=StepDecay())
+    Block(("x",), LBFGS(), 1, hooks=(BoxClamp(0.0, 1.0),))        # after-step hooks are fine

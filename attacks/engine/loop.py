@@ -29,15 +29,31 @@ Variables = dict[str, Any]          # name -> tensor (R, ...) or dict of tensors
 
 @dataclass(frozen=True)
 class Block:
-    """`steps` optimiser steps on the variables named in `update`, minimising sum_k weights[k] * term_k."""
+    """`steps` optimiser steps on the variables named in `update`, minimising the objective's weighted
+    terms (`terms`: the names to include, None for the match and every prior).
+
+    A combination the optimiser cannot honour is refused here, when the block is built: L-BFGS takes
+    its own steps from raw gradients, so it runs no gradient-transforming hook and no step decay.
+    """
     update: tuple[str, ...]
-    weights: Mapping[str, float]
     optimizer: OptimizerSpec
     steps: int
     hooks: tuple[Hook, ...] = ()
     decay: StepDecay | None = None
     select: bool = True
     """Whether this block's loss decides each trial's best iterate."""
+    terms: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.steps < 0:
+            raise ValueError(f"a block needs steps >= 0, got {self.steps}")
+        if isinstance(self.optimizer, LBFGS):
+            transforming = [type(h).__name__ for h in self.hooks if type(h).on_grads is not Hook.on_grads]
+            if transforming:
+                raise ValueError(f"L-BFGS cannot apply gradient hooks ({', '.join(transforming)}); use Adam or SGD, "
+                                 "or keep only after-step hooks such as BoxClamp")
+            if self.decay is not None:
+                raise ValueError("L-BFGS takes no step decay; use Adam or SGD for a decayed learning rate")
 
 
 @dataclass(frozen=True)
@@ -183,10 +199,11 @@ def _map2(fn, a, b):
     return fn(a, b)
 
 
-def _gradient_step(state: _Trials, block: Block, optimizer: torch.optim.Optimizer) -> None:
+def _gradient_step(state: _Trials, block: Block, weights: Mapping[str, float],
+                   optimizer: torch.optim.Optimizer) -> None:
     params = _leaves(state.vars, block.update)
     terms = state.terms()
-    loss = _weighted(terms, block.weights)
+    loss = _weighted(terms, weights)
     state.record(terms)
     if block.select:
         state.select(loss)
@@ -194,7 +211,7 @@ def _gradient_step(state: _Trials, block: Block, optimizer: torch.optim.Optimize
 
     def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         probe = [v.detach().requires_grad_(True) for v in values]
-        probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), block.weights)
+        probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), weights)
         return state.gradients(probe_loss, probe)
 
     for hook in block.hooks:
@@ -206,14 +223,14 @@ def _gradient_step(state: _Trials, block: Block, optimizer: torch.optim.Optimize
         hook.after_step(params)
 
 
-def _lbfgs_step(state: _Trials, block: Block, optimizer: BatchedLBFGS) -> None:
+def _lbfgs_step(state: _Trials, block: Block, weights: Mapping[str, float], optimizer: BatchedLBFGS) -> None:
     params = _leaves(state.vars, block.update)
     recorded = False
 
     def closure() -> torch.Tensor:
         nonlocal recorded
         terms = state.terms()
-        loss = _weighted(terms, block.weights)
+        loss = _weighted(terms, weights)
         if not recorded:
             state.record(terms)
             recorded = True
@@ -231,6 +248,7 @@ def _lbfgs_step(state: _Trials, block: Block, optimizer: BatchedLBFGS) -> None:
 def _run_trials(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
                 per_trial_target: bool, batched: bool, keep: Sequence[str], bar) -> EngineResult:
     state = _Trials(objective, variables, target, per_trial_target, batched, keep, schedule.steps)
+    weights = [objective.weights(block.terms) for block in schedule.blocks]
     state.align_layouts()
     optimizers, schedulers = [], []
     for block in schedule.blocks:
@@ -241,22 +259,22 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
     wait_for(state.alive.device)
     start = time.perf_counter()
     for _ in range(schedule.rounds):
-        for block, optimizer, scheduler in zip(schedule.blocks, optimizers, schedulers):
+        for block, block_weights, optimizer, scheduler in zip(schedule.blocks, weights, optimizers, schedulers):
             for _ in range(block.steps):
                 if isinstance(optimizer, BatchedLBFGS):
-                    _lbfgs_step(state, block, optimizer)
+                    _lbfgs_step(state, block, block_weights, optimizer)
                 else:
-                    _gradient_step(state, block, optimizer)
+                    _gradient_step(state, block, block_weights, optimizer)
                 if scheduler is not None:
                     scheduler.step()
                 state.step_index += 1
                 bar.advance()
     with torch.enable_grad():
         final_terms = {k: v.detach() for k, v in state.terms().items()}
-    selecting = [b for b in schedule.blocks if b.select]
+    selecting = [w for b, w in zip(schedule.blocks, weights) if b.select]
     if selecting:
-        state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1].weights))
-        state.select(_weighted(final_terms, selecting[-1].weights))
+        state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1]))
+        state.select(_weighted(final_terms, selecting[-1]))
     final = _map(lambda t: t.detach(), state.vars)
     wait_for(state.alive.device)
     return EngineResult(best=state.best, final=final, best_loss=state.best_loss, final_terms=final_terms,
@@ -294,6 +312,8 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
     """
     if mode not in ("batched", "sequential"):
         raise ValueError(f"unknown trials mode {mode!r}; use batched or sequential")
+    for block in schedule.blocks:                   # a misspelt term name fails here, before any work
+        objective.weights(block.terms)
     trials = _leaves(variables, list(variables))[0].shape[0]
     with progress_bar(schedule.steps * (trials if mode == "sequential" else 1), description,
                       enabled=progress) as bar:

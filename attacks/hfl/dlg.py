@@ -54,7 +54,7 @@ class DLG:
         target = {"observed": list(observation.gradient), "context": engine_context(observation, labels)}
         update = ("x", "label_logits") if joint else ("x",)
         optimiser = LBFGS(lr=s.lr, max_iter=s.max_iter, history_size=s.history_size)
-        schedule = Schedule((Block(update, {"match": 1.0}, optimiser, s.steps),))
+        schedule = Schedule((Block(update, optimiser, s.steps),))
         result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
                      description=f"{self.name} {s.name} ({mode})")
         if joint:

@@ -20,7 +20,7 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Schedule,
+from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
                             SignedGradients, StepDecay, run, tv_l1)
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import Observation, check_requirements
@@ -65,11 +65,10 @@ class InvertingGradients:
             labels, rule = (observation.labels, "known") if observation.labels is not None \
                 else recover_labels(observation)
         tv = DEFAULT_TV if s.tv is None else s.tv
-        priors = {"tv": ("x", tv_l1)} if tv > 0 else {}
-        weights = {"match": 1.0, **({"tv": tv} if tv > 0 else {})}
+        priors = (Prior("tv", "x", tv_l1, tv),) if tv > 0 else ()
         hooks = ((SignedGradients(),) if s.signed else ()) + ((BoxClamp(0.0, 1.0),) if s.boxed else ())
         decay = StepDecay(tuple(s.decay), s.gamma) if s.decay else None
-        schedule = Schedule((Block(("x",), weights, Adam(s.lr), s.iterations, hooks=hooks, decay=decay),))
+        schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations, hooks=hooks, decay=decay),))
         objective = Objective(simulator=simulator, match=Cosine(), priors=priors)
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from attacks.engine import Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Schedule, l2, run, tv_squared
+from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule, l2, run,
+                            tv_squared)
 from vfl.errors import SplitlabError
 from vfl.models import arch_spec, build_split
 
@@ -102,9 +103,8 @@ def _clone(observation: CutObservation, seed: int) -> nn.Module:
 def _schedule(settings: UnsplitPreset) -> Schedule:
     optimizer = Adam(settings.lr, amsgrad=True)
     return Schedule((
-        Block(("x",), {"match": 1.0, "tv": settings.lambda_tv, "l2": settings.lambda_l2}, optimizer,
-              settings.input_steps),
-        Block(("clone",), {"match": 1.0}, optimizer, settings.clone_steps, select=False),
+        Block(("x",), optimizer, settings.input_steps),
+        Block(("clone",), optimizer, settings.clone_steps, select=False, terms=("match",)),
     ), rounds=settings.rounds)
 
 
@@ -117,7 +117,7 @@ def unsplit(observation: CutObservation, settings: UnsplitPreset, clone_mode: st
     activations = observation.activations
     device, n = activations.device, activations.shape[0]
     objective = Objective(CutActivations(_clone(observation, seed)), MeanSquared(),
-                          priors={"tv": ("x", tv_squared), "l2": ("x", l2)})
+                          priors=(Prior("tv", "x", tv_squared, settings.lambda_tv), Prior("l2", "x", l2, settings.lambda_l2)))
     schedule = _schedule(settings)
     x0 = torch.full((n, 1, *spec.input_shape), settings.init, device=device, dtype=activations.dtype)
     observed = activations.unsqueeze(1)                     # each target is a batch of one
