@@ -66,3 +66,29 @@ def per_class_bars(series: dict[str, Sequence[float]], ylabel: str, title: str =
         ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return figure
+
+
+def loss_curve_figure(history: dict[str, torch.Tensor], title: str = "") -> Figure:
+    """One panel per loss term: the mean over trials per step, with the trials' min-max band (log scale
+    where the values are positive)."""
+    names = [k for k, v in history.items() if v.numel()]
+    figure = Figure(figsize=(4.2 * max(len(names), 1), 3.2))
+    axes = figure.subplots(1, max(len(names), 1), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        values = history[name].detach().double().cpu()
+        values = values.view(len(values), -1)
+        finite = torch.where(torch.isfinite(values), values, torch.full_like(values, float("nan")))
+        steps = np.arange(1, len(values) + 1)
+        ax.plot(steps, np.nanmean(finite.numpy(), axis=1), lw=1.2, label="mean over trials")
+        if values.shape[1] > 1:
+            ax.fill_between(steps, np.nanmin(finite.numpy(), axis=1), np.nanmax(finite.numpy(), axis=1), alpha=0.25,
+                            label="min-max over trials")
+            ax.legend(fontsize=7)
+        if bool((finite[torch.isfinite(finite)] > 0).all()) and bool(torch.isfinite(finite).any()):
+            ax.set_yscale("log")
+        ax.set(xlabel="step", title=name)
+        ax.grid(alpha=0.3)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    return figure

@@ -422,3 +422,122 @@ def _optional_metric(
         unavailable[name] = metric.reason
         return None
     return compute(metric)
+
+
+# --------------------------------------------------------------------------- one scoring path for every attack
+
+IMAGE_KEYS = ("image_mse", "image_mse_minmax", "psnr", "psnr_max", "psnr_std", "ssim", "lpips", "fid")
+BASELINE_KEYS = ("image_mse", "psnr", "ssim")
+
+METRICS_SCHEMA = {
+    # key -> meaning; every attack's metrics.json has these keys (null with a reason under `unavailable`)
+    "attack": "attack name (unsplit, fsha, dlg, idlg, invgrad)",
+    "preset": "the dotted preset the settings started from",
+    "n_targets": "number of private images the attack reconstructs",
+    "image_mse": "MSE on [0,1] after clamping the reconstruction, per image, then mean over kept targets",
+    "image_mse_minmax": "MSE after min-max normalising each reconstruction (the JAST paper's 'MSE X')",
+    "psnr": "mean per-image PSNR in dB on [0,1] (capped at 100 dB)",
+    "psnr_max": "best per-image PSNR",
+    "psnr_std": "population std of per-image PSNR",
+    "ssim": "mean per-image SSIM (scikit-image, 7x7 window) on [0,1]",
+    "lpips": "mean LPIPS (AlexNet) or null when its weights are not here",
+    "fid": "FID between targets and reconstructions or null (weights absent, or fewer than 2 images)",
+    "label_accuracy": "multiset accuracy of the labels the attack inferred; null when it infers none",
+    "baselines": "the same image scores for trivial answers on the same targets: zero image, each target's "
+                 "mean as a constant image, the attack's initial guess",
+    "n_trials": "engine trials (restarts, or one per target)",
+    "per_target": "whether trial t reconstructs target t (UnSplit, FSHA) or trials are restarts (HFL)",
+    "best_trial": "restart attacks: the lowest-loss trial that did not diverge; null otherwise",
+    "diverged_trials": "indices of trials stopped by a non-finite loss (never scored)",
+    "per_trial": "per trial: loss, diverged, and its image scores where it reconstructs something on its own",
+    "per_image": "per target: the image scores of the answer",
+    "matched": "whether the answer was paired one-to-one with the targets (Hungarian, per-pair MSE) first",
+    "steps": "optimisation steps (or protocol rounds) the attack ran",
+    "seconds": "wall time of the attack (device work included)",
+    "seconds_per_step": "seconds / steps",
+    "trials_mode": "batched, sequential, or the attack's own loop",
+    "unavailable": "metric -> why it has no value",
+    "extras": "attack-specific quantities under names that say what they are",
+}
+"""The schema of every attack's metrics.json (also the README's table; tests check commands against it)."""
+
+
+def _image_scores(x: torch.Tensor, x_true: torch.Tensor) -> dict[str, float]:
+    rec = x.clamp(0, 1)
+    return {"image_mse": float(image_mse(rec, x_true).mean()), "psnr": float(psnr(rec, x_true).mean()),
+            "ssim": float(ssim(rec, x_true).mean())}
+
+
+def baselines(x_true: torch.Tensor, initial: torch.Tensor | None = None) -> dict[str, dict[str, float] | None]:
+    """Scores of trivial answers on the same targets: the floor every attack's score is read against."""
+    flat_mean = x_true.flatten(1).mean(1).view(-1, *[1] * (x_true.dim() - 1))
+    return {"zero": _image_scores(torch.zeros_like(x_true), x_true),
+            "mean": _image_scores(flat_mean.expand_as(x_true), x_true),
+            "initial": None if initial is None else _image_scores(initial.float(), x_true)}
+
+
+def score(reconstruction, x_true: torch.Tensor, y_true: torch.Tensor | None = None, *,
+          lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None) -> dict:
+    """metrics.json for any attack's `attacks.result.Reconstruction` against the private targets.
+
+    The answer (the best restart, or each target's own trial) is scored on [0,1] with
+    `score_reconstruction`; a restart attack's answer is matched one-to-one to a batch of more than one
+    image first. Diverged targets are left out and listed; when nothing is left, the image metrics are
+    null with the reason. Every restart is scored too (`per_trial`). Label accuracy where the attack
+    infers labels. Baselines on the same targets beside the scores.
+    """
+    rec = reconstruction
+    x_true = x_true.detach().float().cpu()
+    answer = rec.images.detach().float().cpu()
+    kept = rec.kept
+    match = not rec.per_target and len(x_true) > 1
+    diverged = [int(i) for i in torch.nonzero(rec.diverged.cpu()).flatten()]
+    metrics: dict = {"attack": rec.attack, "preset": rec.preset, "n_targets": len(x_true), "n_trials": rec.n_trials,
+                     "per_target": rec.per_target, "best_trial": rec.best_trial, "diverged_trials": diverged,
+                     "steps": rec.steps, "seconds": rec.seconds, "seconds_per_step": rec.seconds / max(rec.steps, 1),
+                     "trials_mode": rec.mode, "label_rule": rec.label_rule}
+    initial = rec.initial_images
+    metrics["baselines"] = baselines(x_true[kept], None if initial is None else initial.detach().cpu()[kept]) \
+        if bool(kept.any()) else None
+    per_trial = []
+    for t in range(rec.n_trials):
+        entry = {"trial": t, "loss": float(rec.loss[t]), "diverged": t in diverged}
+        if not rec.per_target and t not in diverged:
+            s = score_reconstruction(rec.trials[t].detach().float().cpu(), x_true, match=match)
+            entry.update({k: s[k] for k in ("image_mse", "psnr", "ssim")})
+            if rec.labels is not None and y_true is not None:
+                entry["label_accuracy"] = label_accuracy(rec.labels[t], y_true)
+        per_trial.append(entry)
+    metrics["per_trial"] = per_trial
+    if not bool(kept.any()):
+        reason = "every trial diverged"
+        metrics.update({k: None for k in IMAGE_KEYS})
+        metrics.update({"label_accuracy": None, "matched": match, "perm": None, "per_image": None,
+                        "unavailable": {k: reason for k in IMAGE_KEYS + ("label_accuracy",)}})
+    else:
+        s = score_reconstruction(answer[kept], x_true[kept], match=match, lpips=lpips, fid=fid)
+        metrics.update({k: s[k] for k in IMAGE_KEYS})
+        labels = rec.answer_labels
+        accuracy = None
+        if labels is not None and y_true is not None:
+            accuracy = label_accuracy(labels.cpu()[kept], y_true.cpu()[kept])
+        else:
+            s["unavailable"]["label_accuracy"] = "the attack infers no labels"
+        metrics.update({"label_accuracy": accuracy, "matched": match, "perm": s["perm"], "per_image": s["per_image"],
+                        "unavailable": s["unavailable"]})
+        if labels is not None:
+            metrics["labels_predicted"] = labels.cpu()[kept].tolist()
+        if y_true is not None:
+            metrics["labels_true"] = y_true.cpu()[kept].tolist()
+    metrics["extras"] = dict(rec.extras)
+    return metrics
+
+
+def label_accuracy(predicted: torch.Tensor, true: torch.Tensor) -> float:
+    """Multiset accuracy: |predicted ∩ true| / B, counting repeated labels (order does not matter)."""
+    predicted, true = predicted.detach().cpu().long().flatten(), true.detach().cpu().long().flatten()
+    if len(true) == 0:
+        return float("nan")
+    classes = int(max(predicted.max(), true.max())) + 1
+    overlap = torch.minimum(torch.bincount(predicted, minlength=classes), torch.bincount(true, minlength=classes))
+    return float(overlap.sum()) / len(true)

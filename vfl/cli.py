@@ -34,6 +34,14 @@ DATASET_OPTION = typer.Option("mnist5k", "--dataset", help="Dataset (see `splitl
 ARCH_OPTION = typer.Option("cnn", "--arch", help="Architecture (see `splitlab models`).")
 CUT_OPTION = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut.")
 EPOCHS_OPTION = typer.Option(10, "--epochs", help="Training epochs.")
+ITERATIONS_OPTION = typer.Option(None, "--iterations", help="Override the preset's iteration count (UnSplit rounds, "
+                                 "FSHA protocol rounds, DLG/iDLG L-BFGS steps, Inverting Gradients Adam steps).")
+OVERWRITE_OPTION = typer.Option(False, "--overwrite", help="Empty a non-empty --out directory and write this run "
+                                "there (without it, a non-empty --out is refused).")
+LPIPS_OPTION = typer.Option(None, "--lpips-weights", help="AlexNet weights for LPIPS (default: the torch hub cache; "
+                            "see `splitlab weights`).")
+FID_OPTION = typer.Option(None, "--fid-weights", help="pt_inception weights for FID (default: the torch hub cache; "
+                          "see `splitlab weights`).")
 DEFENCE_OPTION = typer.Option("none", "--defence", help="Client defence spec: none, orthogonal[:seed=N], "
                               "semi-orthogonal:dim=D, patch-orthogonal[:patch=P], dp[:epsilon=E,delta=D,sensitivity=S] "
                               "(defaults 6, 0.5, estimated) or dp:sigma=S, "

@@ -114,7 +114,7 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def create(cls, command: str, config: dict[str, Any], out: Path | None = None) -> "Run":
+    def create(cls, command: str, config: dict[str, Any], out: Path | None = None, *, overwrite: bool = False) -> "Run":
         """Make the directory and write `config.json` (resolved config plus environment)."""
         run = cls(Path(out) if out is not None else default_run_dir(command), command)
         run.write_json("config.json", {

@@ -6,16 +6,14 @@
   `check_requirements` refuses observations that lack it.
 - `defences`: what the client does to its upload (Gaussian noise with clipping, top-k
   sparsification, quantisation), parsed from specs such as `gaussian:sigma=1e-3,clip=4`.
-- `labels`: iDLG's analytic rule (batch 1) and a counting rule for larger batches; multiset accuracy.
+- `labels`: iDLG's analytic rule (batch 1) and a counting rule for larger batches.
 - `dlg`, `invgrad`: DLG / iDLG and Inverting Gradients as compositions of `attacks.engine` parts;
-  their named settings are in `presets` (`dlg.original`, `idlg.original`, `invgrad.paper` and
-  `*.quick`).
-- `evaluate`: scoring against the private batch (evaluation only); `experiment`: one attack end to end, as
-  `splitlab hfl` runs it.
+  their settings are in `settings`, their named presets in the one registry `attacks.presets`.
+- `experiment`: one attack end to end, as `splitlab hfl` runs it.
 
     from attacks.hfl.dlg import DLG
     from attacks.hfl.observations import observe_fedsgd
-    from attacks.hfl.presets import preset
+    from attacks.presets import settings
     obs = observe_fedsgd(model, x, y, arch="lenet")      # the client's upload; x, y stay with the caller
-    rec = DLG(preset("dlg.original"))(obs, seed=0)        # rec.images, rec.labels, rec.diverged ...
+    rec = DLG(settings("dlg.original"))(obs, seed=0)     # an attacks.result.Reconstruction
 """

@@ -1,4 +1,4 @@
-"""`splitlab hfl`: an honest-but-curious HFL server inverts one client's upload (DLG, iDLG, Inverting Gradients)."""
+"""`splitlab hfl`: reconstruct a client's batch from what an HFL server sees."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,28 +6,30 @@ from typing import Optional
 
 import typer
 
-from attacks.hfl.experiment import LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig, execute, model_names, prepare
-from attacks.hfl.presets import ATTACKS, PRESETS
-from attacks.hfl.reconstruction import TRIAL_MODES
+from attacks.hfl.experiment import ATTACKS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig, execute, model_names, prepare
+from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import load_fid, load_lpips
-from vfl.cli import DATA_ROOT_OPTION, DEVICE_OPTION, JSON_OPTION, OUT_OPTION, SEED_OPTION, emit, handles_errors
+from attacks.presets import DEFAULT_PRESET, PRESETS
+from vfl.cli import (DATA_ROOT_OPTION, DEVICE_OPTION, FID_OPTION, ITERATIONS_OPTION, JSON_OPTION, LPIPS_OPTION,
+                     OUT_OPTION, OVERWRITE_OPTION, SEED_OPTION, emit, handles_errors)
 from vfl.runs import Run
 
 __all__ = ["hfl_command", "register"]
 
+HFL_PRESETS = [name for name, p in PRESETS.items() if p.attack in ATTACKS]
+
 
 def hfl_command(
     attack: str = typer.Option("dlg", "--attack", help=f"Attack: {', '.join(ATTACKS)}."),
-    model: str = typer.Option("lenet", "--model", help=f"Global model: {model_names()} (see `splitlab models`)."),
+    arch: str = typer.Option("lenet", "--arch", help=f"Global model: {model_names()} (see `splitlab models`)."),
     dataset: str = typer.Option("mnist5k", "--dataset", help="Dataset (see `splitlab datasets`); the client's "
                                 "batch comes from its train split."),
     batch_size: int = typer.Option(1, "--batch-size", help="The client's batch size."),
     index: int = typer.Option(0, "--index", help="First image of the client's batch in the train split."),
-    preset_name: Optional[str] = typer.Option(None, "--preset", help=f"Preset: {', '.join(PRESETS)} "
-                                              "(default: the attack's paper preset)."),
+    preset_name: Optional[str] = typer.Option(None, "--preset", help=f"Preset: {', '.join(HFL_PRESETS)} (default: "
+                                              + ", ".join(f"{DEFAULT_PRESET[a]}" for a in ATTACKS) + ")."),
     restarts: Optional[int] = typer.Option(None, "--restarts", help="Override the preset's restarts."),
-    iterations: Optional[int] = typer.Option(None, "--iterations", help="Override the preset's iterations "
-                                             "(L-BFGS steps for dlg/idlg, Adam iterations for invgrad)."),
+    iterations: Optional[int] = ITERATIONS_OPTION,
     tv: Optional[float] = typer.Option(None, "--tv", help="invgrad: override the TV weight (default per dataset)."),
     defence: str = typer.Option("none", "--defence", help="Client defence on the upload: none, "
                                 "gaussian:sigma=S[,clip=C], topk:keep=F, quant:bits=N."),
@@ -43,34 +45,34 @@ def hfl_command(
     seed: int = SEED_OPTION,
     device: str = DEVICE_OPTION,
     data_root: Optional[Path] = DATA_ROOT_OPTION,
-    lpips_weights: Optional[Path] = typer.Option(None, "--lpips-weights", help="AlexNet weights for LPIPS "
-                                                 "(default: the torch hub cache)."),
-    fid_weights: Optional[Path] = typer.Option(None, "--fid-weights", help="pt_inception weights for FID "
-                                               "(default: the torch hub cache)."),
+    lpips_weights: Optional[Path] = LPIPS_OPTION,
+    fid_weights: Optional[Path] = FID_OPTION,
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
-    config = HFLConfig(attack=attack, model=model, dataset=dataset, batch_size=batch_size, index=index,
+    config = HFLConfig(attack=attack, arch=arch, dataset=dataset, batch_size=batch_size, index=index,
                        preset=preset_name, restarts=restarts, iterations=iterations, tv=tv, defence=defence,
                        observe=observe, local_lr=local_lr, local_epochs=local_epochs,
                        local_batch_size=local_batch_size, labels=labels, trials=trials, seed=seed, device=device,
                        data_root=str(data_root) if data_root else None)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
-    run = Run.create("hfl", prepared.record(), out)
-    reconstruction, m = execute(prepared, run, lpips=lpips, fid=fid)
+    run = Run.create("hfl", prepared.record(), out, overwrite=overwrite)
+    m = execute(prepared, run, lpips=lpips, fid=fid, progress=not as_json).metrics
 
     def summary(console) -> None:
-        head = (f"{prepared.attack.name} ({prepared.settings.name}) on {model}, {dataset}, batch {batch_size}, "
-                f"defence {prepared.defence.spec}, {m['restarts']} restarts ({trials})")
-        if m["best_restart"] is None:
+        head = (f"{prepared.attack.name} ({prepared.settings.name}) on {arch}, {dataset}, batch {batch_size}, "
+                f"defence {prepared.defence.spec}, {m['n_trials']} restarts ({trials})")
+        if m["best_trial"] is None:
             console.print(f"{head}: every restart diverged; no reconstruction. Run directory {run.path}")
             return
         lp = "-" if m["lpips"] is None else f"{m['lpips']:.3f}"
-        console.print(f"{head}: PSNR {m['psnr']:.2f} dB (max {m['psnr_max']:.2f}, std {m['psnr_std']:.2f}), "
-                      f"SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {m['label_accuracy']:.2f} "
-                      f"({m['label_rule']}), {m['seconds']:.1f} s ({1e3 * m['seconds_per_iteration']:.1f} ms/iteration)"
+        console.print(f"{head}: PSNR {m['psnr']:.2f} dB (max {m['psnr_max']:.2f}, std {m['psnr_std']:.2f}; "
+                      f"zero-image baseline {m['baselines']['zero']['psnr']:.2f}), SSIM {m['ssim']:.3f}, LPIPS {lp}, "
+                      f"label accuracy {m['label_accuracy']:.2f} ({m['label_rule']}), {m['seconds']:.1f} s "
+                      f"({1e3 * m['seconds_per_step']:.1f} ms/step)"
                       + (f", diverged restarts {m['diverged_trials']}" if m["diverged_trials"] else "")
                       + f"; run directory {run.path}")
 

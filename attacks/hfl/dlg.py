@@ -7,7 +7,7 @@
           D(x', l') = sum_layers || grad_theta CE(F(x'; theta), softmax(l')) - g ||^2
       return x' (and argmax l')
 
-Settings and their sources are in `attacks.hfl.presets.DLGSettings` (`dlg.original`, `idlg.original`).
+Settings and their sources are in `attacks.hfl.settings.DLGSettings`; presets `dlg.original`, `idlg.original`.
 Restarts are engine trials, run together (`mode="batched"`) or one after another (`"sequential"`).
 """
 from __future__ import annotations
@@ -20,8 +20,9 @@ import torch
 from attacks.engine import LBFGS, Block, FedSGDGradient, Objective, Schedule, SquaredL2, run
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import FedSGDObservation, check_requirements
-from attacks.hfl.presets import PRESETS, DLGSettings
-from attacks.hfl.reconstruction import Reconstruction, engine_context, initial_variables
+from attacks.hfl.settings import DLGSettings
+from attacks.hfl.variables import engine_context, initial_variables
+from attacks.result import Reconstruction
 
 __all__ = ["DLG"]
 
@@ -29,7 +30,8 @@ __all__ = ["DLG"]
 @dataclass(frozen=True)
 class DLG:
     """DLG (labels optimised jointly) or iDLG (labels recovered analytically), by `settings.labels`."""
-    settings: DLGSettings = PRESETS["dlg.original"]
+    settings: DLGSettings = DLGSettings("dlg.original")
+    observes = "fedsgd"
 
     @property
     def name(self) -> str:
@@ -61,7 +63,7 @@ class DLG:
             restart_labels = result.best["label_logits"].argmax(-1)
         else:
             restart_labels = labels.to(result.best["x"].device).expand(s.restarts, -1)
-        return Reconstruction(attack=self.name, preset=s.name, restart_images=result.best["x"],
-                              restart_labels=restart_labels, label_rule=rule, loss=result.best_loss,
-                              diverged=result.diverged, iterations=schedule.steps, seconds=result.seconds,
-                              mode=result.mode, engine=result)
+        return Reconstruction(attack=self.name, preset=s.name, trials=result.best["x"], loss=result.best_loss,
+                              history=result.trace, diverged=result.diverged, seconds=result.seconds,
+                              steps=schedule.steps, initial=variables["x"], labels=restart_labels, label_rule=rule,
+                              mode=result.mode)

@@ -10,7 +10,7 @@
     S is the FedSGD gradient, or for FedAvg the unrolled local SGD (`attacks.engine.FedAvgUpdate`,
     mini-batches in index order since the server does not know the client's shuffling).
 
-Settings and their sources: `attacks.hfl.presets.InvGradSettings` (`invgrad.paper`).
+Settings and their sources: `attacks.hfl.settings.InvGradSettings`; presets `invgrad.paper`, `invgrad.quick`.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDG
                             SignedGradients, StepDecay, run, tv_l1)
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import Observation, check_requirements
-from attacks.hfl.presets import PRESETS, InvGradSettings
-from attacks.hfl.reconstruction import Reconstruction, engine_context, initial_variables
+from attacks.hfl.settings import InvGradSettings
+from attacks.hfl.variables import engine_context, initial_variables
+from attacks.result import Reconstruction
 
 __all__ = ["InvertingGradients", "DEFAULT_TV"]
 
@@ -35,8 +36,9 @@ DEFAULT_TV = 1e-4
 
 @dataclass(frozen=True)
 class InvertingGradients:
-    settings: InvGradSettings = PRESETS["invgrad.paper"]
+    settings: InvGradSettings = InvGradSettings("invgrad.paper")
     name = "invgrad"
+    observes = "fedsgd or fedavg"
     requires = MappingProxyType({
         "fedsgd": ("gradient", "batch_size"),          # + final_linear unless the server knows the labels
         "fedavg": ("update", "batch_size", "local_hyperparameters", "labels"),
@@ -74,7 +76,8 @@ class InvertingGradients:
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
                      description=f"invgrad {s.name} ({mode})")
-        return Reconstruction(attack=self.name, preset=s.name, restart_images=result.best["x"],
-                              restart_labels=labels.to(result.best["x"].device).expand(s.restarts, -1),
-                              label_rule=rule, loss=result.best_loss, diverged=result.diverged,
-                              iterations=schedule.steps, seconds=result.seconds, mode=result.mode, engine=result)
+        return Reconstruction(attack=self.name, preset=s.name, trials=result.best["x"], loss=result.best_loss,
+                              history=result.trace, diverged=result.diverged, seconds=result.seconds,
+                              steps=schedule.steps, initial=variables["x"],
+                              labels=labels.to(result.best["x"].device).expand(s.restarts, -1), label_rule=rule,
+                              mode=result.mode)

@@ -1,4 +1,4 @@
-"""Label recovery from a FedSGD gradient, and label accuracy.
+"""Label recovery from a FedSGD gradient (label accuracy is scored in `attacks.metrics`).
 
 Both rules read the gradient of the model's final linear layer z = W h + b under the mean
 cross-entropy over a batch of B examples with softmax outputs p_n and one-hot labels y_n:
@@ -25,7 +25,7 @@ from torch.func import functional_call
 
 from attacks.hfl.observations import FedSGDObservation, check_requirements
 
-__all__ = ["idlg_labels", "count_labels", "recover_labels", "label_accuracy"]
+__all__ = ["idlg_labels", "count_labels", "recover_labels"]
 
 
 def _final_layer(observation: FedSGDObservation) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -87,13 +87,3 @@ def recover_labels(observation: FedSGDObservation) -> tuple[torch.Tensor, str]:
     if observation.batch_size == 1:
         return idlg_labels(observation), "idlg"
     return count_labels(observation), "count"
-
-
-def label_accuracy(predicted: torch.Tensor, true: torch.Tensor) -> float:
-    """Multiset accuracy: |predicted ∩ true| / B, counting repeated labels (order does not matter)."""
-    predicted, true = predicted.detach().cpu().long().flatten(), true.detach().cpu().long().flatten()
-    if len(true) == 0:
-        return float("nan")
-    classes = int(max(predicted.max(), true.max())) + 1
-    overlap = torch.minimum(torch.bincount(predicted, minlength=classes), torch.bincount(true, minlength=classes))
-    return float(overlap.sum()) / len(true)

@@ -1,7 +1,7 @@
 """UnSplit as an experiment: get a trained split model (train it or load a checkpoint), let the curious
 server observe the first test image of each class, attack, score against the ground truth, draw.
 
-Used by `splitlab attack unsplit` and `splitlab compare`; the attack itself is `attacks.split.unsplit`.
+Used by `splitlab attack unsplit` and `splitlab compare`; the attack itself is `attacks.split.unsplit.UnSplit`.
 """
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import torch
 
-from attacks.figures import image_grid, per_class_bars
-from attacks.metrics import FidMetric, LpipsMetric, Unavailable, minmax_normalise, score_reconstruction
-from attacks.split.unsplit import UnsplitPreset, observe, unsplit
+from attacks.driver import Outcome, attack_and_score, write_outputs
+from attacks.figures import per_class_bars
+from attacks.metrics import FidMetric, LpipsMetric, Unavailable
+from attacks.split.unsplit import UnSplit, observe
 from vfl import data as datasets
 from vfl.runs import Run
 from vfl.training import TrainConfig, TrainedSplit, load_checkpoint, load_data, save_trained, train_split
@@ -43,49 +44,41 @@ def train_victim(config: TrainConfig, train: datasets.ImageData, test: datasets.
     return Victim(trained, train, test, path)
 
 
-@dataclass
-class UnsplitOutcome:
-    metrics: dict
-    targets: torch.Tensor
-    reconstructions: torch.Tensor          # final X~, min-max normalised per image as the paper shows them
-
-
-def attack_victim(victim: Victim, settings: UnsplitPreset, clone_mode: str, run: Run, *, seed: int = 0,
+def attack_victim(victim: Victim, attack: UnSplit, run: Run | None = None, *, seed: int = 0,
                   lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                  progress: bool = True) -> UnsplitOutcome:
-    """UnSplit on the first test image of each class; metrics on [0,1] against the clean targets."""
+                  progress: bool = True) -> Outcome:
+    """UnSplit on the first test image of each class through the one driver; metrics on [0,1] against the
+    clean targets, plus the victim's accuracy, the clone fit (MSE Z) and per-class errors."""
     config = victim.trained.config
     device = next(victim.trained.client.model.parameters()).device
     targets, labels = datasets.first_of_each_class(victim.test)
     observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer)
-    result = unsplit(observation, settings, clone_mode, seed=seed, progress=progress)
-    kept = ~result.diverged.cpu()
-    reconstructions = result.reconstructions.cpu()
-    score = score_reconstruction(reconstructions[kept], targets[kept], lpips=lpips, fid=fid)
-    per_class = {int(c): {"image_mse_minmax": m, "image_mse": p} for c, m, p in
-                 zip(labels[kept].tolist(), score["per_image"]["image_mse_minmax"], score["per_image"]["image_mse"])}
-    for c, final, mean in zip(labels.tolist(), result.activation_mse.tolist(), result.activation_mse_mean.tolist()):
+    outcome = attack_and_score(attack, observation, targets, run=None, seed=seed, progress=progress, lpips=lpips,
+                               fid=fid)
+    m, rec = outcome.metrics, outcome.reconstruction
+    kept = rec.kept
+    fit = torch.tensor(rec.extras["activation_mse_per_target"])
+    trajectory = torch.tensor(rec.extras["activation_mse_trajectory_per_target"])
+    per_class: dict[int, dict] = {}
+    kept_classes = labels[kept].tolist()
+    for i, c in enumerate(kept_classes):
+        per_class[int(c)] = {"image_mse_minmax": m["per_image"]["image_mse_minmax"][i],
+                             "image_mse": m["per_image"]["image_mse"][i]}
+    for c, final, mean in zip(labels.tolist(), fit.tolist(), trajectory.tolist()):
         per_class.setdefault(int(c), {}).update(activation_mse=final, activation_mse_trajectory=mean)
-    metrics = {
-        "accuracy": victim.trained.accuracy,
-        "image_mse": score["image_mse"], "image_mse_minmax": score["image_mse_minmax"],
-        "activation_mse": float(result.activation_mse[kept].mean()),
-        "activation_mse_trajectory": float(result.activation_mse_mean[kept].mean()),
-        "psnr": score["psnr"], "psnr_max": score["psnr_max"], "psnr_std": score["psnr_std"], "ssim": score["ssim"],
-        "lpips": score["lpips"], "fid": score["fid"], "unavailable": score["unavailable"],
-        "per_class": per_class, "diverged_targets": labels[~kept].tolist(),
-        "seconds": result.seconds, "attack_steps": result.steps,
-    }
-    shown = minmax_normalise(reconstructions)
-    run.save_figure("reconstruction.png", image_grid(
-        [("original", targets), (f"{config.arch}", shown)],
-        title=f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}: "
-              f"MSE(min-max) {metrics['image_mse_minmax']:.3f}"))
-    figure = per_class_bars({"reconstruction MSE (min-max)": [per_class[c].get("image_mse_minmax", float("nan"))
-                                                               for c in sorted(per_class)]},
-                            "MSE", f"UnSplit per-class error, {config.arch}")
-    run.save_figure("per_class.png", figure)
-    run.write_metrics(metrics)
-    run.log(f"unsplit: image_mse_minmax {metrics['image_mse_minmax']:.4f} activation_mse "
-            f"{metrics['activation_mse']:.3g} in {result.seconds:.1f} s")
-    return UnsplitOutcome(metrics, targets, shown)
+    m.update({"accuracy": victim.trained.accuracy, "arch": config.arch, "cut_layer": config.cut_layer,
+              "defence": config.defence,
+              "activation_mse": float(fit[kept].mean()) if bool(kept.any()) else None,
+              "activation_mse_trajectory": float(trajectory[kept].mean()) if bool(kept.any()) else None,
+              "per_class": per_class, "diverged_targets": labels[~kept].tolist()})
+    if run is not None:
+        write_outputs(run, outcome, display="minmax",
+                      title=f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}")
+        figure = per_class_bars({"reconstruction MSE (min-max)": [per_class[c].get("image_mse_minmax", float("nan"))
+                                                                   for c in sorted(per_class)]},
+                                "MSE", f"UnSplit per-class error, {config.arch}")
+        run.save_figure("per_class.png", figure)
+        if m["image_mse_minmax"] is not None:
+            run.log(f"unsplit: image_mse_minmax {m['image_mse_minmax']:.4f} activation_mse "
+                    f"{m['activation_mse']:.3g} in {rec.seconds:.1f} s")
+    return outcome

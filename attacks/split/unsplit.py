@@ -12,30 +12,35 @@ squared form of the UnSplit code (see `attacks.engine.priors.tv_squared`). The r
 final X~; the paper scores it after per-image min-max normalisation ("MSE X") and reports the final
 clone-fit MSE ("MSE Z").
 
-Clone modes:
+Clone modes (`UnsplitSettings.clone`):
 - `shared`: one clone carried across the targets in turn (the UnSplit/JAST code); each target gets
   fresh optimisers. Targets run one after the other.
 - `per-target`: every target has its own clone (seeded per target); all targets run together as
   engine trials.
+
+Presets (`attacks.presets`): `unsplit.jast`, `unsplit.original`, `unsplit.quick`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule, l2, run,
                             tv_squared)
+from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
 from vfl.models import arch_spec, build_split
+from vfl.validate import check_choice, check_int, check_number
 
 CLONE_MODES = ("shared", "per-target")
 
 
 @dataclass(frozen=True)
-class UnsplitPreset:
-    """The attack's settings. Sources are given per preset in `PRESETS`."""
+class UnsplitSettings:
+    """The attack's settings; the presets below say where each number comes from."""
+    name: str                 # the preset these settings started from
     rounds: int               # outer rounds ("main_iters")
     input_steps: int          # input steps per round ("input_iters")
     clone_steps: int          # clone steps per round ("model_iters")
@@ -43,31 +48,38 @@ class UnsplitPreset:
     lambda_l2: float          # weight of mean(x^2)
     lr: float = 1e-3          # Adam learning rate, input and clone (amsgrad)
     init: float = 0.5         # constant initial value of the dummy input
-    source: str = ""
+    clone: str = "per-target"  # shared (the papers' code) or per-target (one clone per target, batched)
+
+    def __post_init__(self) -> None:
+        check_int("--iterations (UnSplit rounds)", self.rounds, low=1, high=10_000_000)
+        check_int("input steps", self.input_steps, low=0, high=10_000_000)
+        check_int("clone steps", self.clone_steps, low=0, high=10_000_000)
+        check_number("--lambda-tv", self.lambda_tv, low=0)
+        check_number("--lambda-l2", self.lambda_l2, low=0)
+        check_number("UnSplit lr", self.lr, low=0, low_open=True)
+        check_number("UnSplit init", self.init)
+        check_choice("--clone", self.clone, CLONE_MODES)
 
     @property
     def steps(self) -> int:
         return self.rounds * (self.input_steps + self.clone_steps)
 
 
-PRESETS: dict[str, UnsplitPreset] = {
-    "jast": UnsplitPreset(200, 20, 20, 1.0, 0.1, source=(
-        "JAST notebooks and README (github.com/Andron00e/JAST): main_iters 200, input_iters 20, "
-        "model_iters 20, lambda_tv 1.0, lambda_l2 0.1, Adam 1e-3 amsgrad")),
-    "original": UnsplitPreset(1000, 100, 100, 0.1, 1.0, source=(
-        "UnSplit repository defaults (github.com/ege-erdogan/unsplit attacks.py): 1000 x (100 + 100), "
-        "lambda_tv 0.1, lambda_l2 1")),
-    "quick": UnsplitPreset(50, 20, 20, 1.0, 0.1, source=(
-        "CPU smoke preset: the jast weights with a quarter of the rounds (2,000 steps per target)")),
-}
+def jast() -> UnsplitSettings:
+    """JAST notebooks and README (github.com/Andron00e/JAST): main_iters 200, input_iters 20, model_iters 20,
+    lambda_tv 1.0, lambda_l2 0.1, Adam 1e-3 amsgrad."""
+    return UnsplitSettings("unsplit.jast", 200, 20, 20, 1.0, 0.1)
 
 
-def preset(name: str, **overrides) -> UnsplitPreset:
-    try:
-        chosen = PRESETS[name]
-    except KeyError:
-        raise SplitlabError(f"unknown UnSplit preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
-    return replace(chosen, **{k: v for k, v in overrides.items() if v is not None})
+def original() -> UnsplitSettings:
+    """UnSplit repository defaults (github.com/ege-erdogan/unsplit attacks.py): 1000 x (100 + 100),
+    lambda_tv 0.1, lambda_l2 1."""
+    return UnsplitSettings("unsplit.original", 1000, 100, 100, 0.1, 1.0)
+
+
+def quick() -> UnsplitSettings:
+    """CPU smoke preset: the jast weights with a quarter of the rounds (2,000 steps per target)."""
+    return UnsplitSettings("unsplit.quick", 50, 20, 20, 1.0, 0.1)
 
 
 @dataclass(frozen=True)
@@ -77,16 +89,6 @@ class CutObservation:
     cut_layer: int
     input_shape: tuple[int, ...]
     activations: torch.Tensor          # (targets, *activation shape), one row per target
-
-
-@dataclass
-class UnsplitResult:
-    reconstructions: torch.Tensor      # final X~ per target, (targets, C, H, W), unclamped
-    activation_mse: torch.Tensor       # final clone-fit MSE per target
-    activation_mse_mean: torch.Tensor  # trajectory mean of the clone-fit MSE per target (JAST Figure 8)
-    diverged: torch.Tensor             # (targets,) bool
-    seconds: float
-    steps: int
 
 
 def observe(client, images: torch.Tensor, arch: str, cut_layer: int) -> CutObservation:
@@ -100,58 +102,63 @@ def _clone(observation: CutObservation, seed: int) -> nn.Module:
     return client.to(device=observation.activations.device, dtype=observation.activations.dtype)
 
 
-def _schedule(settings: UnsplitPreset) -> Schedule:
-    optimizer = Adam(settings.lr, amsgrad=True)
-    return Schedule((
-        Block(("x",), optimizer, settings.input_steps),
-        Block(("clone",), optimizer, settings.clone_steps, select=False, terms=("match",)),
-    ), rounds=settings.rounds)
+def _clone_params(module: nn.Module) -> dict[str, torch.Tensor]:
+    """The clone's parameters as one engine trial (leading dimension 1)."""
+    return {k: v.detach().unsqueeze(0).clone() for k, v in module.named_parameters()}
 
 
-def unsplit(observation: CutObservation, settings: UnsplitPreset, clone_mode: str = "per-target",
-            seed: int = 0, progress: bool = True) -> UnsplitResult:
-    """Reconstruct every target of the observation. Ground truth never enters here."""
-    if clone_mode not in CLONE_MODES:
-        raise SplitlabError(f"unknown clone mode {clone_mode!r}; use {' or '.join(CLONE_MODES)}")
-    spec = arch_spec(observation.arch)
-    activations = observation.activations
-    device, n = activations.device, activations.shape[0]
-    objective = Objective(CutActivations(_clone(observation, seed)), MeanSquared(),
-                          priors=(Prior("tv", "x", tv_squared, settings.lambda_tv), Prior("l2", "x", l2, settings.lambda_l2)))
-    schedule = _schedule(settings)
-    x0 = torch.full((n, 1, *spec.input_shape), settings.init, device=device, dtype=activations.dtype)
-    observed = activations.unsqueeze(1)                     # each target is a batch of one
+@dataclass(frozen=True)
+class UnSplit:
+    """Model inversion plus model stealing against the cut activations of each target."""
+    settings: UnsplitSettings = field(default_factory=jast)
+    name = "unsplit"
+    observes = "cut-layer activations and the client architecture"
 
-    def clone_params(module: nn.Module, trials: int) -> dict[str, torch.Tensor]:
-        return {k: v.detach().unsqueeze(0).expand(trials, *v.shape).clone() for k, v in module.named_parameters()}
+    def schedule(self) -> Schedule:
+        s = self.settings
+        optimizer = Adam(s.lr, amsgrad=True)
+        return Schedule((
+            Block(("x",), optimizer, s.input_steps),                                       # Eq. 1: match + priors
+            Block(("clone",), optimizer, s.clone_steps, select=False, terms=("match",)),   # Eq. 2: match only
+        ), rounds=s.rounds)
 
-    if clone_mode == "per-target":
-        clones = [clone_params(_clone(observation, seed + r), 1) for r in range(n)]
-        variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
-        result = run(objective, variables, {"observed": [observed]}, schedule, per_trial_target=True,
-                     progress=progress, description=f"unsplit {observation.arch} per-target")
-        return _result(result)
+    def __call__(self, observation: CutObservation, *, seed: int = 0, mode: str = "batched",
+                 progress: bool = False) -> Reconstruction:
+        """Reconstruct every target of the observation. Ground truth never enters here."""
+        s = self.settings
+        spec = arch_spec(observation.arch)
+        activations = observation.activations
+        n = activations.shape[0]
+        objective = Objective(CutActivations(_clone(observation, seed)), MeanSquared(),
+                              priors=(Prior("tv", "x", tv_squared, s.lambda_tv), Prior("l2", "x", l2, s.lambda_l2)))
+        x0 = torch.full((n, 1, *spec.input_shape), s.init, device=activations.device, dtype=activations.dtype)
+        observed = activations.unsqueeze(1)                     # each target is a batch of one
+        if s.clone == "per-target":
+            clones = [_clone_params(_clone(observation, seed + r)) for r in range(n)]
+            variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
+            parts = [run(objective, variables, {"observed": [observed]}, self.schedule(), mode=mode,
+                         per_trial_target=True, progress=progress,
+                         description=f"unsplit {observation.arch} per-target")]
+        else:
+            carried, parts = _clone_params(_clone(observation, seed)), []
+            for r in range(n):                                 # one clone, carried from target to target
+                parts.append(run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},
+                                 self.schedule(), per_trial_target=True, progress=progress,
+                                 description=f"unsplit {observation.arch} shared, target {r + 1}/{n}"))
+                carried = parts[-1].final["clone"]
+        return _reconstruction(s, parts, x0)
 
-    carried = clone_params(_clone(observation, seed), 1)
-    parts: list[EngineResult] = []
-    for r in range(n):                                     # one clone, carried from target to target
-        result = run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},
-                     schedule, per_trial_target=True, progress=progress,
-                     description=f"unsplit {observation.arch} shared, target {r + 1}/{n}")
-        carried = result.final["clone"]
-        parts.append(result)
-    merged = EngineResult(
-        best={}, final={"x": torch.cat([p.final["x"] for p in parts])}, best_loss=torch.cat([p.best_loss for p in parts]),
-        final_terms={k: torch.cat([p.final_terms[k] for p in parts]) for k in parts[0].final_terms},
-        diverged=torch.cat([p.diverged for p in parts]),
-        trace={k: torch.cat([p.trace[k] for p in parts], dim=1) for k in parts[0].trace},
-        steps=schedule.steps, seconds=sum(p.seconds for p in parts), mode="sequential")
-    return _result(merged)
 
+def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: torch.Tensor) -> Reconstruction:
+    """The final X~ of every target (the papers score the final iterate), with the clone-fit MSE."""
+    def cat(values, dim=0):
+        return torch.cat(list(values), dim=dim)
 
-def _result(result: EngineResult) -> UnsplitResult:
-    return UnsplitResult(
-        reconstructions=result.final["x"][:, 0],
-        activation_mse=result.final_terms["match"],
-        activation_mse_mean=result.trace["match"].mean(0),
-        diverged=result.diverged, seconds=result.seconds, steps=result.steps)
+    fit = cat(p.final_terms["match"] for p in parts)
+    trace = {k: cat((p.trace[k] for p in parts), dim=1) for k in parts[0].trace}
+    return Reconstruction(
+        attack="unsplit", preset=settings.name, trials=cat(p.final["x"] for p in parts), loss=fit, history=trace,
+        diverged=cat(p.diverged for p in parts), seconds=sum(p.seconds for p in parts), steps=settings.steps,
+        per_target=True, initial=x0, mode=f"{settings.clone} ({parts[0].mode})",
+        extras={"activation_mse_per_target": fit.tolist(),
+                "activation_mse_trajectory_per_target": trace["match"].mean(0).tolist()})

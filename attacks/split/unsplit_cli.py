@@ -7,26 +7,29 @@ from typing import Optional
 import typer
 
 from attacks.metrics import load_fid, load_lpips
+from attacks.presets import names_for, settings
 from attacks.split.experiment import attack_victim, load_victim, train_victim
-from attacks.split.unsplit import CLONE_MODES, PRESETS, preset
+from attacks.split.unsplit import CLONE_MODES, UnSplit
 from vfl.cli import (ARCH_OPTION, CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEFENCE_OPTION, DEVICE_OPTION,
-                     EPOCHS_OPTION, JSON_OPTION, OUT_OPTION, SEED_OPTION, emit, handles_errors)
+                     EPOCHS_OPTION, FID_OPTION, ITERATIONS_OPTION, JSON_OPTION, LPIPS_OPTION, OUT_OPTION,
+                     OVERWRITE_OPTION, SEED_OPTION, emit, handles_errors)
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_data
 
-LPIPS_OPTION = typer.Option(None, "--lpips-weights", help="AlexNet weights for LPIPS (default: the torch hub cache).")
-FID_OPTION = typer.Option(None, "--fid-weights", help="pt_inception weights for FID (default: the torch hub cache).")
-PRESET_OPTION = typer.Option("jast", "--preset", help=f"UnSplit preset: {', '.join(PRESETS)}.")
+PRESET_OPTION = typer.Option("jast", "--preset", help=f"UnSplit preset: {', '.join(names_for('unsplit'))} "
+                             "(the short form jast, original, quick works too).")
 CLONE_OPTION = typer.Option("per-target", "--clone", help="shared (one clone across targets, as the paper's code) "
                             "or per-target (a clone per target, all targets batched).")
 LAMBDA_TV_OPTION = typer.Option(None, "--lambda-tv", help="Override the preset's TV weight.")
 
 
-def check_clone_mode(mode: str) -> None:
-    if mode not in CLONE_MODES:
-        raise SplitlabError(f"unknown clone mode {mode!r}; use --clone {' or '.join(CLONE_MODES)}")
+def unsplit_settings(preset: str, clone: str, **overrides):
+    """The named UnSplit preset with overrides (validated when built)."""
+    if clone not in CLONE_MODES:
+        raise SplitlabError(f"unknown clone mode {clone!r}; use --clone {' or '.join(CLONE_MODES)}")
+    return settings(preset, "unsplit", clone=clone, **overrides)
 
 
 def unsplit_command(
@@ -41,18 +44,18 @@ def unsplit_command(
     clone: str = CLONE_OPTION,
     lambda_tv: Optional[float] = LAMBDA_TV_OPTION,
     lambda_l2: Optional[float] = typer.Option(None, "--lambda-l2", help="Override the preset's L2 weight."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", help="Override the preset's number of rounds."),
+    iterations: Optional[int] = ITERATIONS_OPTION,
     seed: int = SEED_OPTION,
     device: str = DEVICE_OPTION,
     data_root: Optional[Path] = DATA_ROOT_OPTION,
     lpips_weights: Optional[Path] = LPIPS_OPTION,
     fid_weights: Optional[Path] = FID_OPTION,
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """UnSplit (model inversion + model stealing) by an honest-but-curious server on the cut-layer activations."""
-    settings = preset(preset_name, lambda_tv=lambda_tv, lambda_l2=lambda_l2, rounds=rounds)
-    check_clone_mode(clone)
+    attack = UnSplit(unsplit_settings(preset_name, clone, lambda_tv=lambda_tv, lambda_l2=lambda_l2, rounds=iterations))
     resolve_device(device)
     if checkpoint is not None:
         victim = load_victim(checkpoint, device)
@@ -66,19 +69,26 @@ def unsplit_command(
         config.validate()
         train, test = load_data(config)
         provenance = test.provenance
+    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
     run = Run.create("attack-unsplit", {
-        "train": config, "checkpoint": str(checkpoint) if checkpoint else None, "preset": preset_name,
-        "unsplit": settings, "clone": clone, "seed": seed, "device": str(resolve_device(device)),
-        "dataset_provenance": provenance}, out)
+        "train": config, "checkpoint": str(checkpoint) if checkpoint else None, "unsplit": attack.settings,
+        "seed": seed, "device": str(resolve_device(device)), "dataset_provenance": provenance}, out,
+        overwrite=overwrite)
     if checkpoint is None:
-        victim = train_victim(config, train, test, run)
-    outcome = attack_victim(victim, settings, clone, run, seed=seed,
-                            lpips=load_lpips(backbone_weights=lpips_weights), fid=load_fid(fid_weights))
-    m = outcome.metrics
-    emit(run.record(m), as_json, lambda c: c.print(
-        f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence}): "
-        f"MSE X (min-max) {m['image_mse_minmax']:.4f}, plain {m['image_mse']:.4f}, MSE Z {m['activation_mse']:.3g}, "
-        f"PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, accuracy {m['accuracy']:.4f}; run directory {run.path}"))
+        victim = train_victim(config, train, test, run, progress=not as_json)
+    m = attack_victim(victim, attack, run, seed=seed, lpips=lpips, fid=fid, progress=not as_json).metrics
+
+    def summary(console) -> None:
+        head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence})"
+        if m["image_mse"] is None:
+            console.print(f"{head}: every target diverged; accuracy {m['accuracy']:.4f}; run directory {run.path}")
+            return
+        console.print(f"{head}: MSE X (min-max) {m['image_mse_minmax']:.4f}, plain {m['image_mse']:.4f} (zero-image "
+                      f"baseline {m['baselines']['zero']['image_mse']:.4f}), MSE Z {m['activation_mse']:.3g}, "
+                      f"PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, accuracy {m['accuracy']:.4f}; "
+                      f"run directory {run.path}")
+
+    emit(run.record(m), as_json, summary)
 
 
 def register(attack: typer.Typer) -> None:

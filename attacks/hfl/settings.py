@@ -1,18 +1,10 @@
-"""Named settings of the HFL attacks, with where every number comes from.
-
-`PRESETS` maps a name to a frozen settings record; `preset(name)` looks one up (an unknown name is a
-one-line `SplitlabError` listing the valid ones). The `*.quick` variants keep the recipe and cut the
-budget so that a run finishes in seconds on a 2-core CPU; they are for smoke runs and tests, not for
-reproducing the papers' numbers.
-"""
+"""Settings of the HFL attacks, with where every number comes from. The named presets built from them
+are in the one registry, `attacks.presets`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vfl.errors import SplitlabError
-
-__all__ = ["DLGSettings", "InvGradSettings", "Settings", "PRESETS", "ATTACKS", "DEFAULT_PRESET", "TV_WEIGHT_BY_DATASET",
-           "preset"]
+__all__ = ["DLGSettings", "InvGradSettings", "Settings", "TV_WEIGHT_BY_DATASET"]
 
 
 @dataclass(frozen=True)
@@ -103,29 +95,3 @@ class InvGradSettings:
 
 
 Settings = DLGSettings | InvGradSettings
-
-PRESETS: dict[str, Settings] = {
-    p.name: p for p in (
-        DLGSettings("dlg.original"),
-        # On the sigmoid LeNet at batch 1 a restart that takes off reaches a loss below 1e-3 within 8-13
-        # L-BFGS steps (10 mnist5k images, 4 restarts each); about 2 in 3 restarts take off, so 4
-        # restarts of 20 steps make a failure unlikely (about 1%).
-        DLGSettings("dlg.quick", steps=20, restarts=4),
-        DLGSettings("idlg.original", labels="analytic"),
-        DLGSettings("idlg.quick", labels="analytic", steps=20, restarts=4),
-        InvGradSettings("invgrad.paper"),
-        # 200 iterations (decay at the same fractions) and 2 restarts: recognisable digits on the
-        # ConvNet at batch 1 (15-33 dB on mnist5k images 0-3), not the paper's quality.
-        InvGradSettings("invgrad.quick", iterations=200, restarts=2),
-    )
-}
-
-ATTACKS = ("dlg", "idlg", "invgrad")
-DEFAULT_PRESET = {"dlg": "dlg.original", "idlg": "idlg.original", "invgrad": "invgrad.paper"}
-
-
-def preset(name: str) -> Settings:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise SplitlabError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None

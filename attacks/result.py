@@ -1,0 +1,96 @@
+"""The one result type every attack returns.
+
+An attack runs T trials. Either the trials are restarts of one reconstruction of the whole batch (DLG,
+iDLG, Inverting Gradients: the answer is the lowest-loss restart that did not diverge), or trial t
+reconstructs target t on its own (UnSplit: one clone and one dummy input per target; FSHA: one decoded
+image per target), so the answer is every target's own trial. `per_target` says which.
+
+Images are on the lab's [0,1] reporting scale (an attack that works on another scale converts before
+returning) and unclamped; scoring clamps. Ground truth never enters a Reconstruction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["Reconstruction"]
+
+
+@dataclass(frozen=True, eq=False)
+class Reconstruction:
+    attack: str
+    preset: str
+    trials: torch.Tensor
+    """(T, B, C, H, W): each trial's reconstruction (its best iterate where the attack keeps one)."""
+    loss: torch.Tensor
+    """(T,): each trial's final loss (the loss its reconstruction was selected by); +inf if it diverged at once."""
+    history: dict[str, torch.Tensor]
+    """Loss terms per step: name -> (steps, T). Drawn in `loss_curve.png`."""
+    diverged: torch.Tensor
+    """(T,) bool: a non-finite loss stopped the trial; its images are never scored."""
+    seconds: float
+    steps: int
+    per_target: bool = False
+    """True: trial t reconstructs target t (B = 1). False: trials are restarts of one batch."""
+    initial: torch.Tensor | None = None
+    """(T, B, C, H, W): the starting guess, scored as a baseline (how far the attack moved from it)."""
+    labels: torch.Tensor | None = None
+    """(T, B): the labels each trial used (recovered or known) or found (DLG's optimised logits)."""
+    label_rule: str | None = None
+    """How the labels were obtained: joint, idlg, count, known; None when the attack infers no labels."""
+    mode: str = "batched"
+    """How the engine ran the trials: batched, sequential, or the attack's own loop."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Attack-specific quantities under names that say what they are (e.g. UnSplit's activation_mse)."""
+
+    @property
+    def n_trials(self) -> int:
+        return int(self.diverged.shape[0])
+
+    @property
+    def best_trial(self) -> int | None:
+        """Restart attacks: the lowest-loss trial that did not diverge (None when all diverged).
+        Per-target attacks have no single best trial."""
+        if self.per_target:
+            return None
+        ok = (~self.diverged) & torch.isfinite(self.loss)
+        if not bool(ok.any()):
+            return None
+        return int(torch.where(ok, self.loss, torch.full_like(self.loss, float("inf"))).argmin())
+
+    @property
+    def kept(self) -> torch.Tensor:
+        """(N,) bool over targets: which answers are results (a diverged target is not)."""
+        if self.per_target:
+            return ~self.diverged.cpu()
+        return torch.full((self.trials.shape[1],), self.best_trial is not None)
+
+    @property
+    def images(self) -> torch.Tensor:
+        """(N, C, H, W): the answer, one image per target (rows of diverged trials included; see `kept`)."""
+        if self.per_target:
+            return self.trials[:, 0]
+        best = self.best_trial
+        return self.trials[0 if best is None else best]
+
+    @property
+    def answer_labels(self) -> torch.Tensor | None:
+        """(N,) labels of the answer, where the attack infers labels."""
+        if self.labels is None:
+            return None
+        if self.per_target:
+            return self.labels[:, 0]
+        best = self.best_trial
+        return self.labels[0 if best is None else best]
+
+    @property
+    def initial_images(self) -> torch.Tensor | None:
+        """(N, C, H, W): the starting guess of the answer's trial(s)."""
+        if self.initial is None:
+            return None
+        if self.per_target:
+            return self.initial[:, 0]
+        best = self.best_trial
+        return self.initial[0 if best is None else best]
