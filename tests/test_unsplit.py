@@ -5,7 +5,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attacks.split.unsplit import CutObservation, observe, preset, unsplit
+from dataclasses import replace
+
+from attacks.presets import settings
+from attacks.split.unsplit import CutObservation, UnSplit, observe
 from attacks.split.unsplit_reference import unsplit_loop
 from splitlab.cli import app
 from vfl import data
@@ -15,6 +18,14 @@ from vfl.training import TrainConfig, load_data, train_split
 from attacks.metrics import minmax_normalise
 
 runner = CliRunner()
+
+
+def preset(name, **overrides):
+    return settings(name, "unsplit", **overrides)
+
+
+def unsplit(observation, s, clone, **kwargs):
+    return UnSplit(replace(s, clone=clone))(observation, **kwargs)
 
 
 def _observation(arch, n=3, dtype=torch.float64, seed=5):
@@ -30,7 +41,7 @@ def test_per_target_engine_run_equals_the_plain_loop(arch):
     observation, _ = _observation(arch)
     settings = preset("jast", rounds=3, input_steps=4, clone_steps=4)
     engine = unsplit(observation, settings, "per-target", seed=0, progress=False)
-    torch.testing.assert_close(engine.reconstructions, unsplit_loop(observation, settings, seed=0),
+    torch.testing.assert_close(engine.images, unsplit_loop(observation, settings, seed=0),
                                rtol=1e-7, atol=1e-9)
 
 
@@ -40,8 +51,8 @@ def test_shared_mode_carries_one_clone_across_targets():
     shared = unsplit(observation, settings, "shared", seed=0, progress=False)
     per_target = unsplit(observation, settings, "per-target", seed=0, progress=False)
     # the first target starts from the same clone either way; the second does not in shared mode
-    torch.testing.assert_close(shared.reconstructions[0], per_target.reconstructions[0], rtol=1e-7, atol=1e-9)
-    assert not torch.allclose(shared.reconstructions[1], per_target.reconstructions[1])
+    torch.testing.assert_close(shared.images[0], per_target.images[0], rtol=1e-7, atol=1e-9)
+    assert not torch.allclose(shared.images[1], per_target.images[1])
 
 
 def test_cnn_client_leaks_and_dense_client_fits_activations_without_leaking():
@@ -56,8 +67,8 @@ def test_cnn_client_leaks_and_dense_client_fits_activations_without_leaking():
         x = data.first_of_each_class(test)[0][:3]
         result = unsplit(observe(trained.client, x, arch, 1), preset("quick", rounds=10), "per-target",
                          progress=False)
-        errors[arch] = float(((minmax_normalise(result.reconstructions) - x) ** 2).mean())
-        fits[arch] = float(result.activation_mse.mean())
+        errors[arch] = float(((minmax_normalise(result.images) - x) ** 2).mean())
+        fits[arch] = float(result.loss.mean())
     assert errors["cnn"] < 0.08 < 0.15 < errors["small-mlp"]
     assert fits["small-mlp"] < fits["cnn"] / 100
 
@@ -74,16 +85,15 @@ def test_observation_goes_through_the_client_defences():
 
 
 def test_unknown_preset_and_clone_mode():
-    with pytest.raises(SplitlabError, match="unknown UnSplit preset"):
+    with pytest.raises(SplitlabError, match="unknown preset 'unsplit.fast'"):
         preset("fast")
-    observation, _ = _observation("cnn", n=1)
-    with pytest.raises(SplitlabError, match="unknown clone mode"):
-        unsplit(observation, preset("quick"), "cloned")
+    with pytest.raises(SplitlabError, match="--clone must be one of shared, per-target"):
+        preset("quick", clone="cloned")
 
 
 def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
     result = runner.invoke(app, ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset", "quick",
-                                 "--rounds", "2", "--out", str(tmp_path / "run"), "--json"])
+                                 "--iterations", "2", "--out", str(tmp_path / "run"), "--json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     metrics = record["metrics"]
@@ -96,7 +106,7 @@ def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
             "per_class.png"} <= files
 
     again = runner.invoke(app, ["attack", "unsplit", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"),
-                                "--preset", "quick", "--rounds", "2", "--out", str(tmp_path / "again"), "--json"])
+                                "--preset", "quick", "--iterations", "2", "--out", str(tmp_path / "again"), "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["metrics"]["image_mse"] == pytest.approx(metrics["image_mse"], rel=1e-5)
 
@@ -107,7 +117,9 @@ def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--preset", "fast"], "unknown UnSplit preset"),
+    (["--preset", "fast"], "unknown preset 'unsplit.fast'"),
+    (["--lambda-tv", "nan"], "--lambda-tv must be finite"),
+    (["--iterations", "0"], "must be >= 1"),
     (["--clone", "cloned"], "unknown clone mode"),
     (["--arch", "cnn", "--defence", "semi-orthogonal:dim=1024"], "cannot take it"),
     (["--checkpoint", "missing.pt"], "not found"),
@@ -152,7 +164,7 @@ def test_compare_with_fsha_adds_columns_figures_and_run_dirs(tmp_path):
     (["--attacks", "fsha"], "--attacks takes unsplit or unsplit,fsha"),
     (["--attacks", "unsplit,dlg"], "--attacks takes unsplit or unsplit,fsha"),
     (["--attacks", "unsplit,fsha", "--archs", "small-mlp"], "FSHA attacks the cnn and mlp rows"),
-    (["--attacks", "unsplit,fsha", "--fsha-preset", "fast"], "unknown FSHA preset"),
+    (["--attacks", "unsplit,fsha", "--fsha-preset", "fast"], "unknown preset 'fsha.fast'"),
 ])
 def test_compare_bad_attacks_exit_2(tmp_path, args, message):
     result = runner.invoke(app, ["compare", "--out", str(tmp_path / "cmp"), *args])

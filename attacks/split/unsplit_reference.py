@@ -10,11 +10,11 @@ import torch
 from torch import nn
 
 from attacks.engine.priors import l2, tv_squared
-from attacks.split.unsplit import CutObservation, UnsplitPreset
+from attacks.split.unsplit import CutObservation, UnsplitSettings
 from vfl.models import arch_spec, build_split
 
 
-def unsplit_loop(observation: CutObservation, settings: UnsplitPreset, seed: int = 0) -> torch.Tensor:
+def unsplit_loop(observation: CutObservation, settings: UnsplitSettings, seed: int = 0) -> torch.Tensor:
     """Per-target clones, one target after the other; returns the final X~ of every target."""
     spec = arch_spec(observation.arch)
     device = observation.activations.device
