@@ -58,7 +58,10 @@ def test_same_seed_same_accuracy_on_cpu(tmp_path):
     (["--optimizer", "lion"], "unknown optimizer"),
     (["--arch", "mlp", "--defence", "semi-orthogonal:dim=500"], "must be at least the input size 784"),
     (["--defence", "patch-orthogonal:patch=5"], "must divide the image size 28x28"),
-    (["--defence", "dp:epsilon=6,delta=2"], "0 < delta < 1"),
+    (["--defence", "dp:epsilon=6,delta=2"], "1e-10 <= delta <= 0.99"),
+    (["--defence", "dp:epsilon=nan"], "epsilon=nan is not finite"),
+    (["--defence", "patch-orthogonal:patch=3.5"], "patch=3.5 is not an integer"),
+    (["--defence", "orthogonal+"], "has an empty item"),
     (["--defence", "activation-noise:sigma=-1"], "sigma >= 0"),
 ])
 def test_bad_train_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
