@@ -130,3 +130,25 @@ def test_unusable_out_is_one_line_and_writes_nothing(tmp_path, where):
     assert "\n" not in str(info.value) and "--out" in str(info.value)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
     assert (tmp_path / "f").read_text() == "x" and (where == "file" or not out.exists())
+
+
+@pytest.mark.parametrize("name", ["meta", "gpu", "", "mps", "xla", "cpu:1", "cuda:99", "cuda:-1", "cuda:x", "cpu,cuda"])
+def test_devices_the_lab_cannot_use_are_one_line_errors(name, monkeypatch):
+    from vfl.runtime import resolve_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)      # cuda:99 must fail on a GPU machine too
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(SplitlabError) as info:
+        resolve_device(name)
+    assert "\n" not in str(info.value) and "use auto, cpu or cuda[:N]" in str(info.value)
+
+
+def test_devices_the_lab_can_use(monkeypatch):
+    from vfl.runtime import resolve_device
+    assert resolve_device("cpu") == resolve_device(" CPU ") == resolve_device("cpu:0") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto") == torch.device("cuda") and resolve_device("cuda:1") == torch.device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(SplitlabError, match="CUDA is not available here; use --device cpu or auto"):
+        resolve_device("cuda")
