@@ -155,7 +155,7 @@ def test_calibration_converges_across_its_whole_epsilon_and_delta_range():
     ("dp:sensitivity=0", "sensitivity > 0"), ("dp:sigma=-0.1", "sigma >= 0"), ("dp:sigma=inf", "not finite"),
     ("orthogonal:seed=-1", "0 <= seed <= 9223372036854775807"), ("orthogonal:seed=2e19", "seed <= 9"),
     ("orthogonal:seed=1.5", "seed=1.5 is not an integer"), ("activation-noise:sigma=x", "sigma='x' is not a number"),
-    ("orthogonal:seed", "is not key=value"),
+    ("orthogonal:seed", "is not key=value"), ("orthogonal:seed=1,seed=2", "option seed twice"),
 ])
 def test_every_option_is_checked_for_type_finiteness_and_range(spec, message):
     with pytest.raises(SplitlabError, match=message):

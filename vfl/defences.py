@@ -289,6 +289,8 @@ def parse_item(text: str, schema: Mapping[str, Mapping[str, Option]], example: s
         if key not in options_schema:
             raise SplitlabError(f"defence {name} does not take option {key!r}; it takes "
                                 f"{', '.join(options_schema) or 'no options'}")
+        if key in options:
+            raise SplitlabError(f"defence {name} has option {key} twice; give it once")
         options[key] = options_schema[key].parse(f"defence {name}", value, key)
     missing = [key for key, option in options_schema.items() if option.required and key not in options]
     if missing:

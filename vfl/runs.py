@@ -2,7 +2,8 @@
 
 Writes are atomic (temporary file in the same directory, then `os.replace`), so an interrupted run
 never leaves a half-written `metrics.json` or checkpoint. Nothing here creates a directory before
-the caller has validated its inputs: build the config first, then `Run.create`.
+the caller has validated its inputs: build the config first, then `Run.create`, which refuses a
+directory that holds another run's files (unless told to overwrite) or that a live run holds.
 """
 from __future__ import annotations
 
