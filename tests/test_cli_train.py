@@ -58,7 +58,10 @@ def test_same_seed_same_accuracy_on_cpu(tmp_path):
     (["--optimizer", "lion"], "unknown optimizer"),
     (["--arch", "mlp", "--defence", "semi-orthogonal:dim=500"], "must be at least the input size 784"),
     (["--defence", "patch-orthogonal:patch=5"], "must divide the image size 28x28"),
-    (["--defence", "dp:epsilon=6,delta=2"], "0 < delta < 1"),
+    (["--defence", "dp:epsilon=6,delta=2"], "1e-10 <= delta <= 0.99"),
+    (["--defence", "dp:epsilon=nan"], "epsilon=nan is not finite"),
+    (["--defence", "patch-orthogonal:patch=3.5"], "patch=3.5 is not an integer"),
+    (["--defence", "orthogonal+"], "has an empty item"),
     (["--defence", "activation-noise:sigma=-1"], "sigma >= 0"),
 ])
 def test_bad_train_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
@@ -91,3 +94,20 @@ def test_models_and_datasets_commands_list_everything():
     datasets = json.loads(_run("datasets", "--json").stdout)
     rows = {r["dataset"]: r for r in datasets["datasets"]}
     assert rows["mnist5k"]["available"] is True
+
+
+def test_reusing_a_finished_runs_out_exits_2_and_changes_nothing(tmp_path):
+    # the first run in a process of its own, as a finished command is: an in-process run stays locked
+    # until it is closed or collected (the CLI does not close it yet)
+    import os
+    import subprocess
+    import sys
+    first = subprocess.run([sys.executable, "-c", "from splitlab.cli import main; main()", "train", "--epochs", "1",
+                            "--arch", "small-mlp", "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert first.returncode == 0, first.stderr
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").iterdir()}
+    again = _train(tmp_path / "run", "--arch", "small-mlp", "--seed", "1")
+    assert again.exit_code == 2 and len(again.stderr.strip().splitlines()) == 1
+    assert "is not empty; pass another --out, or --overwrite" in again.stderr
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").iterdir()} == before

@@ -47,3 +47,61 @@ def test_unknown_dataset_and_missing_files_name_the_fix(tmp_path):
         data.load("fashion-mnist", "train", tmp_path)
     ok, reason = data.availability("cifar10", tmp_path)
     assert not ok and str(tmp_path) in reason
+
+
+def write_fake_mnist(root, n_train=128, n_test=32, folder="MNIST"):
+    """A tiny but well-formed torchvision MNIST raw folder (idx files: big-endian header, then uint8)."""
+    raw = root / folder / "raw"
+    raw.mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = torch.randint(0, 256, (n, 28, 28), generator=g, dtype=torch.uint8)
+        labels = torch.arange(n, dtype=torch.uint8) % 10
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(
+            bytes([0, 0, 8, 3]) + b"".join(d.to_bytes(4, "big") for d in (n, 28, 28)) + images.numpy().tobytes())
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(
+            bytes([0, 0, 8, 1]) + n.to_bytes(4, "big") + labels.numpy().tobytes())
+    return raw
+
+
+def test_a_well_formed_mnist_folder_loads(tmp_path):
+    write_fake_mnist(tmp_path)
+    train = data.load("mnist", "train", tmp_path)
+    assert train.images.shape == (128, 1, 28, 28) and train.labels[:12].tolist() == [*range(10), 0, 1]
+    assert data.availability("mnist", tmp_path) == (True, "available")
+
+
+@pytest.mark.parametrize("broken,message", [
+    ("t10k-images-idx3-ubyte", "is truncated or corrupt"),
+    ("train-images-idx3-ubyte", "is truncated or corrupt"),            # availability loads only test: checked too
+    ("t10k-labels-idx1-ubyte", "is not an MNIST idx file"),
+])
+def test_truncated_or_corrupt_mnist_files_are_named_with_the_fix(tmp_path, broken, message):
+    raw = write_fake_mnist(tmp_path)
+    blob = (raw / broken).read_bytes()
+    (raw / broken).write_bytes(blob[: len(blob) // 2] if "images" in broken else b"<html>oops</html>")
+    for split in ("train", "test"):
+        with pytest.raises(SplitlabError) as info:
+            data.load("mnist", split, tmp_path)
+        text = str(info.value)
+        assert message in text and str(raw / broken) in text and "splitlab datasets --download mnist" in text
+        assert "\n" not in text
+    ok, reason = data.availability("mnist", tmp_path)
+    assert not ok and str(raw / broken) in reason
+
+
+def test_other_broken_files_are_one_line_errors_and_unavailable(tmp_path, monkeypatch):
+    batches = tmp_path / "cifar-10-batches-py"                          # CIFAR checks md5 sums itself
+    batches.mkdir()
+    for name in ("data_batch_1", "test_batch", "batches.meta"):
+        (batches / name).write_bytes(b"garbage")
+    ok, reason = data.availability("cifar10", tmp_path)
+    assert not ok and "fail their checksum" in reason and "splitlab datasets --download cifar10" in reason
+
+    def truncated_pickle(*args):
+        raise EOFError("Ran out of input")
+    monkeypatch.setattr(data, "_load_cached", truncated_pickle)
+    with pytest.raises(SplitlabError, match=r"cifar10 files under .* are corrupt or truncated \(EOFError: Ran out"):
+        data.load("cifar10", "test", tmp_path)
+    ok, reason = data.availability("fashion-mnist", tmp_path)
+    assert not ok and "corrupt or truncated" in reason

@@ -1,4 +1,6 @@
 """Client-side defences: orthogonal transforms, DP input noise calibration, specs."""
+import time
+
 import pytest
 import torch
 from autodp.dp_bank import get_eps_ana_gaussian
@@ -65,8 +67,11 @@ def test_analytic_gaussian_calibration_matches_the_paper_and_its_definition():
     assert sigma == pytest.approx(0.267649, abs=1e-5)                      # digest T6: sigma / GS
     assert get_eps_ana_gaussian(sigma, 0.5) == pytest.approx(6.0, rel=1e-6)  # the inverse gives epsilon back
     assert analytic_gaussian_sigma(6.0, 0.5, 5.9427) == pytest.approx(1.5905, abs=1e-3)
-    with pytest.raises(SplitlabError, match="0 < delta < 1"):
+    with pytest.raises(SplitlabError, match="1e-10 <= delta <= 0.99"):
         analytic_gaussian_sigma(1.0, 1.5)
+    for epsilon in (float("nan"), float("inf")):                           # autodp would loop forever
+        with pytest.raises(SplitlabError, match="is not finite"):
+            analytic_gaussian_sigma(epsilon, 0.5)
 
 
 def test_sensitivity_estimate_on_mnist5k_is_close_to_the_papers_mnist_value():
@@ -75,7 +80,6 @@ def test_sensitivity_estimate_on_mnist5k_is_close_to_the_papers_mnist_value():
 
 
 def test_dp_noise_has_the_calibrated_scale_on_training_and_attacked_inputs():
-    torch.manual_seed(0)
     (defence,) = parse_defences("dp:epsilon=6,delta=0.5,sensitivity=5.9427")
     assert isinstance(defence, DPInputNoise) and defence.sigma == pytest.approx(1.5905, abs=1e-3)
     x = torch.zeros(20000)
@@ -118,3 +122,91 @@ def test_defence_lists_keep_each_specs_own_options_together():
     assert split_specs("semi-orthogonal:dim=500,seed=1+dp:epsilon=6,delta=0.5") == [
         "semi-orthogonal:dim=500,seed=1+dp:epsilon=6,delta=0.5"]
     assert split_specs("") == []
+
+
+def test_a_stuck_or_failing_calibration_names_dp_sigma_as_the_way_out(monkeypatch):
+    import vfl.defences as defences
+    monkeypatch.setattr(defences, "CALIBRATION_SECONDS", 0.2)
+    monkeypatch.setattr(defences, "_unit_sigma", lambda epsilon, delta: time.sleep(5))
+    start = time.perf_counter()
+    with pytest.raises(SplitlabError, match="did not finish in 0.2 s; .* dp:sigma=S"):
+        parse_defences("dp:epsilon=6,delta=0.5,sensitivity=1")
+    assert time.perf_counter() - start < 2
+    monkeypatch.setattr(defences, "_unit_sigma", lambda epsilon, delta: 1 / 0)
+    with pytest.raises(SplitlabError, match="failed \\(ZeroDivisionError\\); .* dp:sigma=S"):
+        analytic_gaussian_sigma(6.0, 0.5)
+
+
+def test_calibration_converges_across_its_whole_epsilon_and_delta_range():
+    for epsilon in (1e-3, 1.0, 10.0):                                  # the corners of the allowed box
+        for delta in (1e-10, 0.5, 0.99):
+            sigma = analytic_gaussian_sigma(epsilon, delta)
+            assert sigma > 0 and get_eps_ana_gaussian(sigma, delta) == pytest.approx(epsilon, rel=1e-3)
+
+
+@pytest.mark.parametrize("spec,message", [
+    ("", "has an empty item"), ("+", "has an empty item"), ("orthogonal+", "has an empty item"),
+    ("+dp:sigma=1", "has an empty item"),
+    ("patch-orthogonal:patch=3.5", "patch=3.5 is not an integer"),
+    ("semi-orthogonal:dim=900.5", "dim=900.5 is not an integer"),
+    ("dp:epsilon=nan", "epsilon=nan is not finite"), ("dp:epsilon=inf", "epsilon=inf is not finite"),
+    ("dp:epsilon=0", "0.001 <= epsilon <= 10"), ("dp:epsilon=15", "0.001 <= epsilon <= 10"),
+    ("dp:delta=1", "1e-10 <= delta <= 0.99"), ("dp:delta=0", "1e-10 <= delta <= 0.99"),
+    ("dp:sensitivity=0", "sensitivity > 0"), ("dp:sigma=-0.1", "sigma >= 0"), ("dp:sigma=inf", "not finite"),
+    ("orthogonal:seed=-1", "0 <= seed <= 9223372036854775807"), ("orthogonal:seed=2e19", "seed <= 9"),
+    ("orthogonal:seed=1.5", "seed=1.5 is not an integer"), ("activation-noise:sigma=x", "sigma='x' is not a number"),
+    ("orthogonal:seed", "is not key=value"), ("orthogonal:seed=1,seed=2", "option seed twice"),
+])
+def test_every_option_is_checked_for_type_finiteness_and_range(spec, message):
+    with pytest.raises(SplitlabError, match=message):
+        parse_spec(spec)
+
+
+def test_shape_dependent_bounds():
+    assert parse_spec("patch-orthogonal:patch=7", (1, 28, 28))[0].options == {"patch": 7}
+    with pytest.raises(SplitlabError, match="must divide the image size 28x28"):
+        parse_spec("patch-orthogonal:patch=5", (1, 28, 28))
+    with pytest.raises(SplitlabError, match="must divide"):
+        PatchOrthogonalTransform((1, 28, 28), patch=5)
+    with pytest.raises(SplitlabError, match="patch=3.5 is not an integer"):           # built as 3 before
+        PatchOrthogonalTransform((1, 30, 30), patch=3.5)
+    with pytest.raises(SplitlabError, match="float64 matrix of 256 MiB; use dim <= 42799"):
+        parse_spec("semi-orthogonal:dim=42800", (1, 28, 28))
+    assert parse_spec("semi-orthogonal:dim=42799", (1, 28, 28))[0].options["dim"] == 42799
+    assert parse_spec("orthogonal:seed=9223372036854775807")[0].options["seed"] == 2**63 - 1   # exact, not a float
+
+
+@pytest.mark.parametrize("spec,hook", [
+    ("dp:sigma=0.5,seed=3", "on_input"), ("activation-noise:sigma=0.5,seed=3", "on_activations"),
+    ("gradient-noise:sigma=0.5,seed=3", "on_gradient")])
+def test_noise_defences_draw_from_their_own_seeded_generator(spec, hook):
+    def draws(text):
+        (defence,) = parse_defences(text)
+        call = getattr(defence, hook)
+        x = torch.zeros(2000)
+        return [call(x) if hook == "on_gradient" else call(x, True) for _ in range(2)]
+    state = torch.get_rng_state()
+    first, again = draws(spec), draws(spec)
+    assert torch.equal(torch.get_rng_state(), state)                    # the global stream is not touched
+    assert all(torch.equal(a, b) for a, b in zip(first, again))         # same seed, same numbers
+    assert not torch.equal(first[0], first[1])                          # fresh noise on every call
+    assert not torch.equal(first[0], draws(spec.replace("seed=3", "seed=4"))[0])
+    assert float(first[0].std()) == pytest.approx(0.5, rel=0.06)
+    assert torch.equal(draws(spec.replace(",seed=3", ""))[0], draws(spec.replace("seed=3", "seed=0"))[0])
+
+
+def test_hfl_upload_defences_use_the_same_parser():
+    from attacks.hfl.defences import GaussianNoise, UPLOAD_DEFENCES, parse_defence
+    assert parse_defence("gaussian:sigma=1e-3, clip=4") == GaussianNoise(1e-3, 4.0)
+    assert UPLOAD_DEFENCES["quant"]["bits"].integer
+    for upload, client in (("gaussian:sigma=nan", "activation-noise:sigma=nan"),
+                           ("gaussian:sigma=-1", "activation-noise:sigma=-1")):
+        with pytest.raises(SplitlabError) as hfl_error:
+            parse_defence(upload)
+        with pytest.raises(SplitlabError) as vfl_error:
+            parse_spec(client)
+        assert str(hfl_error.value).split(" ", 2)[2] == str(vfl_error.value).split(" ", 2)[2]
+    with pytest.raises(SplitlabError, match="bits=4.5 is not an integer"):
+        parse_defence("quant:bits=4.5")
+    with pytest.raises(SplitlabError, match="needs option keep=<value>"):
+        parse_defence("topk")

@@ -1,8 +1,14 @@
 import json
 import math
+import os
+import subprocess
+import sys
+import textwrap
 
+import pytest
 import torch
 
+from vfl.errors import SplitlabError
 from vfl.runs import Run, atomic_write_text, to_jsonable
 
 
@@ -11,7 +17,10 @@ def test_run_writes_config_metrics_and_log(tmp_path):
     run.write_metrics({"accuracy": torch.tensor(0.5), "psnr": math.inf, "lpips": float("nan")})
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert config["config"] == {"lr": 1e-3, "device": "cpu"}
-    assert config["environment"]["torch"] == torch.__version__
+    assert config["environment"]["packages"]["torch"] == torch.__version__
+    assert config["argv"] == sys.argv
+    git = config["environment"]["git"]                       # the tests run from a checkout
+    assert len(git["commit"]) == 40 and isinstance(git["dirty"], bool)
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
     assert metrics == {"accuracy": 0.5, "psnr": None, "lpips": None}     # non-finite never written
     assert "run directory" in (tmp_path / "r" / "run.log").read_text()
@@ -42,3 +51,104 @@ def test_hardware_line_names_the_cpu_threads_and_torch():
     from vfl.runtime import hardware
     line = hardware(torch.device("cpu"))
     assert line.startswith("CPU ") and f"{torch.get_num_threads()} torch threads" in line and torch.__version__ in line
+
+
+def _snapshot(directory):
+    """Every file's bytes and mtime, to prove a refused run touched nothing."""
+    return {p.relative_to(directory): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_finished_runs_directory_is_refused_and_left_byte_identical(tmp_path):
+    with Run.create("train", {"seed": 0}, tmp_path / "r") as run:
+        run.write_metrics({"accuracy": 0.9})
+    before = _snapshot(tmp_path / "r")
+    with pytest.raises(SplitlabError, match="is not empty; pass another --out, or --overwrite"):
+        Run.create("train", {"seed": 1}, tmp_path / "r")
+    assert _snapshot(tmp_path / "r") == before
+    (tmp_path / "mine").mkdir()                              # a folder of someone's files: no lock file left
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(SplitlabError, match="not empty"):
+        Run.create("train", {}, tmp_path / "mine")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+
+
+def test_overwrite_empties_the_directory_first(tmp_path):
+    with Run.create("train", {"seed": 0}, tmp_path / "r") as run:
+        run.write_metrics({"accuracy": 0.9})
+        (run.file("sub")).mkdir()
+        (run.file("sub") / "grid.png").write_bytes(b"x")
+    with Run.create("train", {"seed": 1}, tmp_path / "r", overwrite=True):
+        names = {p.name for p in (tmp_path / "r").iterdir()}
+    assert names == {".lock", "config.json", "run.log"}
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["config"] == {"seed": 1}
+    (tmp_path / "mine").mkdir()                              # --overwrite never empties a non-run folder
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(SplitlabError, match="not a splitlab run"):
+        Run.create("train", {}, tmp_path / "mine", overwrite=True)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+def test_a_held_directory_is_refused_to_a_second_run_and_a_second_process(tmp_path):
+    out = tmp_path / "r"
+    run = Run.create("train", {}, out)
+    for overwrite in (False, True):
+        with pytest.raises(SplitlabError, match=f"in use by another run \\(pid {os.getpid()}\\)"):
+            Run.create("train", {}, out, overwrite=overwrite)
+    code = textwrap.dedent(f"""
+        from vfl.errors import SplitlabError
+        from vfl.runs import Run
+        try:
+            Run.create("train", {{}}, {str(out)!r}, overwrite=True)
+        except SplitlabError as exc:
+            print(exc)
+        else:
+            print("acquired")
+    """)
+    def other_process():
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()}).stdout.strip()
+    assert other_process() == (f"run directory {out} is in use by another run (pid {os.getpid()}); "
+                               "wait for it to finish or pass another --out")
+    assert (out / "config.json").is_file()                   # the holder's files are untouched
+    run.close()
+    assert other_process() == "acquired"                     # released: the other process may take it
+
+
+@pytest.mark.parametrize("where", ["file", "under-file", "unwritable"])
+def test_unusable_out_is_one_line_and_writes_nothing(tmp_path, where):
+    (tmp_path / "f").write_text("x")
+    out = {"file": tmp_path / "f", "under-file": tmp_path / "f" / "run", "unwritable": tmp_path / "ro" / "run"}[where]
+    if where == "unwritable":
+        if os.geteuid() == 0:                                # root writes anywhere a mode allows; /sys refuses root
+            out = __import__("pathlib").Path("/sys/splitlab-test-run")
+        else:
+            (tmp_path / "ro").mkdir(mode=0o500)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(SplitlabError) as info:
+        Run.create("train", {}, out)
+    assert "\n" not in str(info.value) and "--out" in str(info.value)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+    assert (tmp_path / "f").read_text() == "x" and (where == "file" or not out.exists())
+
+
+@pytest.mark.parametrize("name", ["meta", "gpu", "", "mps", "xla", "cpu:1", "cuda:99", "cuda:-1", "cuda:x", "cpu,cuda"])
+def test_devices_the_lab_cannot_use_are_one_line_errors(name, monkeypatch):
+    from vfl.runtime import resolve_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)      # cuda:99 must fail on a GPU machine too
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(SplitlabError) as info:
+        resolve_device(name)
+    assert "\n" not in str(info.value) and "use auto, cpu or cuda[:N]" in str(info.value)
+
+
+def test_devices_the_lab_can_use(monkeypatch):
+    from vfl.runtime import resolve_device
+    assert resolve_device("cpu") == resolve_device(" CPU ") == resolve_device("cpu:0") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto") == torch.device("cuda") and resolve_device("cuda:1") == torch.device("cuda:1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(SplitlabError, match="CUDA is not available here; use --device cpu or auto"):
+        resolve_device("cuda")

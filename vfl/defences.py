@@ -18,16 +18,21 @@ convolution relies on.
 - `activation-noise`, `gradient-noise`: Gaussian noise on the activations sent / gradients received.
 
 Specs: `none`, or `+`-joined items `name[:key=value,...]`, e.g. `orthogonal:seed=3`,
-`dp:epsilon=6,delta=0.5`.
+`dp:epsilon=6,delta=0.5`. `parse_item` is the one parser of `name[:key=value,...]` against a schema
+(defence name -> option name -> `Option`), shared with the HFL upload defences (attacks/hfl/defences.py).
+The noise defences draw from generators of their own (option `seed`, default 0), never torch's global one.
 """
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 
-from vfl.errors import SplitlabError
+from vfl.errors import SplitlabError, lookup
+from vfl.validate import Option
 
 
 class ClientDefence:
@@ -97,6 +102,7 @@ class SemiOrthogonalTransform(_SecretMatrix):
     name = "semi-orthogonal"
 
     def __init__(self, input_shape: tuple[int, ...], dim: int, seed: int = 0):
+        dim = CLIENT_DEFENCES[self.name]["dim"].check(f"defence {self.name}", dim, "dim")
         _check_semi_orthogonal(dim, input_shape)
         self.dim = dim
         self.matrix = random_orthogonal(math.prod(input_shape), dim, seed=seed)
@@ -118,6 +124,7 @@ class PatchOrthogonalTransform(_SecretMatrix):
     name = "patch-orthogonal"
 
     def __init__(self, input_shape: tuple[int, ...], patch: int = DEFAULT_PATCH, seed: int = 0):
+        patch = CLIENT_DEFENCES[self.name]["patch"].check(f"defence {self.name}", patch, "patch")
         _check_patch(patch, input_shape)
         self.patch = patch
         self.matrix = random_orthogonal(input_shape[0] * patch * patch, seed=seed)
@@ -135,15 +142,49 @@ class PatchOrthogonalTransform(_SecretMatrix):
 DP_EPSILON, DP_DELTA = 6.0, 0.5
 """dp's defaults when the spec gives none: the JAST DP experiments (epsilon 6, delta 0.5)."""
 
+CALIBRATION_SECONDS = 10.0
+"""The calibration takes milliseconds where its inputs are bounded (below); past this it is stuck."""
 
-def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
-    """Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1) for L2 sensitivity."""
-    _check_privacy(epsilon, delta)
+
+def _unit_sigma(epsilon: float, delta: float) -> float:
+    """autodp's analytic Gaussian calibration for sensitivity 1. Its bisection stops only within 1e-12
+    of delta, so it loops forever on nan/inf, on some larger epsilons (15 with delta 0.99, 20 with 0.9)
+    and overflows above epsilon ~700; below delta ~1e-10 that tolerance makes sigma wrong. The schema
+    keeps it to epsilon in [1e-3, 10] and delta in [1e-10, 0.99], where a dense grid converged in
+    milliseconds and the inverse (autodp's get_eps_ana_gaussian) gave epsilon back within 0.04%."""
     from autodp.calibrator_zoo import ana_gaussian_calibrator
     from autodp.mechanism_zoo import ExactGaussianMechanism
 
-    unit = ana_gaussian_calibrator()(ExactGaussianMechanism, epsilon, delta, [[0, 1000]]).params["sigma"]
-    return float(unit) * sensitivity
+    return float(ana_gaussian_calibrator()(ExactGaussianMechanism, epsilon, delta, [[0, 1000]]).params["sigma"])
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Noise scale of the analytic Gaussian mechanism (Balle & Wang 2018, Alg. 1) for L2 sensitivity.
+
+    Runs the calibration in a daemon thread bounded by `CALIBRATION_SECONDS`: a stuck search cannot be
+    interrupted, but it no longer hangs the command (the process exits with the error)."""
+    dp = CLIENT_DEFENCES["dp"]
+    epsilon = dp["epsilon"].check("defence dp", epsilon, "epsilon")
+    delta = dp["delta"].check("defence dp", delta, "delta")
+    sensitivity = dp["sensitivity"].check("defence dp", sensitivity, "sensitivity")
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(_calibrate_or_error(epsilon, delta)), daemon=True)
+    worker.start()
+    worker.join(CALIBRATION_SECONDS)
+    if not result:
+        raise SplitlabError(f"dp calibration for epsilon={epsilon:g}, delta={delta:g} did not finish in "
+                            f"{CALIBRATION_SECONDS:g} s; give the noise scale directly with dp:sigma=S")
+    if isinstance(result[0], Exception):
+        raise SplitlabError(f"dp calibration for epsilon={epsilon:g}, delta={delta:g} failed "
+                            f"({type(result[0]).__name__}); give the noise scale directly with dp:sigma=S")
+    return result[0] * sensitivity
+
+
+def _calibrate_or_error(epsilon: float, delta: float) -> float | Exception:
+    try:
+        return _unit_sigma(epsilon, delta)
+    except Exception as exc:            # reported in the caller's thread as a SplitlabError
+        return exc
 
 
 def estimate_sensitivity(images: torch.Tensor, batch_size: int = 64, seed: int = 0) -> float:
@@ -160,76 +201,120 @@ def estimate_sensitivity(images: torch.Tensor, batch_size: int = 64, seed: int =
     return float(average_batch[row].norm())
 
 
-class DPInputNoise(ClientDefence):
+class _SeededNoise:
+    """Gaussian noise N(0, sigma^2) from a generator of its own, seeded with `seed` and made lazily on
+    each device it meets (a CUDA tensor needs a CUDA generator): the same seed gives the same draws, and
+    the caller's global RNG stream is left alone."""
+
+    def __init__(self, sigma: float, seed: int = 0):
+        self.sigma, self.seed = sigma, seed
+        self._generators: dict[torch.device, torch.Generator] = {}
+
+    def noise_like(self, x: torch.Tensor) -> torch.Tensor:
+        g = self._generators.get(x.device)
+        if g is None:
+            g = self._generators[x.device] = torch.Generator(device=x.device).manual_seed(self.seed)
+        return self.sigma * torch.randn(x.shape, generator=g, device=x.device, dtype=x.dtype)
+
+
+class DPInputNoise(_SeededNoise, ClientDefence):
     """x -> x + N(0, sigma^2) per input element, on every input the client sends."""
 
     name = "dp"
 
     def __init__(self, sigma: float, epsilon: float | None = None, delta: float | None = None,
-                 sensitivity: float | None = None):
-        self.sigma, self.epsilon, self.delta, self.sensitivity = sigma, epsilon, delta, sensitivity
+                 sensitivity: float | None = None, seed: int = 0):
+        super().__init__(sigma, seed)
+        self.epsilon, self.delta, self.sensitivity = epsilon, delta, sensitivity
 
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
-        return x + self.sigma * torch.randn_like(x)
+        return x + self.noise_like(x)
 
 
-class ActivationNoise(ClientDefence):
+class ActivationNoise(_SeededNoise, ClientDefence):
     """Gaussian noise N(0, sigma^2) added to the activations the client sends (training and inference)."""
 
     name = "activation-noise"
 
-    def __init__(self, sigma: float):
-        self.sigma = sigma
-
     def on_activations(self, h: torch.Tensor, training: bool) -> torch.Tensor:
-        return h + self.sigma * torch.randn_like(h)
+        return h + self.noise_like(h)
 
 
-class GradientNoise(ClientDefence):
+class GradientNoise(_SeededNoise, ClientDefence):
     """Gaussian noise on the cut-layer gradient the client receives before it backpropagates it."""
 
     name = "gradient-noise"
 
-    def __init__(self, sigma: float):
-        self.sigma = sigma
-
     def on_gradient(self, g: torch.Tensor) -> torch.Tensor:
-        return g + self.sigma * torch.randn_like(g)
+        return g + self.noise_like(g)
 
 
-# --- value checks (shared by the constructors and `parse_spec`, so bad input fails before any work) ---
+# --- specs: one parser for every defence setting --------------------------------------------------
 
-def _check_semi_orthogonal(dim: float, shape: tuple[int, ...]) -> None:
-    if dim < math.prod(shape):
-        raise SplitlabError(f"semi-orthogonal dim={dim:g} must be at least the input size {math.prod(shape)}")
+SEED = Option(integer=True, low=0, high=2**63 - 1)
 
+MAX_MATRIX_BYTES = 256 * 2**20
+"""semi-orthogonal's secret matrix is d x dim float64 (and QR costs d^2 * dim); dim is bounded by this."""
 
-def _check_patch(patch: float, shape: tuple[int, ...]) -> None:
-    if len(shape) != 3:
-        raise SplitlabError("patch-orthogonal needs image inputs (C, H, W)")
-    if patch < 1 or shape[1] % patch or shape[2] % patch:
-        raise SplitlabError(f"patch-orthogonal patch={patch:g} must divide the image size {shape[1]}x{shape[2]}")
+CLIENT_DEFENCES: dict[str, dict[str, Option]] = {
+    "none": {},
+    "orthogonal": {"seed": SEED},
+    "semi-orthogonal": {"dim": Option(integer=True, low=1, high=MAX_MATRIX_BYTES // 8, required=True), "seed": SEED},
+    "patch-orthogonal": {"patch": Option(integer=True, low=1, high=4096), "seed": SEED},
+    "dp": {"epsilon": Option(low=1e-3, high=10), "delta": Option(low=1e-10, high=0.99),
+           "sigma": Option(low=0), "sensitivity": Option(low=0, low_open=True), "seed": SEED},
+    "activation-noise": {"sigma": Option(low=0, required=True), "seed": SEED},
+    "gradient-noise": {"sigma": Option(low=0, required=True), "seed": SEED},
+}
+"""Split-learning client defences: name -> option -> type and range (dp's bounds: `_unit_sigma`)."""
 
-
-def _check_privacy(epsilon: float, delta: float) -> None:
-    if epsilon <= 0 or not 0 < delta < 1:
-        raise SplitlabError(f"dp needs epsilon > 0 and 0 < delta < 1 (got epsilon={epsilon:g}, delta={delta:g})")
-
-
-# --- specs -------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class DefenceSpec:
     name: str
-    options: dict[str, float]
+    options: dict[str, int | float]
 
 
-_OPTIONS = {
-    "none": set(), "orthogonal": {"seed"}, "semi-orthogonal": {"dim", "seed"},
-    "patch-orthogonal": {"patch", "seed"}, "dp": {"epsilon", "delta", "sigma", "sensitivity", "seed"},
-    "activation-noise": {"sigma"}, "gradient-noise": {"sigma"},
-}
-_REQUIRED = {"activation-noise": {"sigma"}, "gradient-noise": {"sigma"}, "semi-orthogonal": {"dim"}}
+def parse_item(text: str, schema: Mapping[str, Mapping[str, Option]], example: str) -> DefenceSpec:
+    """One `name[:key=value,...]` checked against `schema`: a known name, known keys, each value of its
+    type and in its range, required keys present. `example` is shown when the text is not key=value."""
+    name, _, rest = text.strip().partition(":")
+    name = name.strip().lower()
+    options_schema = lookup(schema, name, "defence")
+    options: dict[str, int | float] = {}
+    for pair in filter(None, (part.strip() for part in rest.split(","))):
+        key, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep:
+            raise SplitlabError(f"defence option {pair!r} is not key=value (example: {example})")
+        if key not in options_schema:
+            raise SplitlabError(f"defence {name} does not take option {key!r}; it takes "
+                                f"{', '.join(options_schema) or 'no options'}")
+        if key in options:
+            raise SplitlabError(f"defence {name} has option {key} twice; give it once")
+        options[key] = options_schema[key].parse(f"defence {name}", value, key)
+    missing = [key for key, option in options_schema.items() if option.required and key not in options]
+    if missing:
+        raise SplitlabError(f"defence {name} needs option {', '.join(f'{k}=<value>' for k in missing)}")
+    return DefenceSpec(name, options)
+
+
+def _check_semi_orthogonal(dim: int, shape: tuple[int, ...]) -> None:
+    size = math.prod(shape)
+    if dim < size:
+        raise SplitlabError(f"semi-orthogonal dim={dim} must be at least the input size {size}")
+    if size * dim * 8 > MAX_MATRIX_BYTES:
+        raise SplitlabError(f"semi-orthogonal dim={dim} needs a {size} x {dim} float64 matrix of "
+                            f"{size * dim * 8 / 2**20:.0f} MiB; use dim <= {MAX_MATRIX_BYTES // (8 * size)}")
+
+
+def _check_patch(patch: int, shape: tuple[int, ...]) -> None:
+    if len(shape) != 3:
+        raise SplitlabError("patch-orthogonal needs image inputs (C, H, W)")
+    if shape[1] % patch or shape[2] % patch:
+        raise SplitlabError(f"patch-orthogonal patch={patch} must divide the image size {shape[1]}x{shape[2]}")
+
+
+_EXAMPLE = "dp:epsilon=6,delta=0.5"
 
 
 def split_specs(text: str) -> list[str]:
@@ -251,50 +336,22 @@ def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> list[De
     """Check names, options and values of a defence spec without building anything; with
     `input_shape`, also that each defence fits the inputs it gets (a semi-orthogonal `dim` at
     least the input size, a patch size dividing the image)."""
+    items = spec.split("+")
+    if not all(item.strip() for item in items):
+        raise SplitlabError(f"defence spec {spec!r} has an empty item; use none or name[:key=value] items "
+                            "joined by +, e.g. orthogonal+dp:epsilon=6")
     shape = None if input_shape is None else tuple(input_shape)
-    items = []
-    for item in filter(None, spec.split("+")):
-        name, _, rest = item.partition(":")
-        if name not in _OPTIONS:
-            raise SplitlabError(f"unknown defence {name!r}; choose one of: {', '.join(_OPTIONS)}")
-        options = _options(name, rest)
-        shape = _check_values(name, options, shape)
-        if name != "none":
-            items.append(DefenceSpec(name, options))
-    return items
-
-
-def _options(name: str, text: str) -> dict[str, float]:
-    options = {}
-    for pair in filter(None, text.split(",")):
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SplitlabError(f"defence option {pair!r} is not key=value (example: dp:epsilon=6,delta=0.5)")
-        if key not in _OPTIONS[name]:
-            raise SplitlabError(f"defence {name} does not take option {key!r}; it takes "
-                                f"{', '.join(sorted(_OPTIONS[name])) or 'no options'}")
-        try:
-            options[key] = float(value)
-        except ValueError:
-            raise SplitlabError(f"defence option {key}={value!r} is not a number") from None
-    missing = _REQUIRED.get(name, set()) - set(options)
-    if missing:
-        raise SplitlabError(f"defence {name} needs option {', '.join(sorted(missing))}=<value>")
-    return options
-
-
-def _check_values(name: str, options: dict[str, float], shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
-    """Raise on values the defence cannot take; return the input shape after it (None: unknown)."""
-    if options.get("sigma", 0) < 0:
-        raise SplitlabError(f"defence {name} needs sigma >= 0 (got {options['sigma']:g})")
-    if name == "dp" and "sigma" not in options:
-        _check_privacy(options.get("epsilon", DP_EPSILON), options.get("delta", DP_DELTA))
-    if shape is not None and name == "patch-orthogonal":
-        _check_patch(options.get("patch", DEFAULT_PATCH), shape)
-    if shape is not None and name == "semi-orthogonal":
-        _check_semi_orthogonal(options["dim"], shape)
-        return (int(options["dim"]),)
-    return shape
+    parsed = []
+    for item in items:
+        defence = parse_item(item, CLIENT_DEFENCES, _EXAMPLE)
+        if shape is not None and defence.name == "patch-orthogonal":
+            _check_patch(defence.options.get("patch", DEFAULT_PATCH), shape)
+        if shape is not None and defence.name == "semi-orthogonal":
+            _check_semi_orthogonal(defence.options["dim"], shape)
+            shape = (defence.options["dim"],)
+        if defence.name != "none":
+            parsed.append(defence)
+    return parsed
 
 
 def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
@@ -305,34 +362,34 @@ def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
     shape = tuple(input_shape)
     for item in parse_spec(spec, shape):
         o = item.options
-        seed = int(o.get("seed", 0))
+        seed = o.get("seed", 0)
         if item.name == "orthogonal":
             defence = OrthogonalTransform(shape, seed)
         elif item.name == "semi-orthogonal":
-            defence = SemiOrthogonalTransform(shape, int(o["dim"]), seed)
+            defence = SemiOrthogonalTransform(shape, o["dim"], seed)
         elif item.name == "patch-orthogonal":
-            defence = PatchOrthogonalTransform(shape, int(o.get("patch", DEFAULT_PATCH)), seed)
+            defence = PatchOrthogonalTransform(shape, o.get("patch", DEFAULT_PATCH), seed)
         elif item.name == "dp":
             defence = _dp(o, train_images, seed)
         elif item.name == "activation-noise":
-            defence = ActivationNoise(o["sigma"])
+            defence = ActivationNoise(o["sigma"], seed)
         else:
-            defence = GradientNoise(o["sigma"])
+            defence = GradientNoise(o["sigma"], seed)
         shape = defence.input_shape(shape)
         defences.append(defence)
     return defences
 
 
-def _dp(options: dict[str, float], train_images: torch.Tensor | None, seed: int) -> DPInputNoise:
+def _dp(options: dict[str, int | float], train_images: torch.Tensor | None, seed: int) -> DPInputNoise:
     if "sigma" in options:
-        return DPInputNoise(options["sigma"])
+        return DPInputNoise(options["sigma"], seed=seed)
     epsilon, delta = options.get("epsilon", DP_EPSILON), options.get("delta", DP_DELTA)
     sensitivity = options.get("sensitivity")
     if sensitivity is None:
         if train_images is None:
             raise SplitlabError("dp needs training images to estimate its sensitivity, or sensitivity=<value>")
         sensitivity = estimate_sensitivity(train_images, seed=seed)
-    return DPInputNoise(analytic_gaussian_sigma(epsilon, delta, sensitivity), epsilon, delta, sensitivity)
+    return DPInputNoise(analytic_gaussian_sigma(epsilon, delta, sensitivity), epsilon, delta, sensitivity, seed)
 
 
 def transformed_shape(defences: list[ClientDefence], shape: tuple[int, ...]) -> tuple[int, ...]:

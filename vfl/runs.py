@@ -2,16 +2,21 @@
 
 Writes are atomic (temporary file in the same directory, then `os.replace`), so an interrupted run
 never leaves a half-written `metrics.json` or checkpoint. Nothing here creates a directory before
-the caller has validated its inputs: build the config first, then `Run.create`.
+the caller has validated its inputs: build the config first, then `Run.create`, which refuses a
+directory that holds another run's files (unless told to overwrite) or that a live run holds.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
+import functools
 import io
 import json
 import math
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import uuid
 from dataclasses import asdict, is_dataclass
@@ -21,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from vfl.errors import SplitlabError
 
 METRIC_KEYS = (
     "accuracy", "image_mse", "image_mse_minmax", "activation_mse", "psnr", "ssim",
@@ -79,25 +86,58 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def environment() -> dict[str, Any]:
-    """Versions and hardware, stored with every run so a number can be traced to where it came from."""
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
+CORE_PACKAGES = ("torch", "torchvision", "numpy", "scipy", "scikit-image", "matplotlib", "typer", "rich",
+                 "lpips", "pytorch-fid", "mlxtend", "autodp")
+OPTIONAL_PACKAGES = ("ray", "optuna", "scikit-learn")
+"""Distributions whose versions every run records (the optional ones only when installed)."""
 
-    env = {
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def package_versions() -> dict[str, str | None]:
+    versions = {name: _version(name) for name in CORE_PACKAGES}
+    versions["torch"] = torch.__version__         # with its build tag (+cu130, +cpu), which metadata drops
+    versions.update({name: v for name in OPTIONAL_PACKAGES if (v := _version(name)) is not None})
+    return versions
+
+
+@functools.lru_cache(maxsize=1)
+def git_state() -> dict[str, Any] | None:
+    """Commit and dirtiness of the checkout this package runs from, or None (installed copy, no git).
+
+    Only the checkout whose top level holds this package counts: an installed copy inside some other
+    repository (a venv under a project) must not report that repository's commit."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() != root:
+            return None
+        return {"commit": git("rev-parse", "HEAD"),
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Versions, code and hardware, stored with every run so a number can be traced to where it came from."""
+    return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "splitlab": version("splitlab"),
-        "torch": torch.__version__,
-        "torchvision": version("torchvision"),
-        "numpy": np.__version__,
+        "splitlab": _version("splitlab"),
+        "packages": package_versions(),
+        "git": git_state(),
         "cpu_threads": torch.get_num_threads(),
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
-    return env
 
 
 def default_run_dir(command: str) -> Path:
@@ -105,26 +145,128 @@ def default_run_dir(command: str) -> Path:
     return Path("runs") / command.replace(" ", "-") / f"{stamp}-{uuid.uuid4().hex[:6]}"
 
 
-class Run:
-    """One run directory. Create it only after the inputs were validated."""
+LOCK_NAME = ".lock"
+"""Held (flock) by the live run; left behind when it ends, since deleting a lock file races with a
+process that has just opened it."""
 
-    def __init__(self, path: Path, command: str):
+
+def _check_usable(path: Path) -> None:
+    """Refuse, before anything is written, an `out` that cannot become a directory we can write."""
+    if path.exists() and not path.is_dir():
+        raise SplitlabError(f"run directory {path} is a file; pass --out a directory path")
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SplitlabError(f"run directory {path} is under the file {existing}; pass --out a directory path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SplitlabError(f"run directory {path}: {existing} is not writable; pass --out a writable place")
+
+
+def _acquire(path: Path) -> tuple[int, bool]:
+    """Open and exclusively lock `path/.lock` without waiting; (fd, whether this call created the file)."""
+    lock = path / LOCK_NAME
+    try:
+        try:
+            fd, created = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, created = os.open(lock, os.O_RDWR), False
+    except OSError as exc:
+        raise SplitlabError(f"run directory {path} is not writable ({exc.strerror}); "
+                            "pass --out a writable place") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise SplitlabError(f"run directory {path} is in use by another run (pid {holder}); "
+                            "wait for it to finish or pass another --out") from None
+    return fd, created
+
+
+def _empty(path: Path) -> None:
+    """Remove everything in `path` but the lock; symlinks are removed, never followed."""
+    for entry in path.iterdir():
+        if entry.name == LOCK_NAME:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+class Run:
+    """One run directory. Create it (`Run.create`) only after the inputs were validated.
+
+    A created run holds an exclusive lock on its directory until `close()` (or the end of a `with`
+    block, or of the process), so two runs never write into one directory."""
+
+    def __init__(self, path: Path, command: str, _lock_fd: int | None = None):
         self.path = Path(path)
         self.command = command
+        self._lock_fd = _lock_fd
         self.path.mkdir(parents=True, exist_ok=True)
 
     @classmethod
-    def create(cls, command: str, config: dict[str, Any], out: Path | None = None, *, overwrite: bool = False) -> "Run":
-        """Make the directory and write `config.json` (resolved config plus environment)."""
-        run = cls(Path(out) if out is not None else default_run_dir(command), command)
+    def create(cls, command: str, config: dict[str, Any], out: Path | None = None, *,
+               overwrite: bool = False) -> "Run":
+        """Make (or take) the directory, lock it and write `config.json`.
+
+        An existing non-empty directory is refused and left as it was, unless `overwrite`, which empties
+        it first (a directory never mixes two runs' files). A directory another live run holds is
+        refused either way; the lock is checked first so that is what the error says."""
+        path = Path(out) if out is not None else default_run_dir(command)
+        _check_usable(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SplitlabError(f"cannot create run directory {path} ({exc.strerror}); "
+                                "pass --out a writable place") from None
+        fd, created = _acquire(path)
+        try:
+            if any(entry.name != LOCK_NAME for entry in path.iterdir()):
+                if not overwrite:
+                    raise SplitlabError(f"run directory {path} is not empty; pass another --out, "
+                                        "or --overwrite to replace what is there")
+                if not (path / "config.json").is_file():   # never empty a folder that is not a run
+                    raise SplitlabError(f"run directory {path} is not empty and is not a splitlab run "
+                                        "(no config.json); --overwrite replaces only runs, pass another --out")
+                _empty(path)
+        except BaseException:
+            if created:                      # leave a refused directory exactly as it was
+                (path / LOCK_NAME).unlink(missing_ok=True)
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        run = cls(path, command, fd)
         run.write_json("config.json", {
             "command": command,
+            "argv": list(sys.argv),
             "created": _dt.datetime.now().isoformat(timespec="seconds"),
             "config": config,
             "environment": environment(),
         })
         run.log(f"{command}: run directory {run.path}")
         return run
+
+    def close(self) -> None:
+        """Release the directory's lock (idempotent)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)       # closing the descriptor drops the flock
+            self._lock_fd = None
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_lock_fd", None) is not None:
+            self.close()
 
     def file(self, name: str) -> Path:
         return self.path / name

@@ -12,16 +12,31 @@ import torch
 from vfl.errors import SplitlabError
 
 
+_DEVICES = "use auto, cpu or cuda[:N]"
+
+
 def resolve_device(name: str = "auto") -> torch.device:
-    """`auto` picks CUDA when present, else the CPU; an explicit name must exist here."""
-    if name == "auto":
+    """`auto` picks CUDA when present, else the CPU; otherwise `cpu` or `cuda[:N]` with that GPU present.
+
+    torch accepts many more names (meta, mps, xla, cpu:3, cuda:99) that fail later or silently compute
+    nothing (meta); they are refused here, before anything is loaded or written."""
+    text = str(name).strip().lower()
+    if text == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise SplitlabError(f"unknown device {name!r}; use auto, cpu or cuda[:N]") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
+        device = torch.device(text)
+    except (RuntimeError, ValueError, TypeError):
+        raise SplitlabError(f"unknown device {name!r}; {_DEVICES}") from None
+    if device.type == "cpu" and device.index in (None, 0):
+        return torch.device("cpu")
+    if device.type != "cuda":
+        raise SplitlabError(f"device {name!r} cannot run the lab; {_DEVICES}")
+    if not torch.cuda.is_available():
         raise SplitlabError(f"device {name!r} asked for but CUDA is not available here; use --device cpu or auto")
+    count = torch.cuda.device_count()
+    if device.index is not None and device.index >= count:
+        raise SplitlabError(f"device {name!r}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; "
+                            f"{_DEVICES}")
     return device
 
 

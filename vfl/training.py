@@ -12,16 +12,20 @@ from typing import Any
 import torch
 
 from vfl import data as datasets
-from vfl.defences import parse_defences, parse_spec, transformed_shape
-from vfl.errors import SplitlabError
+from vfl.defences import SEED, parse_defences, parse_spec, transformed_shape
+from vfl.errors import SplitlabError, lookup
 from vfl.models import arch_spec, build_split, check_cut_layer, check_input_shape
 from vfl.progress import progress_bar
 from vfl.protocol import OPTIMIZERS, Client, Server, evaluate, make_optimizer, train_epoch
 from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
+from vfl.validate import check_int, check_number
 
 CHECKPOINT_FORMAT = "splitlab-checkpoint/1"
+
+MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
+"""Far above any run here; they catch a typo (an extra digit) before hours of training are queued."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,11 @@ class TrainConfig:
         spec = arch_spec(self.arch)
         check_cut_layer(spec, self.cut_layer)
         check_input_shape(spec, datasets.dataset_spec(self.dataset).image_shape, self.dataset)
-        if self.optimizer not in OPTIMIZERS:
-            raise SplitlabError(f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}")
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise SplitlabError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.lr <= 0:
-            raise SplitlabError("--lr must be positive")
+        lookup(dict.fromkeys(OPTIMIZERS), self.optimizer, "optimizer")     # OPTIMIZERS is a tuple
+        check_int("--epochs", self.epochs, low=1, high=MAX_EPOCHS)
+        check_int("--batch-size", self.batch_size, low=1, high=MAX_BATCH_SIZE)
+        check_number("--lr", self.lr, low=0, low_open=True)
+        SEED.check("--seed", self.seed)
         for item in parse_spec(self.defence, datasets.dataset_spec(self.dataset).image_shape):
             if item.name == "semi-orthogonal" and not spec.flat_input:
                 raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "
@@ -161,8 +163,11 @@ def save_checkpoint(path: Path, trained: TrainedSplit) -> Path:
     return Path(path)
 
 
-def load_checkpoint(path: Path | str, device: str = "auto") -> TrainedSplit:
-    """Rebuild client and server from a checkpoint (`torch.load(weights_only=True)`)."""
+def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | str | None = None) -> TrainedSplit:
+    """Rebuild client and server from a checkpoint (`torch.load(weights_only=True)`) on `device`.
+
+    `data_root`, when given, replaces the one saved at training time (the data may have moved, and the
+    errors tell users to pass --data-root); the returned config carries it, for loading the test data."""
     path = Path(path)
     if not path.is_file():
         raise SplitlabError(f"checkpoint {path} not found; train one with `splitlab train --out DIR` "
@@ -172,6 +177,8 @@ def load_checkpoint(path: Path | str, device: str = "auto") -> TrainedSplit:
         if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a splitlab checkpoint")
         saved = dict(blob["config"], device=device)
+        if data_root is not None:
+            saved["data_root"] = str(data_root)
         config = TrainConfig(**saved)
         config.validate()
         needs_data = any(item.name == "dp" for item in parse_spec(config.defence))

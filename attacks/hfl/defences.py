@@ -14,7 +14,8 @@ attacker may know which defence was used but not its randomness.
   u <- round(u / s) * s with s = max|u| / (2^(N-1) - 1) (deterministic rounding; N >= 2).
 - `none`: upload as computed.
 
-Specs are `name[:key=value,...]`, one defence per run.
+Specs are `name[:key=value,...]`, one defence per run, parsed by `vfl.defences.parse_item` against
+`UPLOAD_DEFENCES` (so both settings check names, types and ranges the same way).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from typing import Sequence
 
 import torch
 
-from vfl.errors import SplitlabError
+from vfl.defences import parse_item
+from vfl.validate import Option
 
 __all__ = ["Defence", "NoDefence", "GaussianNoise", "TopK", "Quantise", "parse_defence"]
 
@@ -105,46 +107,24 @@ class Quantise:
 
 Defence = NoDefence | GaussianNoise | TopK | Quantise
 
-_FIELDS = {"gaussian": {"sigma": float, "clip": float}, "topk": {"keep": float}, "quant": {"bits": int}, "none": {}}
-_REQUIRED = {"gaussian": ("sigma",), "topk": ("keep",), "quant": ("bits",), "none": ()}
-_EXAMPLES = "none, gaussian:sigma=1e-3,clip=4, topk:keep=0.1 or quant:bits=4"
+UPLOAD_DEFENCES: dict[str, dict[str, Option]] = {
+    "none": {},
+    "gaussian": {"sigma": Option(low=0, required=True), "clip": Option(low=0, low_open=True)},
+    "topk": {"keep": Option(low=0, high=1, low_open=True, required=True)},
+    "quant": {"bits": Option(integer=True, low=2, high=32, required=True)},
+}
+"""Upload defences: name -> option -> type and range, read by vfl.defences' one spec parser."""
 
 
 def parse_defence(spec: str) -> Defence:
-    """`gaussian:sigma=1e-3,clip=4`, `topk:keep=0.1`, `quant:bits=4` or `none`; bad specs raise SplitlabError."""
-    text = (spec or "none").strip()
-    name, _, rest = text.partition(":")
-    name = name.strip().lower()
-    if name not in _FIELDS:
-        raise SplitlabError(f"unknown defence {name!r} in {spec!r}; use {_EXAMPLES}")
-    values: dict[str, float | int] = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or key not in _FIELDS[name]:
-            allowed = ", ".join(_FIELDS[name]) or "no options"
-            raise SplitlabError(f"defence {name} takes {allowed}; got {item!r} in {spec!r}")
-        try:
-            values[key] = _FIELDS[name][key](value.strip())
-        except ValueError:
-            kind = "an integer" if _FIELDS[name][key] is int else "a number"
-            raise SplitlabError(f"defence {name}: {key}={value.strip()!r} is not {kind}") from None
-    missing = [k for k in _REQUIRED[name] if k not in values]
-    if missing:
-        raise SplitlabError(f"defence {name} needs {', '.join(missing)}, e.g. {_EXAMPLES}")
-    if name == "none":
-        return NoDefence()
-    if name == "gaussian":
-        sigma, clip = float(values["sigma"]), values.get("clip")
-        if not math.isfinite(sigma) or sigma < 0 or (clip is not None and not clip > 0):
-            raise SplitlabError(f"defence gaussian needs sigma >= 0 and clip > 0; got {spec!r}")
-        return GaussianNoise(sigma, None if clip is None else float(clip))
-    if name == "topk":
-        keep = float(values["keep"])
-        if not 0 < keep <= 1:
-            raise SplitlabError(f"defence topk needs 0 < keep <= 1; got {spec!r}")
-        return TopK(keep)
-    bits = int(values["bits"])
-    if not 2 <= bits <= 32:
-        raise SplitlabError(f"defence quant needs 2 <= bits <= 32; got {spec!r}")
-    return Quantise(bits)
+    """`gaussian:sigma=1e-3,clip=4`, `topk:keep=0.1`, `quant:bits=4` or `none` (one defence per run);
+    bad specs raise SplitlabError."""
+    item = parse_item(spec or "none", UPLOAD_DEFENCES, "gaussian:sigma=1e-3,clip=4")
+    o = item.options
+    if item.name == "gaussian":
+        return GaussianNoise(o["sigma"], o.get("clip"))
+    if item.name == "topk":
+        return TopK(o["keep"])
+    if item.name == "quant":
+        return Quantise(o["bits"])
+    return NoDefence()
