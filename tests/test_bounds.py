@@ -12,7 +12,7 @@ from splitlab.cli import app
 from theory_checks.bounds.attacks import AttackSettings, attack
 from theory_checks.bounds.constants import heterogeneity
 from theory_checks.bounds.experiment import BoundsConfig, convergence, curvature, fl_setting, kendall_tau
-from theory_checks.bounds.fedavg import fedavg, schedule_gamma, split_evenly, step_sizes
+from theory_checks.bounds.fedavg import schedule_gamma, split_evenly, step_sizes
 from theory_checks.bounds.lipschitz import Node, autolip, chain, power_iteration, spectral_norm
 from theory_checks.bounds.logreg import LogReg, load_digits, newton
 from theory_checks.bounds.surrogate import checkpoints, fit, ridge_fit
@@ -162,7 +162,8 @@ def test_surrogate_layers_fit_by_ridge_least_squares_and_its_lipschitz_bound_hol
     a, m_true = gaussian(400, 6, seed=8), gaussian(3, 6, seed=9)
     y = a @ m_true.T + 0.5
     m, b = ridge_fit(a, y, 0.0)
-    assert torch.allclose(m, m_true, atol=1e-10) and torch.allclose(b, torch.full((3,), 0.5, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(m, m_true, atol=1e-10)
+    assert torch.allclose(b, torch.full((3,), 0.5, dtype=torch.float64), atol=1e-10)
     shrunk, _ = ridge_fit(a, y, 1.0)
     assert shrunk.norm() < m.norm()                                   # the ridge shrinks the layer
     targets = torch.sigmoid(gaussian(3, 400, 5, seed=10))
@@ -240,6 +241,7 @@ def test_cli_bounds_table(tmp_path):
     (["--ridge", "-1"], "--ridge"), (["--ridge", "nan"], "--ridge"), (["--layers", "30"], "--layers"),
     (["--surrogate-input", "w"], "--surrogate-input"), (["--attacks", "dlg,foo"], "--attacks"),
     (["--init-std", "0"], "--init-std"), (["--lr", "inf"], "--lr"), (["--digits", "0,1,2"], "--digits"),
+    (["--samples", "400"], "--samples"), (["--digits", "0,12"], "digits"),
 ])
 def test_cli_bounds_refuses_bad_input_before_the_run_directory(tmp_path, args, message):
     out = tmp_path / "run"

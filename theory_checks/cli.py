@@ -162,7 +162,9 @@ def bounds(
                           attack=replace(AttackSettings(), steps=attack_steps, lr=lr, init_mean=init_mean,
                                          init_std=init_std),
                           sensitivity=sensitivity, trends=trends, seed=seed)
-    load_digits(digit_tuple)                        # a bad digit list fails here, before the run directory
+    available = len(load_digits(digit_tuple).labels)        # bad digits fail here, before the run directory
+    check_int("--devices", devices, low=1, high=available)
+    check_int("--samples", samples, low=1, high=available // devices * devices)
     run = Run.create("bounds", asdict(config), out)
     with one_intra_op_thread():
         metrics = measure(config)
@@ -183,7 +185,8 @@ def bounds(
                             [{"attack": n, **a, "ratio_pairs": f"{a['empirical_ratio']['pair_mean_min']:.3g}-"
                               f"{a['empirical_ratio']['pair_mean_max']:.3g}",
                               "ratio_max": a["empirical_ratio"]["trial_max"],
-                              "C2_pass": a["lipschitz_step"]["pass_rate"], "C2_worst": a["lipschitz_step"]["worst_ratio"]}
+                              "C2_pass": a["lipschitz_step"]["pass_rate"],
+                              "C2_worst": a["lipschitz_step"]["worst_ratio"]}
                              for n, a in metrics["attacks"].items()], ATTACK_COLUMNS))
         if "sensitivity" in metrics:
             console.print(table("L_R sensitivity (bounds at round T)", [

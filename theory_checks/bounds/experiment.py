@@ -13,14 +13,13 @@ Choices (the paper is silent or ambiguous; each is a field of `BoundsConfig`):
 from __future__ import annotations
 
 import itertools
-import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from theory_checks.bounds.attacks import ATTACKS, AttackRun, AttackSettings, attack, observe
-from theory_checks.bounds.constants import Constants, constants, heterogeneity
+from theory_checks.bounds.constants import Constants, constants
 from theory_checks.bounds.fedavg import (Federation, Trajectory, fedavg, schedule_gamma, split_evenly, step_sizes)
 from theory_checks.bounds.logreg import LogReg, load_digits
 from theory_checks.bounds.surrogate import checkpoints, fit, surrogate_input
@@ -186,8 +185,9 @@ def lipschitz_step(run: AttackRun, weights: torch.Tensor, L_R: float) -> dict:
 
 
 def bound_table(config: BoundsConfig, c: Constants, rounds: tuple[int, ...], runs: dict[str, AttackRun],
-                lip: dict[str, dict], d: int) -> list[dict]:
-    """One row per attack and round: bound by round and by step, mean and best-of-inits error, bound/d."""
+                lip: dict[str, dict], d: int, partial: Constants | None = None) -> list[dict]:
+    """One row per attack and round: bound by round and by step, mean and best-of-inits error, bound/d; with
+    `partial`, also Theorem 2's bound (B + C from the partial-participation run) with the same err(w*), L_R."""
     rows = []
     for name, run in runs.items():
         err_star = float(run.errors[-1].mean())
@@ -198,7 +198,8 @@ def bound_table(config: BoundsConfig, c: Constants, rounds: tuple[int, ...], run
             rows.append({"attack": name, "round": r, "bound": by_round, "bound_by_step": by_step,
                          "mean": float(run.errors[i].mean()), "best": float(run.errors[i].min(-1).values.mean()),
                          "bound/d": by_round / d, "L_R": L_R, "err_w_star": err_star,
-                         "mean<=bound": float(run.errors[i].mean()) <= by_round})
+                         "mean<=bound": float(run.errors[i].mean()) <= by_round,
+                         **({"bound_theorem2": partial.bound(err_star, L_R, r)} if partial is not None else {})})
     return rows
 
 
@@ -249,7 +250,8 @@ def trends(config: BoundsConfig, runs_summary: dict[str, dict]) -> list[dict]:
             variant = replace(config, **{{"E": "local_steps", "N": "devices", "T": "rounds"}[axis]: value})
             setting = fl_setting(variant, partial=False)
             c, T, E = setting.full_constants, variant.rounds, variant.local_steps
-            out.append({"axis": axis, "value": value, "phi_T": float(c.phi(T)), "phi_T_by_step": float(c.phi(T * E + 1)),
+            out.append({"axis": axis, "value": value, "phi_T": float(c.phi(T)),
+                        "phi_T_by_step": float(c.phi(T * E + 1)),
                         "phi_1": float(c.phi(1)), "B": c.B, "Gamma": c.Gamma, "gamma": c.gamma,
                         "bound_T": {n: c.bound(s["err_w_star"], s["L_R"], T) for n, s in runs_summary.items()}})
     return out
@@ -266,8 +268,8 @@ def measure(config: BoundsConfig) -> dict:
     weights = torch.stack([setting.full.after_round(r)[0] for r in rounds] + [c.w_star])
     grads = observe(model, weights, x, y)
     L_g = lipschitz_of_gradient(model, x)
-    record = sorted(set(checkpoints(config.attack.steps, config.layers)) | (
-        {k for h in SENSITIVITY["layers"] for k in checkpoints(config.attack.steps, h)} if config.sensitivity else set()))
+    depths = (config.layers,) + (SENSITIVITY["layers"] if config.sensitivity else ())
+    record = sorted({k for h in depths for k in checkpoints(config.attack.steps, h)})
     fl_seconds = time.perf_counter() - start
     runs = {name: attack(name, model, weights, x, y, inits=config.inits, settings=config.attack, record=record,
                          seed=config.seed) for name in config.attacks}
@@ -275,7 +277,7 @@ def measure(config: BoundsConfig) -> dict:
     lip = {name: surrogate_fit(run, weights, grads, kind=config.surrogate_input, ridge=config.ridge,
                                layers=config.layers, feed=config.feed, steps=config.attack.steps, L_g=L_g)
            for name, run in runs.items()}
-    rows = bound_table(config, c, rounds, runs, lip, d)
+    rows = bound_table(config, c, rounds, runs, lip, d, setting.partial_constants)
     summary = {name: {"err_w_star": float(run.errors[-1].mean()), "L_R": lip[name][config.lipschitz],
                       "L_R_full": lip[name]["full"], "L_R_w": lip[name]["w"], "fit_mse": lip[name]["fit_mse"],
                       "label_accuracy": run.label_accuracy, "empirical_ratio": empirical_ratio(run, weights),
@@ -298,6 +300,8 @@ def measure(config: BoundsConfig) -> dict:
         "any_bound_below_d": any(row["bound"] < d for row in rows),
         "idlg_below_dlg_by_bound": idlg_below_dlg(rows, rounds[-1]),
         "seconds": {"fl": fl_seconds, "attacks": attack_seconds},
+        "deviations": {"ggl": "PCA-linear decoder (top-k components of all digits) instead of a pretrained GAN; "
+                              "no gradient-clipping defence T"} if "ggl" in runs else {},
     }
     if config.sensitivity:
         result["sensitivity"] = sensitivity(config, c, rounds, runs, weights, grads, L_g, d)
