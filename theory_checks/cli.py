@@ -74,7 +74,7 @@ ROW_COLUMNS = ["attack", "round", "bound", "bound_by_step", "mean", "best", "bou
 ORDER_COLUMNS = ["round", "by_bound", "by_mean", "by_best", "tau_mean", "tau_best"]
 ATTACK_COLUMNS = ["attack", "L_R_full", "L_R_w", "fit_mse", "err_w_star", "label_accuracy", "ratio_pairs", "ratio_max",
                   "C2_pass", "C2_worst"]
-SENSITIVITY_COLUMNS = ["ridge", "input", "layers", "L_R_full", "L_R_w", "iDLG<DLG", "any<d", "min_bound/d"]
+SENSITIVITY_COLUMNS = ["ridge", "input", "layers", "L_R_full", "L_R_w", "C2_pass", "iDLG<DLG", "any<d", "min_bound/d"]
 TREND_COLUMNS = ["axis", "value", "phi_1", "phi_T", "phi_T_by_step", "B", "Gamma", "bounds_T"]
 
 
@@ -192,6 +192,7 @@ def bounds(
             console.print(table("L_R sensitivity (bounds at round T)", [
                 {**s, "L_R_full": " ".join(f"{n} {v:.3g}" for n, v in s["L_R_full"].items()),
                  "L_R_w": " ".join(f"{n} {v:.3g}" for n, v in s["L_R_w"].items()),
+                 "C2_pass": " ".join(f"{n} {v:.2g}" for n, v in s["C2_pass"].items()),
                  "iDLG<DLG": s["idlg_below_dlg"], "any<d": s["any_below_d"]} for s in metrics["sensitivity"]],
                 SENSITIVITY_COLUMNS))
         if "trends" in metrics:

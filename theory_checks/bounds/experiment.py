@@ -223,8 +223,8 @@ def idlg_below_dlg(rows: list[dict], r: int) -> bool | None:
 
 def sensitivity(config: BoundsConfig, c: Constants, rounds: tuple[int, ...], runs: dict[str, AttackRun],
                 weights: torch.Tensor, grads: torch.Tensor, L_g: float, d: int) -> list[dict]:
-    """D8: L_R for every (ridge, input, H) of `SENSITIVITY`, and whether iDLG < DLG by bound at round T
-    and whether any bound at T falls below d survive."""
+    """D8: L_R for every (ridge, input, H) of `SENSITIVITY`, whether iDLG < DLG by bound at round T and
+    whether any bound at T falls below d survive, and each attack's C2 pass rate with that L_R."""
     out = []
     for ridge, kind, layers in itertools.product(*SENSITIVITY.values()):
         variant = replace(config, ridge=ridge, surrogate_input=kind, layers=layers)
@@ -234,6 +234,8 @@ def sensitivity(config: BoundsConfig, c: Constants, rounds: tuple[int, ...], run
         out.append({"ridge": ridge, "input": kind, "layers": layers,
                     "L_R_full": {n: v["full"] for n, v in lip.items()}, "L_R_w": {n: v["w"] for n, v in lip.items()},
                     "fit_mse": {n: v["fit_mse"] for n, v in lip.items()},
+                    "C2_pass": {n: lipschitz_step(run, weights, lip[n][config.lipschitz])["pass_rate"]
+                                for n, run in runs.items()},
                     "bound_T": {row["attack"]: row["bound"] for row in rows},
                     "idlg_below_dlg": idlg_below_dlg(rows, rounds[-1]),
                     "any_below_d": any(row["bound"] < d for row in rows),
