@@ -9,6 +9,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from theory_checks import convergence, invariance
+from theory_checks.bounds import checks as bounds
 from theory_checks.records import DTYPES, CheckResult
 from vfl.errors import SplitlabError
 
@@ -31,6 +32,14 @@ CHECKS: dict[str, Check] = {
     "lemma4-preconditioner-bound": convergence.lemma4_preconditioner_bound,
     "lemma5-descent": convergence.lemma5_descent,
     "lemma6-pl-descent": convergence.lemma6_pl_descent,
+    "bounds-smoothness": bounds.smoothness,
+    "bounds-step-size": bounds.step_size,
+    "bounds-power-iteration": bounds.power_method,
+    "bounds-autolip-mlp": bounds.autolip_mlp,
+    "bounds-autolip-residual": bounds.autolip_residual,
+    "bounds-idlg-labels": bounds.idlg_labels,
+    "bounds-gamma-nonnegative": bounds.gamma_nonnegative,
+    "bounds-fedavg-rate": bounds.fedavg_rate,
 }
 """Name -> check. Each check is called as `check(dtype=...)` and returns a `CheckResult` of that name."""
 

@@ -1,0 +1,203 @@
+"""The attacks of Alg. 4 as engine runs: plain GD on the gradient-matching loss, then Clip(0, 1).
+
+    x'_{i+1} = Clip(x'_i - eta grad_{x'} [GML(g_w(x, y), g_w(x', y')) + lam Reg(x')], 0, 1),  i < I
+
+- dlg: soft label y' = softmax(l'), l'_0 ~ N(0, 1), optimised jointly with x'; GML = ||.||^2 (Zhu et al.).
+- idlg: the label by iDLG's sign rule (`LogReg.idlg_label`), then the same GML (Zhao et al.).
+- invgrad: the sign-rule label, GML = 1 - cos, Reg = TV (anisotropic, `tv_l1`) (Geiping et al.).
+- ggl: x' = G(z'), G a PCA-linear decoder (mean + top-k principal directions scaled by sqrt(eigenvalue),
+  fitted on all of digits), z'_0 ~ N(0, I_k), the sign-rule label, GML = ||.||^2, Reg = (||z'||^2 - k)^2,
+  GD on z', output Clip(G(z'_I), 0, 1). DEVIATION: the paper uses a pretrained GAN generator, and its
+  clipping defence T is not applied (all attacks see the same unclipped gradient; errata 17).
+
+g_w(x, y) = grad_w [CE(F(x; w), y) + lam ||w||^2] is the full per-sample gradient of the clients' loss
+(`RegularisedGradient`: the engine's `FedSGDGradient` plus 2 lam w). The attack returns the last iterate
+x'_I (Alg. 1 returns x'_I, not the best iterate). Choices where the paper is silent, all settings:
+the init N(init_mean, init_std^2) (Alg. 4's N(0, 1) by default; Fig. 1 uses N(1, 1), errata 9), Clip(0, 1)
+rather than Alg. 4's max(., 0) (errata 10), step sizes, I and the TV and latent weights (§4: not given).
+Trials are (weights, sample, init) triples run together by `attacks.engine.run`; the same inits are used
+at every weight vector, so R(w_a) - R(w_b) compares one init.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from attacks.engine import (SGD, Block, BoxClamp, Cosine, FedSGDGradient, Hook, Objective, Prior, Schedule, SquaredL2,
+                            run, tv_l1)
+from theory_checks.bounds.logreg import DTYPE, LogReg, load_digits
+from vfl.errors import SplitlabError
+from vfl.runtime import generator
+
+ATTACKS = ("dlg", "idlg", "invgrad", "ggl")
+
+
+@dataclass(frozen=True)
+class AttackSettings:
+    """Alg. 4's free hyperparameters (the paper gives none of them)."""
+    steps: int = 200
+    """I, GD iterations."""
+    lr: float = 0.5
+    """eta for dlg and idlg (squared-L2 match)."""
+    invgrad_lr: float = 50.0
+    """eta for invgrad: the cosine match has gradients about 100x smaller than the squared one here."""
+    tv: float = 1e-2
+    """lam, the TV weight of invgrad."""
+    ggl_lr: float = 0.5
+    latent: int = 16
+    """k, GGL's latent size (PCA components)."""
+    latent_weight: float = 1e-3
+    """lam, the weight of GGL's (||z||^2 - k)^2."""
+    init_mean: float = 0.0
+    init_std: float = 1.0
+
+
+@dataclass(frozen=True)
+class RegularisedGradient:
+    """g_w(x, y) = FedSGDGradient + 2 lam w: the gradient of the clients' regularised per-sample loss."""
+    inner: FedSGDGradient
+    lam: float
+
+    def __call__(self, variables, context) -> list[torch.Tensor]:
+        return [g + 2 * self.lam * w for g, w in zip(self.inner(variables, context), context["params"].values())]
+
+
+@dataclass(frozen=True)
+class PCADecoder:
+    """G(z) = mean + z (sqrt(eig_k) V_k^T): a Gaussian fit of the data, z ~ N(0, I_k) (GGL deviation)."""
+    mean: torch.Tensor
+    basis: torch.Tensor
+    """(k, d)"""
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        return self.mean + z @ self.basis
+
+
+@functools.lru_cache(maxsize=4)
+def pca_decoder(latent: int) -> PCADecoder:
+    """Fitted on all 1,797 digits (the paper's GGL generator is trained on the whole dataset)."""
+    x = load_digits(tuple(range(10))).flat
+    mean = x.mean(0)
+    _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
+    scale = s[:latent] / (x.shape[0] - 1) ** 0.5
+    return PCADecoder(mean, scale[:, None] * vh[:latent])
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """The simulator of GGL: x = G(z) reshaped to the image, then the gradient simulator."""
+    inner: RegularisedGradient
+    decoder: PCADecoder
+    shape: tuple[int, ...]
+
+    def __call__(self, variables, context) -> list[torch.Tensor]:
+        z = variables["z"]
+        return self.inner({"x": self.decoder(z).view(z.shape[0], *self.shape)}, context)
+
+
+class ClampFirst(BoxClamp):
+    """Clip(0, 1) on the block's first variable (the image) only, not on DLG's label logits."""
+
+    def after_step(self, params):
+        super().after_step(params[:1])
+
+
+@dataclass(eq=False)
+class Snapshots(Hook):
+    """Records a copy of the block's first variable after the steps in `at` (1-based; after the clamp when
+    listed after it): the intermediate iterates x'_i the unrolled surrogate is fitted to."""
+    at: frozenset[int]
+    taken: dict[int, torch.Tensor] = field(default_factory=dict)
+    step: int = 0
+
+    def after_step(self, params):
+        self.step += 1
+        if self.step in self.at:
+            self.taken[self.step] = params[0].detach().clone()
+
+
+@dataclass(frozen=True)
+class AttackRun:
+    """One attack at P weight vectors, M samples, R inits; images flattened to d.
+    `iterates` (len(steps), P, M, R, d) at `steps`; `final` (P, M, R, d) = x'_I; `start` (M, R, d) = x'_0
+    (GGL: G(z'_0)); `errors` (P, M, R) = ||x - x'_I||^2."""
+    attack: str
+    steps: tuple[int, ...]
+    iterates: torch.Tensor
+    final: torch.Tensor
+    start: torch.Tensor
+    errors: torch.Tensor
+    label_accuracy: float
+    """Share of trials with the right label: the sign rule's (idlg, invgrad, ggl), argmax l'_I (dlg)."""
+    seconds: float
+
+
+def observe(model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The true gradients g_{w}(x_m, y_m) for every weight vector and sample: (P, M, p)."""
+    return model.sample_grads(weights[:, None], x.flatten(1)[None], y[None])
+
+
+def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, inits: int,
+           settings: AttackSettings = AttackSettings(), record: Sequence[int] = (), seed: int = 0) -> AttackRun:
+    """Run `name` on the gradients of samples x (M, 1, 8, 8), labels y (M,) at weights (P, p), from `inits`
+    starts per sample (the same starts at every weight vector), recording iterates after `record` steps."""
+    if name not in ATTACKS:
+        raise SplitlabError(f"unknown attack {name!r}; choose one of: {', '.join(ATTACKS)}")
+    s = settings
+    P, M, R = weights.shape[0], x.shape[0], inits
+    image = tuple(x.shape[1:])
+    observed = observe(model, weights, x, y)                                   # (P, M, p)
+    gen = generator(seed)
+    x0 = s.init_mean + s.init_std * torch.randn(M, R, 1, *image, generator=gen, dtype=DTYPE)
+    logits0 = torch.randn(M, R, 1, model.classes, generator=gen, dtype=DTYPE)
+    z0 = torch.randn(M, R, 1, s.latent, generator=gen, dtype=DTYPE)
+    labels = model.idlg_label(weights[:, None], observed)                       # (P, M)
+    accuracy = float((labels == y[None]).double().mean())
+
+    def trials(t: torch.Tensor) -> torch.Tensor:                               # (P, M, ...) -> (P*M*R, ...)
+        return t[:, :, None].expand(P, M, R, *t.shape[2:]).flatten(0, 2)
+
+    def starts(t: torch.Tensor) -> torch.Tensor:                               # (M, R, ...) -> (P*M*R, ...)
+        return t[None].expand(P, *t.shape).flatten(0, 2)
+
+    gradient = RegularisedGradient(FedSGDGradient(model.network(weights[0])), model.lam)
+    context = {"params": {"weight": trials(weights[:, None].expand(P, M, -1))}}
+    snapshots = Snapshots(frozenset(record))
+    if name == "ggl":
+        decoder = pca_decoder(s.latent)
+        objective = Objective(Decoded(gradient, decoder, image), SquaredL2(),
+                              (Prior("latent", "z", lambda z: (z.square().sum() - s.latent) ** 2, s.latent_weight),))
+        variables, update, lr, hooks = {"z": starts(z0)}, ("z",), s.ggl_lr, (snapshots,)
+    else:
+        match = Cosine() if name == "invgrad" else SquaredL2()
+        priors = (Prior("tv", "x", tv_l1, s.tv),) if name == "invgrad" else ()
+        objective = Objective(gradient, match, priors)
+        variables = {"x": starts(x0)}
+        if name == "dlg":
+            variables["label_logits"] = starts(logits0)
+        update = tuple(variables)
+        lr = {"dlg": s.lr, "idlg": s.lr, "invgrad": s.invgrad_lr}[name]
+        hooks = (ClampFirst(0.0, 1.0), snapshots)
+    if name != "dlg":
+        context["labels"] = trials(labels[..., None])
+    target = {"observed": [trials(observed)], "context": context}
+    result = run(objective, variables, target, Schedule((Block(update, SGD(lr), s.steps, hooks=hooks),)),
+                 per_trial_target=True, keep=update, progress=False, description=f"bounds {name}")
+
+    def pixels(t: torch.Tensor) -> torch.Tensor:                               # trial variable -> (P, M, R, d)
+        if name == "ggl":
+            t = decoder(t).clamp(0.0, 1.0)
+        return t.reshape(P, M, R, -1)
+
+    final = pixels(result.final[update[0]])
+    steps = tuple(sorted(snapshots.taken))
+    iterates = torch.stack([pixels(snapshots.taken[k]) for k in steps]) if steps else final.new_zeros(0, *final.shape)
+    start = decoder(z0).reshape(M, R, -1) if name == "ggl" else x0.reshape(M, R, -1)
+    errors = (final - x.flatten(1)[None, :, None]).square().sum(-1)
+    if name == "dlg":                                                          # the label DLG found
+        found = result.final["label_logits"].argmax(-1).view(P, M, R)
+        accuracy = float((found == y[None, :, None]).double().mean())
+    return AttackRun(name, steps, iterates, final, start, errors, accuracy, result.seconds)
