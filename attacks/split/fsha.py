@@ -69,7 +69,7 @@ from vfl.runtime import adam, generator, resolve_device, wait_for
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["FSHA", "FshaSettings", "FshaObservation", "TrainedServer", "FshaVictim", "victim_for", "load_split",
-           "run_fsha", "paper", "paper_fashion", "quick", "LOG_FIELDS", "HISTORY_FIELDS", "curves_figure",
+           "prepare", "FshaSetup", "run_fsha", "paper", "paper_fashion", "quick", "LOG_FIELDS", "HISTORY_FIELDS", "curves_figure",
            "settings_record"]
 
 LOSSES = ("wgan", "bce")
@@ -651,6 +651,39 @@ def _interval_summary(rows: list[dict[str, float]], diverged: bool) -> dict[str,
             "best_iteration": None if best_row is None else best_row["iteration"]}
 
 
+@dataclass(eq=False)
+class FshaSetup:
+    """The victim side of one FSHA run, built and seeded from the victim, and the attacker's view of it."""
+    victim: FshaVictim
+    device: torch.device
+    private: datasets.ImageData
+    public: datasets.ImageData
+    client: Client
+    batches: BatchStream
+    """The client's private batches (its `last` is the batch of the latest round: ground truth)."""
+    targets: torch.Tensor
+    """The first private image of each class, [0,1], the dataset's shape: what the attack is scored on."""
+    transcript: Transcript
+    observation: FshaObservation
+
+
+def prepare(victim: FshaVictim, attack: FSHA, transcript: Transcript | None = None) -> FshaSetup:
+    """Load the split, build the honest client (initialised from `victim.seed`, Adam on f) and its private
+    batch stream (order from `victim.seed`), and the attacker's observation: the public split, the
+    feature shape, the client family and a `ClientSession` holding the targets."""
+    private, public = load_split(victim, attack.settings.batch_size)
+    device = resolve_device(victim.device)
+    model = build_client(victim.arch, victim.level, victim.width, seed=victim.seed).to(device)
+    client = Client(model, adam(model.parameters(), victim.lr_client, eps=victim.adam_eps,
+                                fused=device.type == "cuda"))
+    batches = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
+    targets, _ = datasets.first_of_each_class(private)
+    transcript = transcript if transcript is not None else Transcript()
+    session = ClientSession(client, batches, to_fsha_images(targets.to(device)), transcript)
+    observation = FshaObservation(public.images.to(device), victim.feature_shape, session, victim.arch)
+    return FshaSetup(victim, device, private, public, client, batches, targets, transcript, observation)
+
+
 def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: int = 0,
              lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
              progress: bool = True, interruptible: bool = False, transcript: Transcript | None = None) -> Outcome:
@@ -670,23 +703,14 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
     rounds early and what was reached is scored and written (`extras.interrupted`); otherwise Ctrl-C
     propagates, so a caller running several jobs (`splitlab compare`) stops as a whole.
     """
-    private, public = load_split(victim, attack.settings.batch_size)
-    device = resolve_device(victim.device)
+    side = prepare(victim, attack, transcript)
+    private, public, device, client = side.private, side.public, side.device, side.client
     log = run.log if run is not None else (lambda line: None)
     s = attack.settings
-
-    # The victim side: the honest client on its private batches; the targets it will be asked about.
-    model = build_client(victim.arch, victim.level, victim.width, seed=victim.seed).to(device)
-    client = Client(model, adam(model.parameters(), victim.lr_client, eps=victim.adam_eps,
-                                fused=device.type == "cuda"))
-    batches = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
-    targets, _ = datasets.first_of_each_class(private)
-    transcript = transcript if transcript is not None else Transcript()
-    session = ClientSession(client, batches, to_fsha_images(targets.to(device)), transcript)
-    observation = FshaObservation(public.images.to(device), victim.feature_shape, session, victim.arch)
+    targets, observation, transcript = side.targets, side.observation, side.transcript
 
     label = f"fsha {victim.arch} L{victim.level}"
-    rounds = _RoundLog(batches, s.log_every, s.iterations, device, log, label)
+    rounds = _RoundLog(side.batches, s.log_every, s.iterations, device, log, label)
     trained: list[TrainedServer] = []
 
     def hijack(obs: FshaObservation, *, seed: int, mode: str, progress: bool) -> Reconstruction:
@@ -719,17 +743,18 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
         "log": list(rounds.rows),
     })
     if run is not None:
-        write_fsha_outputs(run, outcome, controls, label)
+        write_fsha_outputs(run, outcome, controls)
     return outcome
 
 
 # --- outputs -----------------------------------------------------------------------------------------------
 
-def write_fsha_outputs(run: Run, outcome: Outcome, controls: torch.Tensor, label: str) -> None:
+def write_fsha_outputs(run: Run, outcome: Outcome, controls: torch.Tensor) -> None:
     """The driver's files (metrics.json, reconstruction.png, loss_curve.png) plus curves.png (Figure 5),
     reconstruction_control.png (targets, reconstructions, control) and reconstruction.pt."""
     m, rec = outcome.metrics, outcome.reconstruction
-    write_outputs(run, outcome, title=f"FSHA, {label}, {m['dataset']}")
+    label = f"{m['arch']} client, level {m['level']}, {m['dataset']}"
+    write_outputs(run, outcome, title=f"FSHA, {label}")
     run.save_figure("curves.png", curves_figure([(m["arch"], m["extras"]["log"])]))
     run.save_figure("reconstruction_control.png", image_grid(
         [("private", outcome.targets), ("reconstruction", outcome.shown), ("control f~^-1(f~(x))", controls.clamp(0, 1))],
