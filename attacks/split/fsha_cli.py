@@ -16,7 +16,18 @@ from vfl.cli import (DATA_ROOT_OPTION, DEVICE_OPTION, FID_OPTION, ITERATIONS_OPT
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 
-PRESET = "the preset's"
+
+
+def _preset(field: str, *, victim: bool = False) -> str:
+    """`[default: ...]` text for an option whose default is the preset's: its value in every preset."""
+    values = {}
+    for name in names_for("fsha"):
+        record = victim_for(name) if victim else settings(name, "fsha")
+        value = getattr(record, field)
+        values[name.split(".", 1)[1]] = f"{value:g}" if isinstance(value, float) else str(value)
+    if len(set(values.values())) == 1:
+        return f"the preset's: {next(iter(values.values()))}"
+    return "the preset's: " + ", ".join(f"{name} {value}" for name, value in values.items())
 
 
 def fsha(
@@ -24,30 +35,31 @@ def fsha(
                                "(short forms quick, paper, paper-fashion work too; quick fits a 2-core CPU in "
                                "minutes, paper is the paper's 3000 iterations)."),
     dataset: Optional[str] = typer.Option(None, help="Dataset; private = train split, public = test split.",
-                                          show_default="the preset's: mnist5k, fashion-mnist for paper-fashion"),
+                                          show_default=_preset("dataset", victim=True)),
     arch: str = typer.Option("resnet", "--arch", help="Client setup: resnet (FSHA's CNN) or mlp (dense, JAST)."),
     level: int = typer.Option(4, "--level", help="Split level 1-4."),
-    iterations: Optional[int] = typer.Option(None, "--iterations", help=ITERATIONS_OPTION.help, show_default=PRESET),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help=ITERATIONS_OPTION.help,
+                                            show_default=_preset("iterations")),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Private and public batch size.",
-                                             show_default=PRESET),
-    loss: Optional[str] = typer.Option(None, help="wgan or bce.", show_default="the preset's: wgan"),
+                                             show_default=_preset("batch_size")),
+    loss: Optional[str] = typer.Option(None, help="wgan or bce.", show_default=_preset("loss")),
     gp_norm: Optional[str] = typer.Option(None, "--gp-norm", help="Gradient-penalty norm: full or spatial "
                                           "(the original's per-channel norm over H, W).",
-                                          show_default="the preset's: full"),
+                                          show_default=_preset("gp_norm")),
     gp_weight: Optional[float] = typer.Option(None, "--gp-weight", help="Gradient-penalty weight.",
-                                              show_default="the preset's: 500"),
+                                              show_default=_preset("gp_weight")),
     width: Optional[float] = typer.Option(None, help="Multiplier on every network's widths, the client's and the "
-                                          "server's (paper 1.0).", show_default=PRESET),
+                                          "server's.", show_default=_preset("width")),
     lr_client: Optional[float] = typer.Option(None, "--lr-client", help="Client Adam learning rate.",
-                                              show_default=PRESET),
+                                              show_default=_preset("lr_client", victim=True)),
     lr_pilot: Optional[float] = typer.Option(None, "--lr-pilot", help="Pilot + decoder Adam learning rate.",
-                                             show_default=PRESET),
+                                             show_default=_preset("lr_pilot")),
     lr_discriminator: Optional[float] = typer.Option(None, "--lr-discriminator", help="Critic Adam learning rate.",
-                                                     show_default=PRESET),
+                                                     show_default=_preset("lr_discriminator")),
     discriminator_entry: Optional[str] = typer.Option(None, "--discriminator-entry", help="tf (what the TF code "
-                                                      "runs) or strided.", show_default="the preset's: tf"),
+                                                      "runs) or strided.", show_default=_preset("discriminator_entry")),
     log_every: Optional[int] = typer.Option(None, "--log-every", help="Log interval in iterations.",
-                                            show_default=PRESET),
+                                            show_default=_preset("log_every")),
     eval_images: int = typer.Option(1000, "--eval-images", help="Private images scored after training."),
     seed: int = typer.Option(0, "--seed", help="Seed of the victim (client init, private order) and of the "
                              "attack (its networks, public order, penalty draws; independent streams)."),
