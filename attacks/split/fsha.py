@@ -393,7 +393,15 @@ losses on the device. A true return value stops the attack as diverged (the expe
 
 @dataclass(frozen=True)
 class FSHA:
-    """The malicious server of the Feature-Space Hijacking Attack, as one attack object."""
+    """The malicious server of the Feature-Space Hijacking Attack, as one attack object.
+
+    Its Reconstruction is per target (trial t is target t): `trials` = f~^-1 of the targets' smashed
+    data after the rounds, converted to the dataset's [0,1] scale and shape (`to_dataset_images`);
+    `initial` = the same through the decoder as it was before the first round (the attack's initial
+    guess); `loss` = each target's client loss under the trained critic; `history` = the server's
+    losses per round (`HISTORY_FIELDS`, each (rounds, 1), on the device); `extras` = the server's own
+    quantities (rounds, interrupted, diverged_at, iterations_per_second, last-interval loss means).
+    """
     settings: FshaSettings = field(default_factory=quick)
     name = "fsha"
     observes = "public same-domain images, the smashed-data shape and a live session with the client"
