@@ -348,6 +348,50 @@ def test_same_seed_same_metrics_and_the_attack_seed_is_its_own():
     assert client[0].weight.shape == pilot[0].weight.shape and not torch.equal(client[0].weight, pilot[0].weight)
 
 
+# Pre-refactor numbers (tree 4ba6cd7, old API: settings_from("quick", arch=..., iterations=4, log_every=2,
+# width=1/16, batch_size=8, device="cpu", eval_images=16)): the log rows and the eval.
+_OLD_TINY = {
+    "resnet": ([(-3.1020188331604004, 0.8810425996780396, 228.1314697265625, 0.8980928659439087),
+                (-0.9697116613388062, 0.8681597709655762, 30.075088500976562, 0.8945497274398804)],
+               (0.8832852244377136, 0.8825597763061523)),
+    "mlp": ([(0.12470690906047821, 0.8830729722976685, 114.29620361328125, 0.8931974768638611),
+             (-1.2117183208465576, 0.8675218820571899, 50.24981689453125, 0.8930873870849609)],
+            (0.8986346125602722, 0.8812643885612488)),
+}
+
+
+@pytest.mark.parametrize("arch", SETUPS)
+def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypatch):
+    """The refactor changed the numbers only by giving victim and attacker their own seeds: with the old
+    seeding put back (one global seed; client, pilot, decoder, critic built in that order; one generator
+    for both batch orders; penalty draws continuing the global stream) the old log and eval come back."""
+    from attacks.split import fsha, fsha_networks as nets
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    shape = feature_shape(4, W)
+    client = build_client(arch, 4, W)
+    if arch == "resnet":
+        attacker = nets.AttackerNetworks(nets.pilot_cnn(shape, W), nets.decoder(shape, W),
+                                         nets.discriminator_cnn(shape, W), shape)
+    else:
+        attacker = nets.AttackerNetworks(nets.pilot_mlp(shape, W), nets.decoder(shape, W),
+                                         nets.discriminator_mlp(shape, W), shape)
+    penalty = torch.Generator()
+    penalty.set_state(torch.random.get_rng_state())
+    torch.random.set_rng_state(state)
+    shared = generator(0)
+    streams = iter([shared, shared, penalty])        # prepare(): private order; _Server: public order, penalty
+    monkeypatch.setattr(fsha, "build_client", lambda *a, **k: client)
+    monkeypatch.setattr(fsha, "build_attacker", lambda *a, **k: attacker)
+    monkeypatch.setattr(fsha, "generator", lambda seed: next(streams))
+    victim, attack = _tiny(arch)
+    e = run_fsha(victim, attack, progress=False).metrics["extras"]
+    rows, (rec, ctl) = _OLD_TINY[arch]
+    assert [(r["client_loss"], r["encoder_decoder_mse"], r["discriminator_loss"], r["reconstruction_mse"])
+            for r in e["log"]] == [pytest.approx(row, rel=1e-4) for row in rows]
+    assert (e["eval"]["reconstruction_mse_pm1"], e["eval"]["control_mse_pm1"]) == pytest.approx((rec, ctl), rel=1e-4)
+
+
 # --- the command ----------------------------------------------------------------------------------------
 
 def test_cli_writes_metrics_with_the_schema_curves_and_grids(tmp_path):
