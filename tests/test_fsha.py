@@ -387,8 +387,11 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
     victim, attack = _tiny(arch)
     e = run_fsha(victim, attack, progress=False).metrics["extras"]
     rows, (rec, ctl) = _OLD_TINY[arch]
-    assert [(r["client_loss"], r["encoder_decoder_mse"], r["discriminator_loss"], r["reconstruction_mse"])
-            for r in e["log"]] == [pytest.approx(row, rel=1e-4) for row in rows]
+    for got, (client_loss, ae, critic_loss, reconstruction) in zip(e["log"], rows):
+        # MSEs to 1e-4; the critic's scores are differences of large numbers, so they get 1e-2 absolute
+        # (the thread count moves them by ~1e-3; another seeding moves them by tens)
+        assert (got["encoder_decoder_mse"], got["reconstruction_mse"]) == pytest.approx((ae, reconstruction), rel=1e-4)
+        assert (got["client_loss"], got["discriminator_loss"]) == pytest.approx((client_loss, critic_loss), abs=1e-2)
     assert (e["eval"]["reconstruction_mse_pm1"], e["eval"]["control_mse_pm1"]) == pytest.approx((rec, ctl), rel=1e-4)
 
 
