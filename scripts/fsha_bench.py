@@ -3,32 +3,36 @@
     python scripts/fsha_bench.py                          # resnet and mlp, quick and paper presets, --device auto
     python scripts/fsha_bench.py --device cpu --threads 1 --iterations 10 --warmup 3
 
-Each row builds the run's parties (`attacks.split.fsha.build_parties`), runs `--warmup` rounds,
-then times `--iterations` rounds (synchronising CUDA before and after). The public PyTorch port of
-FSHA runs about 4 it/s on a GPU (10,000 iterations in 39.5 min, with `set_detect_anomaly` in every
-step); the issue's target is at least ten times that on a GPU.
+Each row builds the victim's client session and the attacker's observation (`attacks.split.fsha.prepare`,
+as `run_fsha` does), runs the attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh
+session for `--iterations` rounds, and reports the second run's loop time (`Reconstruction.seconds`: the rounds only, the device's queued work included,
+networks built before the clock starts). The public PyTorch port of FSHA runs about 4 it/s on a GPU
+(10,000 iterations in 39.5 min, with `set_detect_anomaly` in every step); the issue's target is at least
+ten times that on a GPU.
 """
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 import torch
 
-from attacks.split.fsha import build_parties, settings_from
-from vfl.runtime import timed
+from attacks.presets import settings
+from attacks.split.fsha import FSHA, prepare, victim_for
+from vfl.runtime import resolve_device
 
 
 def bench(preset: str, arch: str, device: str, iterations: int, warmup: int, level: int) -> dict:
-    settings = settings_from(preset, arch=arch, device=device, level=level)
-    parties = build_parties(settings)
-    for step in range(warmup):
-        parties.round(step)
-    seconds = timed(lambda: [parties.round(step) for step in range(warmup, warmup + iterations)], parties.device)
-    return {"preset": preset, "arch": arch, "level": level, "batch_size": settings.batch_size,
-            "width": settings.width, "device": str(parties.device), "threads": torch.get_num_threads(),
-            "iterations": iterations, "seconds_per_iteration": seconds / iterations,
-            "iterations_per_second": iterations / seconds}
+    s = settings(preset, "fsha")
+    victim = victim_for(s.preset, arch=arch, device=device, level=level)
+    attack = FSHA(replace(s, iterations=warmup, log_every=max(warmup, 1)))
+    attack(prepare(victim, attack).observation, seed=0)        # warm-up: allocator, kernels, caches
+    timed = FSHA(replace(s, iterations=iterations, log_every=iterations))
+    rec = timed(prepare(victim, timed).observation, seed=0)
+    return {"preset": s.preset, "arch": arch, "level": level, "batch_size": s.batch_size, "width": s.width,
+            "device": str(resolve_device(device)), "threads": torch.get_num_threads(), "iterations": iterations,
+            "seconds_per_iteration": rec.seconds / iterations, "iterations_per_second": iterations / rec.seconds}
 
 
 def main() -> None:
@@ -42,6 +46,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
     args = parser.parse_args()
+    if args.iterations < 1 or args.warmup < 1:
+        parser.error("--iterations and --warmup must be at least 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     for preset in args.presets:
@@ -50,9 +56,9 @@ def main() -> None:
             if args.json:
                 print(json.dumps(row), flush=True)
             else:
-                print(f"{preset:>13} {arch:>6} L{row['level']} batch {row['batch_size']:>3} width {row['width']:<5} "
-                      f"{row['device']:>5} threads {row['threads']}: {row['seconds_per_iteration']:.3f} s/it "
-                      f"= {row['iterations_per_second']:.2f} it/s", flush=True)
+                print(f"{row['preset']:>18} {arch:>6} L{row['level']} batch {row['batch_size']:>3} "
+                      f"width {row['width']:<5} {row['device']:>5} threads {row['threads']}: "
+                      f"{row['seconds_per_iteration']:.3f} s/it = {row['iterations_per_second']:.2f} it/s", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ in at typed points on the client: the input, the activations it sends, the gradi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -196,6 +196,36 @@ class MaliciousServer:
 
     def respond(self, message: Activations, labels: torch.Tensor | None = None) -> CutGradient:
         return CutGradient(message.step, self.choose_gradient(message.tensor, message.step).detach())
+
+
+class ClientSession:
+    """A running session of an honest client, as a malicious server meets it (FSHA's observation).
+
+    Through it the server can only (a) run one protocol round with `round(choose_gradient)`: the
+    client sends H = f(x) for its next private batch, `choose_gradient(H, step)` returns G, the client
+    backpropagates G and steps (`exchange` with a `MaliciousServer`); and (b) at the end ask for the
+    smashed data of the evaluation targets the victim side holds (`target_activations()`, client
+    inference). Private images stay inside; every message is recorded in `transcript` when given.
+    """
+
+    def __init__(self, client: Client, batches: Iterator[torch.Tensor], targets: torch.Tensor,
+                 transcript: Transcript | None = None):
+        self._client = client
+        self._batches = batches
+        self._targets = targets
+        self._transcript = transcript
+        self._step = 0
+
+    def round(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor]) -> int:
+        """One protocol round on the client's next private batch; returns the round's step number."""
+        step = self._step
+        exchange(self._client, MaliciousServer(choose_gradient), next(self._batches), None, step, self._transcript)
+        self._step += 1
+        return step
+
+    def target_activations(self) -> torch.Tensor:
+        """The client's smashed data of the evaluation targets (inference mode, detached)."""
+        return self._client.infer(self._targets).detach()
 
 
 def exchange(client: Client, server: Server | MaliciousServer, x: torch.Tensor, y: torch.Tensor | None,

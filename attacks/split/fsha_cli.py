@@ -8,69 +8,107 @@ from typing import Optional
 
 import typer
 
-from attacks.split.fsha import PRESETS, load_split, run_fsha, settings_from, settings_record
-from vfl.cli import DATA_ROOT_OPTION, DEVICE_OPTION, JSON_OPTION, OUT_OPTION, emit, handles_errors, table
+from attacks.metrics import load_fid, load_lpips
+from attacks.presets import names_for, settings
+from attacks.split.fsha import FSHA, load_split, run_fsha, victim_for
+from vfl.cli import (DATA_ROOT_OPTION, DEVICE_OPTION, FID_OPTION, ITERATIONS_OPTION, JSON_OPTION, LPIPS_OPTION,
+                     OUT_OPTION, OVERWRITE_OPTION, emit, handles_errors, table)
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 
 
+
+def _preset(field: str, *, victim: bool = False) -> str:
+    """`[default: ...]` text for an option whose default is the preset's: its value in every preset."""
+    values = {}
+    for name in names_for("fsha"):
+        record = victim_for(name) if victim else settings(name, "fsha")
+        value = getattr(record, field)
+        values[name.split(".", 1)[1]] = f"{value:g}" if isinstance(value, float) else str(value)
+    if len(set(values.values())) == 1:
+        return f"the preset's: {next(iter(values.values()))}"
+    return "the preset's: " + ", ".join(f"{name} {value}" for name, value in values.items())
+
+
 def fsha(
-    preset: str = typer.Option("paper", help=f"Settings to start from: {', '.join(PRESETS)} "
-                               "(quick fits a 2-core CPU in minutes; paper is the paper's 3000 iterations)."),
-    dataset: Optional[str] = typer.Option(None, help="Dataset; private = train split, public = test split "
-                                          "(default: the preset's, mnist5k for quick and paper)."),
-    arch: Optional[str] = typer.Option(None, help="Client setup: resnet (FSHA's CNN) or mlp (dense, JAST). "
-                                       "Default resnet."),
-    level: Optional[int] = typer.Option(None, help="Split level 1-4 (default 4)."),
-    iterations: Optional[int] = typer.Option(None, help="Protocol rounds (default: the preset's)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Private and public batch size."),
-    loss: Optional[str] = typer.Option(None, help="wgan (default) or bce."),
-    gp_norm: Optional[str] = typer.Option(None, "--gp-norm", help="Gradient-penalty norm: full (default) or "
-                                          "spatial (the original's per-channel norm over H, W)."),
-    gp_weight: Optional[float] = typer.Option(None, "--gp-weight", help="Gradient-penalty weight (default 500)."),
-    width: Optional[float] = typer.Option(None, help="Multiplier on every network's widths (paper 1.0)."),
-    lr_client: Optional[float] = typer.Option(None, "--lr-client", help="Client Adam learning rate."),
-    lr_pilot: Optional[float] = typer.Option(None, "--lr-pilot", help="Pilot + decoder Adam learning rate."),
-    lr_discriminator: Optional[float] = typer.Option(None, "--lr-discriminator", help="Critic Adam learning rate."),
-    discriminator_entry: Optional[str] = typer.Option(None, "--discriminator-entry",
-                                                      help="tf (default, what the TF code runs) or strided."),
-    log_every: Optional[int] = typer.Option(None, "--log-every", help="Log interval in iterations."),
-    seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
+    preset: str = typer.Option("quick", "--preset", help=f"Settings to start from: {', '.join(names_for('fsha'))} "
+                               "(short forms quick, paper, paper-fashion work too; quick fits a 2-core CPU in "
+                               "minutes, paper is the paper's 3000 iterations)."),
+    dataset: Optional[str] = typer.Option(None, help="Dataset; private = train split, public = test split.",
+                                          show_default=_preset("dataset", victim=True)),
+    arch: str = typer.Option("resnet", "--arch", help="Client setup: resnet (FSHA's CNN) or mlp (dense, JAST)."),
+    level: int = typer.Option(4, "--level", help="Split level 1-4."),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help=ITERATIONS_OPTION.help,
+                                            show_default=_preset("iterations")),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Private and public batch size.",
+                                             show_default=_preset("batch_size")),
+    loss: Optional[str] = typer.Option(None, help="wgan or bce.", show_default=_preset("loss")),
+    gp_norm: Optional[str] = typer.Option(None, "--gp-norm", help="Gradient-penalty norm: full or spatial "
+                                          "(the original's per-channel norm over H, W).",
+                                          show_default=_preset("gp_norm")),
+    gp_weight: Optional[float] = typer.Option(None, "--gp-weight", help="Gradient-penalty weight.",
+                                              show_default=_preset("gp_weight")),
+    width: Optional[float] = typer.Option(None, help="Multiplier on every network's widths, the client's and the "
+                                          "server's.", show_default=_preset("width")),
+    lr_client: Optional[float] = typer.Option(None, "--lr-client", help="Client Adam learning rate.",
+                                              show_default=_preset("lr_client", victim=True)),
+    lr_pilot: Optional[float] = typer.Option(None, "--lr-pilot", help="Pilot + decoder Adam learning rate.",
+                                             show_default=_preset("lr_pilot")),
+    lr_discriminator: Optional[float] = typer.Option(None, "--lr-discriminator", help="Critic Adam learning rate.",
+                                                     show_default=_preset("lr_discriminator")),
+    discriminator_entry: Optional[str] = typer.Option(None, "--discriminator-entry", help="tf (what the TF code "
+                                                      "runs) or strided.", show_default=_preset("discriminator_entry")),
+    log_every: Optional[int] = typer.Option(None, "--log-every", help="Log interval in iterations.",
+                                            show_default=_preset("log_every")),
+    eval_images: int = typer.Option(1000, "--eval-images", help="Private images scored after training."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the victim (client init, private order) and of the "
+                             "attack (its networks, public order, penalty draws; independent streams)."),
     device: str = DEVICE_OPTION,
     data_root: Optional[Path] = DATA_ROOT_OPTION,
+    lpips_weights: Optional[Path] = LPIPS_OPTION,
+    fid_weights: Optional[Path] = FID_OPTION,
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """FSHA: a malicious server hijacks the client's feature space and decodes its private images."""
-    settings = settings_from(preset, dataset=dataset, arch=arch, level=level, iterations=iterations,
-                             batch_size=batch_size, loss=loss, gp_norm=gp_norm, gp_weight=gp_weight, width=width,
-                             lr_client=lr_client, lr_pilot=lr_pilot, lr_discriminator=lr_discriminator,
-                             discriminator_entry=discriminator_entry, log_every=log_every, seed=seed,
-                             device=device, data_root=str(data_root) if data_root else None)
-    private, public = load_split(settings)
-    run = Run.create("attack fsha", {"fsha": settings_record(settings), "device": str(resolve_device(device)),
-                                     "dataset_provenance": private.provenance,
-                                     "private_images": len(private), "public_images": len(public)}, out)
+    attack = FSHA(settings(preset, "fsha", iterations=iterations, batch_size=batch_size, loss=loss, gp_norm=gp_norm,
+                           gp_weight=gp_weight, width=width, lr_pilot=lr_pilot, lr_discriminator=lr_discriminator,
+                           discriminator_entry=discriminator_entry, log_every=log_every))
+    s = attack.settings
+    victim = victim_for(s.preset, dataset=dataset, arch=arch, level=level, lr_client=lr_client, batch_size=batch_size,
+                        width=width, eval_images=eval_images, seed=seed, device=device,
+                        data_root=str(data_root) if data_root else None)
+    private, public = load_split(victim, s.batch_size)
+    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
+    run = Run.create("attack fsha", {"fsha": s, "victim": victim, "seed": seed,
+                                     "device": str(resolve_device(device)), "dataset_provenance": private.provenance,
+                                     "private_images": len(private), "public_images": len(public)}, out,
+                     overwrite=overwrite)
     with _terminate_as_interrupt():
-        result = run_fsha(settings, run, progress=not as_json, interruptible=True)
-    metrics = result.metrics()
+        outcome = run_fsha(victim, attack, run, seed=seed, lpips=lpips, fid=fid, progress=not as_json,
+                           interruptible=True)
+    m = outcome.metrics
+    e = m["extras"]
 
     def summary(console) -> None:
-        console.print(table(f"FSHA, {settings.arch} client, level {settings.level}, {settings.dataset} "
-                            "(MSE on [-1,1]; means over each log interval)", metrics["log"],
+        console.print(table(f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset} "
+                            "(MSE on [-1,1]; means over each log interval)", e["log"],
                             ["iteration", "encoder_decoder_mse", "reconstruction_mse", "discriminator_loss",
                              "client_loss"]))
-        final, best = metrics["reconstruction_mse_final"], metrics["reconstruction_mse_best"]
-        console.print(f"reconstruction MSE final {_fmt(final)} / best {_fmt(best)} on [-1,1] "
-                      f"({_fmt(metrics['reconstruction_mse01_final'])} / {_fmt(metrics['reconstruction_mse01_best'])} "
-                      f"on [0,1]); {metrics['iterations']} iterations in {metrics['seconds']:.1f} s "
-                      f"({metrics['iterations_per_second']:.3g} it/s on {metrics['device']}); run {run.path}")
-        if metrics["interrupted"]:
-            console.print(f"interrupted by hand after {metrics['iterations']} of {settings.iterations} iterations")
-        if metrics["diverged_at"] is not None:
-            console.print(f"diverged by iteration {metrics['diverged_at']}: no final values reported")
+        console.print(f"training-interval reconstruction MSE final {_fmt(e['training_interval_mse_pm1_final'])} / "
+                      f"best {_fmt(e['training_interval_mse_pm1_best'])} on [-1,1] "
+                      f"({_fmt(e['training_interval_mse01_final'])} / {_fmt(e['training_interval_mse01_best'])} "
+                      f"on [0,1]); targets: image_mse {_fmt(m['image_mse'])} on [0,1] (zero-image baseline "
+                      f"{_fmt((m['baselines'] or {}).get('zero', {}).get('image_mse'))}), PSNR {_fmt(m['psnr'], 2)} dB, "
+                      f"SSIM {_fmt(m['ssim'], 3)}; {m['steps']} iterations in {m['seconds']:.1f} s "
+                      f"({_fmt(e['iterations_per_second'], 3)} it/s on {e['device']}); run {run.path}")
+        if e["interrupted"]:
+            console.print(f"interrupted by hand after {m['steps']} of {s.iterations} iterations")
+        if e["diverged_at"] is not None:
+            console.print(f"diverged by iteration {e['diverged_at']}: no final values reported")
 
-    emit(run.record(metrics), as_json, summary)
+    emit(run.record(m), as_json, summary)
 
 
 @contextlib.contextmanager
@@ -93,8 +131,8 @@ def _terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def register(attack_app: typer.Typer) -> None:

@@ -1,17 +1,17 @@
-"""The four networks of the Feature-Space Hijacking Attack (FSHA), per split level 1-4.
+"""The victim's networks in the Feature-Space Hijacking Attack (FSHA) setting, per split level 1-4,
+and the building blocks the attacker's networks (`attacks.split.fsha_networks`) share with them.
 
-Two setups share the decoder (JAST paper, section 4.2; notes/papers/004 section 4.2):
+Two client setups (JAST paper, section 4.2; notes/papers/004 section 4.2):
 
-| role | `resnet` setup (FSHA original) | `mlp` setup (JAST) |
-|---|---|---|
-| client f | conv64, BN, ReLU, maxpool, pre-activation ResBlocks | Flatten, Dense(3072, ReLU), Dense(k), reshape |
-| pilot f~ | linear stride-2 convs, no activations | Flatten, 2x Dense(3072, ReLU), Dense(k), reshape |
-| decoder | linear transposed convs, tanh output | (same) |
-| discriminator D | conv256 entry, 6 ResBlocks(256), conv256 s2, Dense(1) | Flatten, 3x Dense(4096, ReLU), Dense(1) |
+| setup | client f |
+|---|---|
+| `resnet` (FSHA original) | conv64, BN, ReLU, maxpool, pre-activation ResBlocks |
+| `mlp` (JAST) | Flatten, Dense(3072, ReLU), Dense(k), reshape |
 
 Smashed-data (feature) shape per level, NCHW: 1 -> 64x16x16, 2 and 3 -> 128x8x8, 4 -> 256x4x4.
 The dense client emits k = C*H*W numbers reshaped to that shape; its last layer is a linear cut
-layer (the setting of the paper's Lemma 3).
+layer (the setting of the paper's Lemma 3). The attacker's pilot, decoder and critic are not here:
+they belong to the attack (`attacks.split.fsha_networks`), and vfl imports nothing from attacks.
 
 Choices where PyTorch and the original (TF/Keras) differ, all deliberate:
 
@@ -29,31 +29,24 @@ Choices where PyTorch and the original (TF/Keras) differ, all deliberate:
   the public PyTorch port does. (The TF original calls its Keras models without `training=True`;
   by our reading of Keras semantics its BatchNorm then uses the never-updated moving statistics,
   i.e. acts as a fixed affine map. The PyTorch port still matches the TF curve at level 4.)
-- The discriminator's entry: the original TF code chains `if level == 1`, `if level <= 3`,
-  `if level <= 4` without `elif`, so the last assignment wins and every level <= 4 starts with a
-  stride-1 conv256 on z (the strided branches are dead code). `entry="tf"` (default) builds that;
-  `entry="strided"` builds the evidently intended entries (level 1: conv128 s2 + ReLU + conv256 s2;
-  levels 2-3: conv256 s2; level 4: conv256 s1), as the public PyTorch port does. The two agree at
-  level 4, the level the paper's runs use.
-- `width` scales every channel count and hidden width (1.0 = the paper's); the `quick` preset of
-  `attacks.split.fsha` uses it to fit a 2-core CPU.
+- `width` scales every channel count and hidden width (1.0 = the paper's); the `fsha.quick` preset
+  uses it to fit a 2-core CPU.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from vfl.errors import SplitlabError
+from vfl.runtime import seeded
 
 INPUT_SHAPE = (3, 32, 32)
 """FSHA's images: MNIST-like data tiled to three channels and resized to 32x32, in [-1, 1]."""
 LEVELS = (1, 2, 3, 4)
 SETUPS = ("resnet", "mlp")
-DISCRIMINATOR_ENTRIES = ("tf", "strided")
 
 _FEATURES = {1: (64, 16), 2: (128, 8), 3: (128, 8), 4: (256, 4)}  # level -> (channels, side)
 
@@ -77,11 +70,11 @@ def feature_shape(level: int, width: float = 1.0) -> tuple[int, int, int]:
 
 # --- building blocks --------------------------------------------------------------------------------
 
-def _conv(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
+def conv3x3(cin: int, cout: int, stride: int = 1) -> nn.Conv2d:
     return nn.Conv2d(cin, cout, 3, stride, padding=1)
 
 
-def _deconv(cin: int, cout: int) -> nn.ConvTranspose2d:
+def deconv3x3(cin: int, cout: int) -> nn.ConvTranspose2d:
     """3x3 transposed convolution that doubles the side (Keras Conv2DTranspose(k3, s2, "same"))."""
     return nn.ConvTranspose2d(cin, cout, 3, 2, padding=1, output_padding=1)
 
@@ -97,9 +90,9 @@ class ResBlock(nn.Module):
         super().__init__()
         if stride == 1 and cin != cout:
             raise ValueError("an identity shortcut needs cin == cout")
-        self.conv1 = _conv(cin, cout, stride)
-        self.conv2 = _conv(cout, cout)
-        self.shortcut = _conv(cin, cout, stride) if stride > 1 else None
+        self.conv1 = conv3x3(cin, cout, stride)
+        self.conv2 = conv3x3(cout, cout)
+        self.shortcut = conv3x3(cin, cout, stride) if stride > 1 else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv2(F.relu(self.conv1(F.relu(x))))
@@ -137,7 +130,7 @@ def resnet_client(level: int, width: float = 1.0) -> nn.Sequential:
     ResBlock256 s2 [L4]."""
     check_level(level)
     c64, c128, c256 = (scaled(c, width) for c in (64, 128, 256))
-    layers: list[nn.Module] = [_conv(INPUT_SHAPE[0], c64), nn.BatchNorm2d(c64), nn.ReLU(), nn.MaxPool2d(2),
+    layers: list[nn.Module] = [conv3x3(INPUT_SHAPE[0], c64), nn.BatchNorm2d(c64), nn.ReLU(), nn.MaxPool2d(2),
                                ResBlock(c64, c64)]
     if level >= 2:
         layers.append(ResBlock(c64, c128, stride=2))
@@ -156,109 +149,16 @@ def mlp_client(level: int, width: float = 1.0) -> nn.Sequential:
                                       nn.Linear(hidden, math.prod(shape)), Reshape(shape)))
 
 
-# --- the attacker's networks ------------------------------------------------------------------------
-
-def pilot_cnn(level: int, width: float = 1.0) -> nn.Sequential:
-    """Linear (activation-free) pilot encoder: conv64 s2 [+ conv64 at L1], conv128 s2 [+ conv128 at L2-3],
-    conv256 s2 + conv256 [L4]."""
-    check_level(level)
-    c64, c128, c256 = (scaled(c, width) for c in (64, 128, 256))
-    layers: list[nn.Module] = [_conv(INPUT_SHAPE[0], c64, 2)]
-    if level == 1:
-        layers.append(_conv(c64, c64))
-    elif level <= 3:
-        layers += [_conv(c64, c128, 2), _conv(c128, c128)]
-    else:
-        layers += [_conv(c64, c128, 2), _conv(c128, c256, 2), _conv(c256, c256)]
-    return glorot_init_(nn.Sequential(*layers))
-
-
-def pilot_mlp(level: int, width: float = 1.0) -> nn.Sequential:
-    """JAST's dense pilot: Flatten, 2x Dense(3072, ReLU), Dense(k), reshape."""
-    shape = feature_shape(level, width)
-    hidden = scaled(3072, width)
-    return glorot_init_(nn.Sequential(nn.Flatten(), nn.Linear(math.prod(INPUT_SHAPE), hidden), nn.ReLU(),
-                                      nn.Linear(hidden, hidden), nn.ReLU(),
-                                      nn.Linear(hidden, math.prod(shape)), Reshape(shape)))
-
-
-def decoder(level: int, width: float = 1.0) -> nn.Sequential:
-    """Linear decoder, tanh output: convT256 s2 [then conv3 at L1], convT128 s2 [then conv3 at L2-3],
-    convT3 s2 [L4]."""
-    cin = feature_shape(level, width)[0]
-    c128, c256 = scaled(128, width), scaled(256, width)
-    out = INPUT_SHAPE[0]
-    layers: list[nn.Module] = [_deconv(cin, c256)]
-    if level == 1:
-        layers.append(_conv(c256, out))
-    elif level <= 3:
-        layers += [_deconv(c256, c128), _conv(c128, out)]
-    else:
-        layers += [_deconv(c256, c128), _deconv(c128, out)]
-    layers.append(nn.Tanh())
-    return glorot_init_(nn.Sequential(*layers))
-
-
-def discriminator_cnn(level: int, width: float = 1.0, entry: str = "tf") -> nn.Sequential:
-    """Critic on the feature space: entry conv(s), 6 ResBlocks(256), conv256 s2, Flatten, Dense(1).
-
-    `entry="tf"` is what the original TF code runs at every level (conv256 s1); `"strided"` the
-    intended level-specific entry (see the module docstring).
-    """
-    if entry not in DISCRIMINATOR_ENTRIES:
-        raise SplitlabError(f"unknown discriminator entry {entry!r}; choose one of: {', '.join(DISCRIMINATOR_ENTRIES)}")
-    cin, height, _ = feature_shape(level, width)
-    c128, c256 = scaled(128, width), scaled(256, width)
-    if entry == "tf" or level == 4:
-        layers: list[nn.Module] = [_conv(cin, c256)]
-    elif level == 1:
-        layers = [_conv(cin, c128, 2), nn.ReLU(), _conv(c128, c256, 2)]
-        height //= 4
-    else:
-        layers = [_conv(cin, c256, 2)]
-        height //= 2
-    layers += [ResBlock(c256, c256) for _ in range(6)]
-    layers += [_conv(c256, c256, 2), nn.Flatten(), nn.Linear(c256 * math.ceil(height / 2) ** 2, 1)]
-    return glorot_init_(nn.Sequential(*layers))
-
-
-def discriminator_mlp(level: int, width: float = 1.0) -> nn.Sequential:
-    """JAST's dense critic: Flatten, 3x Dense(4096, ReLU), Dense(1)."""
-    k = math.prod(feature_shape(level, width))
-    hidden = scaled(4096, width)
-    return glorot_init_(nn.Sequential(nn.Flatten(), nn.Linear(k, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                      nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)))
-
-
-@dataclass(frozen=True)
-class FshaNetworks:
-    """The client's model and the attacker's three networks for one setup and level."""
-    client: nn.Module
-    pilot: nn.Module
-    decoder: nn.Module
-    discriminator: nn.Module
-    feature_shape: tuple[int, int, int]
-
-
-def build_fsha(setup: str, level: int, width: float = 1.0, discriminator_entry: str = "tf",
-               seed: int | None = None) -> FshaNetworks:
-    """Build (seeded if asked) client, pilot, decoder and discriminator, in that order.
-
-    `setup="resnet"`: ResNet client with the convolutional pilot and residual discriminator (FSHA).
-    `setup="mlp"`: dense client with the dense pilot and dense discriminator (JAST).
-    """
+def build_client(setup: str, level: int, width: float = 1.0, seed: int | None = None) -> nn.Module:
+    """The victim's client model for a setup (`resnet` or `mlp`) and split level, initialised from
+    `seed` in a forked random scope (`vfl.runtime.seeded`: no global seeding is left behind)."""
     if setup not in SETUPS:
-        raise SplitlabError(f"unknown FSHA setup {setup!r}; use --arch resnet or mlp")
+        raise SplitlabError(f"unknown FSHA client {setup!r}; use --arch resnet or mlp")
     check_level(level)
-    if width <= 0:
+    if not width > 0:
         raise SplitlabError("FSHA network width must be positive")
-    if seed is not None:
-        torch.manual_seed(seed)
-    if setup == "resnet":
-        client, pilot = resnet_client(level, width), pilot_cnn(level, width)
-    else:
-        client, pilot = mlp_client(level, width), pilot_mlp(level, width)
-    dec = decoder(level, width)
-    critic = (discriminator_cnn(level, width, discriminator_entry) if setup == "resnet"
-              else discriminator_mlp(level, width))
-    return FshaNetworks(client, pilot, dec, critic, feature_shape(level, width))
+    build = resnet_client if setup == "resnet" else mlp_client
+    if seed is None:
+        return build(level, width)
+    with seeded(seed):
+        return build(level, width)
