@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.split.experiment import attack_victim, train_victim
-from attacks.split.fsha import FshaSettings, curves_figure, run_fsha, settings_record
+from attacks.split.fsha import FSHA, curves_figure, run_fsha, settings_record, victim_for
 from attacks.driver import shown
 from attacks.split.unsplit import UnSplit
 from vfl.runs import Run, atomic_write_text
@@ -72,14 +72,14 @@ class Row:
 
 
 def compare(base: TrainConfig, archs: list[str], defences: list[str], attack: UnSplit, run: Run, *, lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-            progress: bool = True, fsha: FshaSettings | None = None) -> list[Row]:
+            progress: bool = True, fsha: FSHA | None = None) -> list[Row]:
     """Train and attack every (architecture, defence) with UnSplit, and with FSHA when `fsha` is
     given; write the report files into `run`."""
     rows, fsha_runs = [], []
     for arch in archs:
         fsha_metrics = None
         if fsha is not None and arch in FSHA_SETUP:
-            fsha_metrics = _run_fsha(fsha, base, FSHA_SETUP[arch], run, progress)
+            fsha_metrics = _run_fsha(fsha, base, FSHA_SETUP[arch], run, progress, lpips, fid)
             fsha_runs.append(fsha_metrics)
         for defence in defences:
             config = replace(base, arch=arch, defence=defence)
@@ -101,17 +101,24 @@ def compare(base: TrainConfig, archs: list[str], defences: list[str], attack: Un
     return rows
 
 
-def _run_fsha(fsha: FshaSettings, base: TrainConfig, setup: str, run: Run, progress: bool) -> dict:
-    """One FSHA run against `setup` on the compared dataset, in its own run directory."""
-    settings = replace(fsha, arch=setup, dataset=base.dataset, seed=base.seed, device=base.device,
-                       data_root=base.data_root)
-    sub = Run.create("compare-fsha", {"fsha": settings_record(settings)}, run.file(f"fsha-{setup}"))
-    result = run_fsha(settings, sub, progress=progress)
+def _run_fsha(attack: FSHA, base: TrainConfig, setup: str, run: Run, progress: bool, lpips, fid) -> dict:
+    """One FSHA run against `setup` on the compared dataset, in its own run directory, scored by the same
+    function on the same [0,1] scale as the UnSplit rows."""
+    victim = victim_for(attack.settings.preset, arch=setup, dataset=base.dataset, seed=base.seed, device=base.device,
+                        data_root=base.data_root)
+    sub = Run.create("compare-fsha", {"fsha": settings_record(attack.settings), "victim": settings_record(victim)},
+                     run.file(f"fsha-{setup}"))
+    outcome = run_fsha(victim, attack, sub, seed=base.seed, lpips=lpips, fid=fid, progress=progress)
+    m, extras = outcome.metrics, outcome.metrics["extras"]
     paper = PAPER_FSHA.get((PAPER_DATASET.get(base.dataset, base.dataset), setup))
-    run.log(f"fsha {setup}: reconstruction MSE on [-1,1] final {result.reconstruction_mse_final}, "
-            f"best {result.reconstruction_mse_best}")
-    return {**result.metrics(), "preset": settings.preset, "paper": paper, "run_dir": os.path.relpath(sub.path, run.path),
-            "originals": result.originals, "reconstructions": result.reconstructions}
+    run.log(f"fsha {setup}: MSE X (min-max) {m['image_mse_minmax']}; training-interval MSE on [-1,1] final "
+            f"{extras['training_interval_mse_pm1_final']}, best {extras['training_interval_mse_pm1_best']}")
+    return {"arch": setup, "level": victim.level, "iterations": m["steps"], "preset": attack.settings.preset,
+            "image_mse_minmax": m["image_mse_minmax"], "image_mse": m["image_mse"], "psnr": m["psnr"],
+            "interval_pm1_final": extras["training_interval_mse_pm1_final"],
+            "interval_pm1_best": extras["training_interval_mse_pm1_best"], "log": extras["log"], "paper": paper,
+            "run_dir": os.path.relpath(sub.path, run.path), "originals": outcome.targets,
+            "reconstructions": outcome.shown}
 
 
 def write_fsha_figures(run: Run, fsha_runs: list[dict]) -> None:
@@ -147,8 +154,10 @@ def table_rows(base: TrainConfig, rows: list[Row]) -> list[dict]:
         })
         if any(r.fsha for r in rows):
             f = row.fsha or {}
-            out[-1].update({"fsha_client": f.get("arch"), "fsha_mse_x": f.get("reconstruction_mse_final"),
-                            "fsha_mse_x_best": f.get("reconstruction_mse_best"), "paper_fsha_mse_x": f.get("paper"),
+            out[-1].update({"fsha_client": f.get("arch"), "fsha_mse_x": f.get("image_mse_minmax"),
+                            "fsha_image_mse": f.get("image_mse"), "fsha_psnr": f.get("psnr"),
+                            "fsha_interval_pm1": f.get("interval_pm1_final"),
+                            "fsha_interval_pm1_best": f.get("interval_pm1_best"), "paper_fsha_interval_pm1": f.get("paper"),
                             "fsha_iterations": f.get("iterations"), "fsha_run_dir": f.get("run_dir")})
     return out
 
@@ -179,19 +188,22 @@ def write_report(run: Run, base: TrainConfig, settings, rows: list[Row]) -> None
     ]
     if with_fsha:
         fsha = next(row.fsha for row in rows if row.fsha)
-        lines += [f"FSHA X: the FSHA client's reconstruction MSE on [-1,1] (the paper's Figure 5 scale), mean over "
-                  f"the last log interval of {fsha['iterations']} iterations at level {fsha['level']} (preset "
-                  f"{fsha['preset']}), best interval in brackets; paper: Figure 5 at the end of its run.", ""]
+        lines += [f"FSHA X: the FSHA client's attack scored exactly as UnSplit's (`attacks.metrics.score`, min-max MSE "
+                  f"on [0,1] against the first private image of each class) after {fsha['iterations']} iterations at "
+                  f"level {fsha['level']} (preset {fsha['preset']}). FSHA [-1,1]: the paper's Figure 5 quantity, the "
+                  "reconstruction MSE of the received batches on FSHA's [-1,1] scale, mean over the last log interval "
+                  "(best interval in brackets); paper: Figure 5 at the end of its run.", ""]
     header = "| Dataset | Model | MSE X | paper | MSE Z | paper | FID | paper | Acc % | paper |"
-    lines += [header + (" FSHA client | FSHA X | paper |" if with_fsha else ""),
-              "|---" * (header.count("|") - 1 + (3 if with_fsha else 0)) + "|"]
+    lines += [header + (" FSHA client | FSHA X | FSHA [-1,1] | paper |" if with_fsha else ""),
+              "|---" * (header.count("|") - 1 + (4 if with_fsha else 0)) + "|"]
     for r in records:
         line = (f"| {r['dataset']} | {r['model']} | {_fmt(r['mse_x'])} | {_fmt(r['paper_mse_x'])} | "
                 f"{_fmt(r['mse_z'])} | {_fmt(r['paper_mse_z'])} | {_fmt(r['fid'], 0)} | "
                 f"{_fmt(r['paper_fid'], 0)} | {_fmt(r['accuracy'], 2)} | {_fmt(r['paper_accuracy'], 2)} |")
         if with_fsha:
-            best = f" ({_fmt(r['fsha_mse_x_best'])})" if r["fsha_mse_x"] is not None else ""
-            line += f" {_fmt(r['fsha_client'])} | {_fmt(r['fsha_mse_x'])}{best} | {_fmt(r['paper_fsha_mse_x'])} |"
+            best = f" ({_fmt(r['fsha_interval_pm1_best'])})" if r["fsha_interval_pm1"] is not None else ""
+            line += (f" {_fmt(r['fsha_client'])} | {_fmt(r['fsha_mse_x'])} | {_fmt(r['fsha_interval_pm1'])}{best} | "
+                     f"{_fmt(r['paper_fsha_interval_pm1'])} |")
         lines.append(line)
     lines += ["", "Also measured (plain [0,1] scale, reconstructions clamped):", "",
               "| Model | MSE | PSNR dB | SSIM | LPIPS | MSE Z (trajectory mean) | attack s | run |",

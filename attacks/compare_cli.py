@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 
 from attacks.compare import FSHA_SETUP, compare
-from attacks.split.fsha import PRESETS as FSHA_PRESETS
-from attacks.split.fsha import settings_from as fsha_settings_from
+from attacks.presets import names_for, settings
+from attacks.split.fsha import FSHA
 from attacks.metrics import load_fid, load_lpips
 from attacks.split.unsplit import UnSplit
 from attacks.split.unsplit_cli import CLONE_OPTION, LAMBDA_TV_OPTION, PRESET_OPTION, unsplit_settings
@@ -44,7 +44,7 @@ def compare_command(
     archs: str = typer.Option("cnn,mlp,small-mlp", "--archs", help="Comma-separated architectures to compare."),
     attacks: str = typer.Option("unsplit", "--attacks", help="unsplit, or unsplit,fsha to add FSHA columns (FSHA's "
                                 "ResNet client for the cnn row, its dense client for the mlp row)."),
-    fsha_preset: str = typer.Option("quick", "--fsha-preset", help=f"FSHA settings: {', '.join(FSHA_PRESETS)} "
+    fsha_preset: str = typer.Option("quick", "--fsha-preset", help=f"FSHA preset: {', '.join(names_for('fsha'))} "
                                     "(quick: minutes per client on a 2-core CPU)."),
     fsha_iterations: Optional[int] = typer.Option(None, "--fsha-iterations", help="Override the FSHA preset's "
                                                   "iterations."),
@@ -72,8 +72,7 @@ def compare_command(
     arch_list, defence_list = _names(archs), split_specs(defences) or ["none"]
     fsha = None
     if _check_attacks(_names(attacks), arch_list):
-        fsha = fsha_settings_from(fsha_preset, iterations=fsha_iterations, dataset=dataset, seed=seed, device=device,
-                                  data_root=str(data_root) if data_root else None)
+        fsha = FSHA(settings(fsha_preset, "fsha", iterations=fsha_iterations))
     for arch in arch_list:                      # every row's config is checked before anything is written
         for defence in defence_list:
             replace(base, arch=arch, defence=defence).validate()
@@ -81,14 +80,14 @@ def compare_command(
     lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
     run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list,
                                  "unsplit": attack.settings, "device": str(resolve_device(device)),
-                                 "dataset_provenance": provenance, "fsha": fsha}, out, overwrite=overwrite)
+                                 "dataset_provenance": provenance, "fsha": fsha and fsha.settings}, out, overwrite=overwrite)
     rows = compare(base, arch_list, defence_list, attack, run,
                    lpips=lpips, fid=fid, fsha=fsha)
     records = [{"model": r.label, "accuracy": r.metrics["accuracy"], "image_mse_minmax": r.metrics["image_mse_minmax"],
                 "paper_mse_x": r.paper.get("mse_x"), "activation_mse": r.metrics["activation_mse"],
                 "paper_mse_z": r.paper.get("mse_z"), "fid": r.metrics["fid"], "run_dir": r.run_dir,
-                **({"fsha_mse_x": r.fsha["reconstruction_mse_final"], "fsha_mse_x_best": r.fsha["reconstruction_mse_best"],
-                    "paper_fsha_mse_x": r.fsha["paper"], "fsha_run_dir": r.fsha["run_dir"]} if r.fsha else {})}
+                **({"fsha_mse_x": r.fsha["image_mse_minmax"], "fsha_interval_pm1": r.fsha["interval_pm1_final"],
+                    "paper_fsha_interval_pm1": r.fsha["paper"], "fsha_run_dir": r.fsha["run_dir"]} if r.fsha else {})}
                for r in rows]
     metrics = {"rows": records}
     run.write_metrics(metrics)
@@ -96,7 +95,7 @@ def compare_command(
     def summary(console) -> None:
         console.print(table(f"UnSplit on {dataset}, cut layer {cut_layer} (ours vs the JAST paper)", records,
                             ["model", "accuracy", "image_mse_minmax", "paper_mse_x", "activation_mse", "paper_mse_z",
-                             "fid"] + (["fsha_mse_x", "paper_fsha_mse_x"] if fsha else [])))
+                             "fid"] + (["fsha_mse_x", "fsha_interval_pm1", "paper_fsha_interval_pm1"] if fsha else [])))
         console.print(f"report: {run.file('report.md')}; figures: {run.file('reconstructions.png')}, "
                       f"{run.file('per_class.png')}")
 

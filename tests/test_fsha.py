@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-import typer
 from torch.nn import functional as F
 from typer.testing import CliRunner
 
@@ -20,10 +19,9 @@ from attacks.split.fsha import (FSHA, HISTORY_FIELDS, LOG_FIELDS, BatchStream, F
                                 from_fsha_images, gradient_penalty, penalty_from_gradient, run_fsha,
                                 to_dataset_images, to_fsha_images, victim_for)
 from attacks.split.fsha_cli import _terminate_as_interrupt
-from attacks.split.fsha_cli import register as register_fsha
 from attacks.split.fsha_networks import build_attacker, discriminator_cnn
 from vfl import data as datasets
-from vfl.cli import build_app
+from splitlab.cli import app
 from vfl.errors import SplitlabError
 from vfl.models.fsha import LEVELS, SETUPS, build_client, feature_shape
 from vfl.protocol import Client, ClientSession, CutGradient, Transcript
@@ -32,15 +30,6 @@ from vfl.runtime import generator
 runner = CliRunner()
 W = 1 / 16
 TINY_ARGS = ["--width", "0.0625", "--batch-size", "8", "--device", "cpu", "--eval-images", "16"]
-
-
-def _app() -> typer.Typer:
-    """The `splitlab` app with `attack fsha` wired exactly as attacks/cli.py wires it."""
-    app = build_app()
-    attack = typer.Typer(no_args_is_help=True)
-    register_fsha(attack)
-    app.add_typer(attack, name="attack")
-    return app
 
 
 def _tiny(arch: str = "resnet", iterations: int = 4, log_every: int = 2, **attack) -> tuple[FshaVictim, FSHA]:
@@ -399,7 +388,7 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
 
 def test_cli_writes_metrics_with_the_schema_curves_and_grids(tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(_app(), ["attack", "fsha", "--arch", "mlp", "--iterations", "4", "--log-every", "2",
+    result = runner.invoke(app, ["attack", "fsha", "--arch", "mlp", "--iterations", "4", "--log-every", "2",
                                     *TINY_ARGS, "--gp-norm", "spatial", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout.strip().splitlines()[-1])
@@ -422,7 +411,7 @@ def test_cli_writes_metrics_with_the_schema_curves_and_grids(tmp_path):
 
 
 def test_cli_help_shows_every_default():
-    result = runner.invoke(_app(), ["attack", "fsha", "--help"], env={"COLUMNS": "200"})
+    result = runner.invoke(app, ["attack", "fsha", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     assert "[default: quick]" in text and "[default: resnet]" in text and "[default: 4]" in text
@@ -448,7 +437,7 @@ def test_cli_help_shows_every_default():
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "run"
-    result = runner.invoke(_app(), ["attack", "fsha", "--out", str(out), *args])
+    result = runner.invoke(app, ["attack", "fsha", "--out", str(out), *args])
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()

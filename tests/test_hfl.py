@@ -177,7 +177,7 @@ def test_defence_specs(spec, expected):
 
 
 @pytest.mark.parametrize("spec,message", [
-    ("blur", "unknown defence"), ("gaussian", "needs sigma"), ("gaussian:sigma=-1", "sigma >= 0"),
+    ("blur", "unknown defence"), ("gaussian", "needs option sigma"), ("gaussian:sigma=-1", "sigma >= 0"),
     ("topk:keep=2", "0 < keep <= 1"), ("quant:bits=1", "2 <= bits"), ("quant:bits=x", "not an integer"),
     ("topk:ratio=0.1", "takes keep")])
 def test_bad_defence_specs(spec, message):

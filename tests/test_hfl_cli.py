@@ -60,7 +60,7 @@ def test_invgrad_sequential_trials_and_a_defence(tmp_path):
     (["--attack", "rgap"], "unknown attack"),
     (["--arch", "vgg"], "unknown HFL model"),
     (["--dataset", "svhn"], "unknown dataset"),
-    (["--defence", "gaussian:clip=4"], "defence gaussian needs sigma"),
+    (["--defence", "gaussian:clip=4"], "defence gaussian needs option sigma"),
     (["--attack", "dlg", "--observe", "fedavg"], "attack dlg needs a FedSGD gradient"),
     (["--attack", "invgrad", "--observe", "fedavg"], "attack invgrad needs the client's labels"),
     (["--trials", "parallel"], "unknown trials mode"),

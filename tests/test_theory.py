@@ -34,7 +34,9 @@ def _one_thread():
 
 
 def test_every_check_is_registered_once_under_its_own_name():
-    assert set(EXACT_INVARIANCES + INEQUALITIES + ["remark4-adam-dense", "example1-adam-rotation"]) == set(CHECKS)
+    bounds = [name for name in CHECKS if name.startswith("bounds-")]
+    assert len(bounds) == 8
+    assert set(EXACT_INVARIANCES + INEQUALITIES + ["remark4-adam-dense", "example1-adam-rotation"] + bounds) == set(CHECKS)
 
 
 @pytest.mark.parametrize("name", EXACT_INVARIANCES)

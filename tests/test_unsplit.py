@@ -15,7 +15,7 @@ from vfl import data
 from vfl.errors import SplitlabError
 from vfl.models import build_split
 from vfl.training import TrainConfig, load_data, train_split
-from attacks.metrics import minmax_normalise
+from attacks.metrics import METRICS_SCHEMA, minmax_normalise
 
 runner = CliRunner()
 
@@ -149,13 +149,18 @@ def test_compare_with_fsha_adds_columns_figures_and_run_dirs(tmp_path):
                                  "--out", str(tmp_path / "cmp"), "--json"])
     assert result.exit_code == 0, result.output
     rows = {r["model"]: r for r in json.loads(result.stdout)["metrics"]["rows"]}
-    assert rows["cnn"]["paper_fsha_mse_x"] == "0.04-0.05" and rows["cnn"]["fsha_mse_x"] > 0
+    assert rows["cnn"]["paper_fsha_interval_pm1"] == "0.04-0.05" and rows["cnn"]["fsha_interval_pm1"] > 0
+    assert 0 < rows["cnn"]["fsha_mse_x"] < 1                       # scored like UnSplit's MSE X, on [0,1]
+    cnn_row = json.loads((tmp_path / "cmp" / rows["cnn"]["run_dir"] / "metrics.json").read_text())
+    fsha_metrics = json.loads((tmp_path / "cmp" / rows["cnn"]["fsha_run_dir"] / "metrics.json").read_text())
+    assert set(cnn_row) >= set(METRICS_SCHEMA) and set(fsha_metrics) >= set(METRICS_SCHEMA)
     assert "fsha_mse_x" not in rows["small-mlp"]                 # FSHA has no SmallMLP counterpart
     fsha_dir = tmp_path / "cmp" / rows["cnn"]["fsha_run_dir"]
-    config = json.loads((fsha_dir / "config.json").read_text())["config"]["fsha"]
-    assert config["arch"] == "resnet" and config["iterations"] == 2 and config["preset"] == "quick"
+    config = json.loads((fsha_dir / "config.json").read_text())["config"]
+    assert config["victim"]["arch"] == "resnet" and config["fsha"]["iterations"] == 2
+    assert config["fsha"]["preset"] == "fsha.quick"
     report = (tmp_path / "cmp" / "report.md").read_text()
-    assert "FSHA X" in report and "| small-mlp |" in report and "0.04-0.05" in report
+    assert "FSHA X" in report and "FSHA [-1,1]" in report and "| small-mlp |" in report and "0.04-0.05" in report
     for name in ("fsha_reconstructions.png", "fsha_curves.png"):
         assert (tmp_path / "cmp" / name).exists()
 

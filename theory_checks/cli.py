@@ -17,7 +17,7 @@ from theory_checks.bounds.logreg import KINDS, load_digits
 from theory_checks.bounds.surrogate import FEEDS, INPUTS
 from theory_checks.convergence import example1_figure, example1_runs
 from theory_checks.suite import CHECKS, one_intra_op_thread, parse_dtype, run_checks, select_checks
-from vfl.cli import JSON_OPTION, OUT_OPTION, emit, handles_errors, table
+from vfl.cli import JSON_OPTION, OUT_OPTION, OVERWRITE_OPTION, emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.validate import check_choice, check_int, check_number
@@ -31,13 +31,14 @@ def theory(
                                              + ", ".join(CHECKS) + "."),
     dtype: str = typer.Option("float64", "--dtype", help="float64 (tolerance 1e-10) or float32 (tolerance 1e-5)."),
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run the orthogonal-invariance lemmas of JAST through the real protocol; exit 0 only if every
     check matched its expected verdict (holds / breaks), 1 otherwise, 2 on bad input."""
     names = select_checks(only)
     torch_dtype = parse_dtype(dtype)
-    run = Run.create("theory", {"checks": names, "dtype": dtype}, out)
+    run = Run.create("theory", {"checks": names, "dtype": dtype}, out, overwrite=overwrite)
     start = time.perf_counter()
     suite = run_checks(names, dtype=torch_dtype)
     figures = []
@@ -126,6 +127,7 @@ def bounds(
     trends: bool = typer.Option(True, "--trends/--no-trends", help="The bound's trends in E, N and T."),
     seed: int = typer.Option(0, "--seed", help="Seed of the data split, FedAvg and the attacks' inits."),
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Theorem 1's reconstruction-error bound (seed paper 003) per attack and round against the attacks'
@@ -165,7 +167,7 @@ def bounds(
     available = len(load_digits(digit_tuple).labels)        # bad digits fail here, before the run directory
     check_int("--devices", devices, low=1, high=available)
     check_int("--samples", samples, low=1, high=available // devices * devices)
-    run = Run.create("bounds", asdict(config), out)
+    run = Run.create("bounds", asdict(config), out, overwrite=overwrite)
     with one_intra_op_thread():
         metrics = measure(config)
         path = run.save_figure("bounds.png", bounds_figure(metrics))

@@ -19,7 +19,7 @@ from rich.table import Table
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.models import describe, describe_hfl
-from vfl.runs import Run, dumps, to_jsonable
+from vfl.runs import Run, closing_runs, dumps, to_jsonable
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split
 from vfl.protocol import evaluate as evaluate_split
@@ -53,7 +53,8 @@ def handles_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with closing_runs():
+                return fn(*args, **kwargs)
         except SplitlabError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
@@ -106,6 +107,7 @@ def train(
     device: str = DEVICE_OPTION,
     data_root: Optional[Path] = DATA_ROOT_OPTION,
     out: Optional[Path] = OUT_OPTION,
+    overwrite: bool = OVERWRITE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Train a split model with the explicit client/server protocol and save a checkpoint."""
@@ -115,8 +117,8 @@ def train(
     config.validate()
     train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "device": str(resolve_device(device)),
-                               "dataset_provenance": train_data.provenance}, out)
-    trained = train_split(config, train_data, test_data, run, progress=True)
+                               "dataset_provenance": train_data.provenance}, out, overwrite=overwrite)
+    trained = train_split(config, train_data, test_data, run, progress=not as_json)
     checkpoint, curves = save_trained(run, trained)
     metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
     run.write_metrics(metrics)
@@ -137,7 +139,7 @@ def evaluate(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Re-measure a checkpoint's test accuracy on its dataset (no run directory is written)."""
-    trained = load_checkpoint(checkpoint, device)
+    trained = load_checkpoint(checkpoint, device, str(data_root) if data_root else None)
     test = load_data(trained.config)[1]
     accuracy = evaluate_split(trained.client, trained.server, test.images, test.labels, resolve_device(device))
     emit({"command": "evaluate", "checkpoint": str(checkpoint), "config": trained.config,

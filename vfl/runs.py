@@ -7,6 +7,8 @@ directory that holds another run's files (unless told to overwrite) or that a li
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as _dt
 import fcntl
 import functools
@@ -22,7 +24,7 @@ import uuid
 from dataclasses import asdict, is_dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -197,6 +199,22 @@ def _empty(path: Path) -> None:
             entry.unlink()
 
 
+_OPEN_RUNS: contextvars.ContextVar[list | None] = contextvars.ContextVar("splitlab_open_runs", default=None)
+
+
+@contextlib.contextmanager
+def closing_runs() -> Iterator[None]:
+    """Close (unlock) every run created inside the block when it ends, however it ends: a command run in
+    process (tests, sweeps, notebooks) never leaves a directory locked behind it."""
+    token = _OPEN_RUNS.set([])
+    try:
+        yield
+    finally:
+        for run in _OPEN_RUNS.get():
+            run.close()
+        _OPEN_RUNS.reset(token)
+
+
 class Run:
     """One run directory. Create it (`Run.create`) only after the inputs were validated.
 
@@ -250,6 +268,8 @@ class Run:
             "environment": environment(),
         })
         run.log(f"{command}: run directory {run.path}")
+        if _OPEN_RUNS.get() is not None:
+            _OPEN_RUNS.get().append(run)
         return run
 
     def close(self) -> None:

@@ -28,9 +28,10 @@ class Victim:
     checkpoint: Path
 
 
-def load_victim(checkpoint: Path, device: str = "auto") -> Victim:
-    """A trained split model from a checkpoint, with its dataset (errors before anything is written)."""
-    trained = load_checkpoint(checkpoint, device)
+def load_victim(checkpoint: Path, device: str = "auto", data_root: str | None = None) -> Victim:
+    """A trained split model from a checkpoint, with its dataset (from `data_root` when given; errors before
+    anything is written)."""
+    trained = load_checkpoint(checkpoint, device, data_root)
     train, test = load_data(trained.config)
     return Victim(trained, train, test, Path(checkpoint))
 

@@ -30,7 +30,6 @@ from torch import nn
 from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule, l2, run,
                             tv_squared)
 from attacks.result import Reconstruction
-from vfl.errors import SplitlabError
 from vfl.models import arch_spec, build_split
 from vfl.validate import check_choice, check_int, check_number
 

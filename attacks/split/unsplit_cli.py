@@ -58,7 +58,7 @@ def unsplit_command(
     attack = UnSplit(unsplit_settings(preset_name, clone, lambda_tv=lambda_tv, lambda_l2=lambda_l2, rounds=iterations))
     resolve_device(device)
     if checkpoint is not None:
-        victim = load_victim(checkpoint, device)
+        victim = load_victim(checkpoint, device, str(data_root) if data_root else None)
         config, provenance = victim.trained.config, victim.test.provenance
         if defence not in ("none", config.defence):    # the defence is part of the trained model
             raise SplitlabError(f"the checkpoint was trained with defence {config.defence!r}; drop --defence "
