@@ -5,8 +5,10 @@ import contextlib
 import os
 import platform
 import time
+import zlib
 from typing import Callable, Iterable, Iterator
 
+import numpy as np
 import torch
 
 from vfl.errors import SplitlabError
@@ -48,6 +50,13 @@ def seeded(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def stream_seed(seed: int, stream: str, index: int = 0) -> int:
+    """A seed of its own for one named random stream (and item `index` of it), derived from `seed`: the
+    streams are independent of each other and of anything seeded with `seed` itself. The attacks draw
+    from such streams, so an attacker never starts from the victim's initialisation by sharing a seed."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(stream.encode()), index]).generate_state(1)[0])
 
 
 def generator(seed: int) -> torch.Generator:

@@ -49,7 +49,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Protocol
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -65,7 +64,7 @@ from vfl.models.fsha import INPUT_SHAPE, LEVELS, SETUPS, build_client, feature_s
 from vfl.progress import progress_bar
 from vfl.protocol import Client, ClientSession, Transcript
 from vfl.runs import Run, atomic_torch_save
-from vfl.runtime import adam, generator, resolve_device, wait_for
+from vfl.runtime import adam, generator, resolve_device, stream_seed, wait_for
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["FSHA", "FshaSettings", "FshaObservation", "TrainedServer", "FshaVictim", "victim_for", "load_split",
@@ -284,15 +283,6 @@ class FshaObservation:
 HISTORY_FIELDS = ("client_loss", "encoder_decoder_mse", "discriminator_loss")
 """The server's per-round losses (`Reconstruction.history`); the MSE is on FSHA's [-1, 1] scale."""
 
-_STREAMS = ("networks", "public order", "penalty")
-
-
-def _stream_seed(seed: int, stream: str) -> int:
-    """A seed of its own for one of the attacker's random streams, derived from the attack seed (so the
-    streams are independent of each other and of a victim seeded with the same number)."""
-    return int(np.random.SeedSequence([seed, _STREAMS.index(stream)]).generate_state(1)[0])
-
-
 class _Server:
     """The malicious server's state during one attack: networks, optimisers, public stream, draws.
 
@@ -307,8 +297,8 @@ class _Server:
         s = self.settings = settings
         self.pilot, self.decoder = nets.pilot.to(device), nets.decoder.to(device)
         self.discriminator = nets.discriminator.to(device)
-        self.public = BatchStream(public_images, s.batch_size, generator(_stream_seed(seed, "public order")), device)
-        self.draws = generator(_stream_seed(seed, "penalty"))
+        self.public = BatchStream(public_images, s.batch_size, generator(stream_seed(seed, "public order")), device)
+        self.draws = generator(stream_seed(seed, "penalty"))
         fused = device.type == "cuda"          # one kernel per step on CUDA, torch's loop on the CPU (as before)
         self.autoencoder_optimizer = adam([*self.pilot.parameters(), *self.decoder.parameters()], s.lr_pilot,
                                           eps=s.adam_eps, fused=fused)
@@ -426,7 +416,7 @@ class FSHA:
             raise SplitlabError(f"the public split has {len(observation.public_images)} images, fewer than "
                                 f"--batch-size {s.batch_size}; use a smaller batch")
         nets = build_attacker(observation.client_arch, observation.feature_shape, s.width, s.discriminator_entry,
-                              seed=_stream_seed(seed, "networks"))
+                              seed=stream_seed(seed, "networks"))
         server = _Server(s, nets, observation.public_images, seed, device)
         initial_decoder = copy.deepcopy(server.decoder)      # the attack's initial guess decodes with this
         history = torch.full((s.iterations, len(HISTORY_FIELDS)), float("nan"), device=device)

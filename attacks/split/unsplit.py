@@ -15,8 +15,8 @@ clone-fit MSE ("MSE Z").
 Clone modes (`UnsplitSettings.clone`):
 - `shared`: one clone carried across the targets in turn (the UnSplit/JAST code); each target gets
   fresh optimisers. Targets run one after the other.
-- `per-target`: every target has its own clone (seeded per target); all targets run together as
-  engine trials.
+- `per-target`: every target has its own clone (item r of the attacker's clone stream); all targets run
+  together as engine trials.
 
 Presets (`attacks.presets`): `unsplit.jast`, `unsplit.original`, `unsplit.quick`.
 """
@@ -31,6 +31,7 @@ from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquar
                             tv_squared)
 from attacks.result import Reconstruction
 from vfl.models import arch_spec, build_split
+from vfl.runtime import stream_seed
 from vfl.validate import check_choice, check_int, check_number
 
 CLONE_MODES = ("shared", "per-target")
@@ -95,9 +96,12 @@ def observe(client, images: torch.Tensor, arch: str, cut_layer: int) -> CutObser
     return CutObservation(arch, cut_layer, tuple(images.shape[1:]), client.infer(images).detach())
 
 
-def _clone(observation: CutObservation, seed: int) -> nn.Module:
-    """A fresh, randomly initialised client of the known architecture (weights unknown to the attacker)."""
-    client, _ = build_split(observation.arch, observation.cut_layer, seed=seed)
+def clone_of(observation: CutObservation, seed: int, index: int = 0) -> nn.Module:
+    """Clone `index`: a fresh client of the known architecture, initialised from the attacker's own random
+    stream. The threat model grants the architecture, not the weights: drawing from a stream derived from
+    the attack seed (never the seed itself) keeps the clone from being the victim's own initialisation
+    when both sides are given the same number."""
+    client, _ = build_split(observation.arch, observation.cut_layer, seed=stream_seed(seed, "unsplit clone", index))
     return client.to(device=observation.activations.device, dtype=observation.activations.dtype)
 
 
@@ -128,18 +132,18 @@ class UnSplit:
         spec = arch_spec(observation.arch)
         activations = observation.activations
         n = activations.shape[0]
-        objective = Objective(CutActivations(_clone(observation, seed)), MeanSquared(),
+        objective = Objective(CutActivations(clone_of(observation, seed)), MeanSquared(),
                               priors=(Prior("tv", "x", tv_squared, s.lambda_tv), Prior("l2", "x", l2, s.lambda_l2)))
         x0 = torch.full((n, 1, *spec.input_shape), s.init, device=activations.device, dtype=activations.dtype)
         observed = activations.unsqueeze(1)                     # each target is a batch of one
         if s.clone == "per-target":
-            clones = [_clone_params(_clone(observation, seed + r)) for r in range(n)]
+            clones = [_clone_params(clone_of(observation, seed, r)) for r in range(n)]
             variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
             parts = [run(objective, variables, {"observed": [observed]}, self.schedule(), mode=mode,
                          per_trial_target=True, progress=progress,
                          description=f"unsplit {observation.arch} per-target")]
         else:
-            carried, parts = _clone_params(_clone(observation, seed)), []
+            carried, parts = _clone_params(clone_of(observation, seed)), []
             for r in range(n):                                 # one clone, carried from target to target
                 parts.append(run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},
                                  self.schedule(), per_trial_target=True, progress=progress,

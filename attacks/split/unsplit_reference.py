@@ -2,7 +2,7 @@
 
 It is the obviously-correct reference the engine's per-target mode is tested against, and the
 baseline `scripts/bench_unsplit.py` times it against. Each target gets the clone the engine would
-give it (seeded `seed + r`), so both produce the same reconstructions.
+give it (`clone_of(observation, seed, r)`), so both produce the same reconstructions.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from attacks.engine.priors import l2, tv_squared
-from attacks.split.unsplit import CutObservation, UnsplitSettings
-from vfl.models import arch_spec, build_split
+from attacks.split.unsplit import CutObservation, UnsplitSettings, clone_of
+from vfl.models import arch_spec
 
 
 def unsplit_loop(observation: CutObservation, settings: UnsplitSettings, seed: int = 0) -> torch.Tensor:
@@ -20,8 +20,7 @@ def unsplit_loop(observation: CutObservation, settings: UnsplitSettings, seed: i
     device = observation.activations.device
     results = []
     for r, target in enumerate(observation.activations):
-        clone, _ = build_split(observation.arch, observation.cut_layer, seed=seed + r)
-        clone = clone.to(device=device, dtype=target.dtype)
+        clone = clone_of(observation, seed, r)
         x = torch.full((1, *spec.input_shape), settings.init, device=device, dtype=target.dtype, requires_grad=True)
         h = target.unsqueeze(0)
         opt_x = torch.optim.Adam([x], lr=settings.lr, amsgrad=True, fused=True)       # as the engine
