@@ -467,14 +467,22 @@ def start_ray(address: Optional[str], concurrency: Optional[int], threads: Optio
     """Start a local Ray instance (or join `address`); resolve concurrency and threads per task."""
     import logging
 
-    ray = import_ray()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address:                                          # before ray is imported: it reads these at import
+        token = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or \
+            (Path.home() / ".ray" / "auth_token").is_file()
+        if token and "RAY_AUTH_MODE" not in os.environ:  # as `ray start` does when a token is there
+            os.environ["RAY_AUTH_MODE"] = "token"
+    ray = import_ray()
     common = dict(logging_level=logging.ERROR, log_to_driver=False)
     if address:
         try:
             ray.init(address=address, **common)
         except Exception as exc:                         # noqa: BLE001 - cannot reach the cluster
-            raise SplitlabError(f"cannot join the Ray cluster at {address}: {_last_line(str(exc)) or exc}") from None
+            hint = ("; the cluster uses token authentication: give its token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+                    if "auth" in str(exc).lower() else "")
+            raise SplitlabError(f"cannot join the Ray cluster at {address}: "
+                                f"{type(exc).__name__}{hint}") from None
     else:
         ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, **common)
     alive = [n for n in ray.nodes() if n.get("Alive")]
