@@ -48,7 +48,7 @@ import traceback
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 
@@ -317,7 +317,9 @@ def check_options(sweep: Sweep) -> None:
 # ---------------------------------------------------------------------------------------------- cells
 
 def is_finished(cell_dir: Path) -> bool:
-    return (cell_dir / "metrics.json").is_file() and (cell_dir / "cell.json").is_file()
+    """`metrics.json` and a `cell.json` saying ok (a failed cell is run again on resume)."""
+    record = read_record(cell_dir)
+    return (cell_dir / "metrics.json").is_file() and record is not None and record.get("status") == "ok"
 
 
 def read_record(cell_dir: Path) -> Optional[dict]:
@@ -363,6 +365,8 @@ def run_cell(cell: Cell, cell_dir: Path, threads: Optional[int] = None,
             status, error = "failed", (message.removeprefix("error: ") if message else f"exit code {code}")
         elif not (cell_dir / "metrics.json").is_file():
             status, error = "failed", "the command wrote no metrics.json"
+        elif json.loads((cell_dir / "metrics.json").read_text()).get("interrupted") is True:
+            status, error = "failed", "interrupted"      # a command that caught the signal itself (FSHA)
     except KeyboardInterrupt:
         raise
     except Exception as exc:                             # noqa: BLE001 - a cell's failure is its record
@@ -384,6 +388,8 @@ def run_cell(cell: Cell, cell_dir: Path, threads: Optional[int] = None,
     }
     atomic_write_text(cell_dir / "output.log", out.getvalue() + err.getvalue())
     atomic_write_text(cell_dir / "cell.json", dumps(record) + "\n")   # last: marks the cell finished
+    if error == "interrupted":
+        raise KeyboardInterrupt
     return record
 
 
@@ -463,17 +469,21 @@ class RayPlan:
     nodes: list[str]
 
 
-def start_ray(address: Optional[str], concurrency: Optional[int], threads: Optional[int]):
-    """Start a local Ray instance (or join `address`); resolve concurrency and threads per task."""
-    import logging
-
+def import_ray_for(address: Optional[str]):
+    """Import ray (a one-line install hint if missing) with the environment it reads at import."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if address:                                          # before ray is imported: it reads these at import
+    if address:
         token = os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or \
             (Path.home() / ".ray" / "auth_token").is_file()
         if token and "RAY_AUTH_MODE" not in os.environ:  # as `ray start` does when a token is there
             os.environ["RAY_AUTH_MODE"] = "token"
-    ray = import_ray()
+    return import_ray()
+
+
+def start_ray(ray, address: Optional[str], concurrency: Optional[int], threads: Optional[int]):
+    """Start a local Ray instance (or join `address`); resolve concurrency and threads per task."""
+    import logging
+
     common = dict(logging_level=logging.ERROR, log_to_driver=False)
     if address:
         try:
@@ -493,7 +503,7 @@ def start_ray(address: Optional[str], concurrency: Optional[int], threads: Optio
     if threads > node_max:
         ray.shutdown()
         raise SplitlabError(f"--threads {threads} is more than the largest Ray node's {node_max} CPUs")
-    return ray, RayPlan(concurrency, threads, cpus, [n["NodeID"] for n in alive])
+    return RayPlan(concurrency, threads, cpus, [n["NodeID"] for n in alive])
 
 
 def run_ray(ray, plan: RayPlan, pending: list[tuple[Cell, Path]], display: Display) -> None:
@@ -536,8 +546,8 @@ def _lost(cell: Cell, cell_dir: Path, error: str) -> dict:
 
 # ------------------------------------------------------------------------------------------------ CLI
 
-class _Stop(Exception):
-    """SIGTERM arrived: stop like Ctrl-C."""
+class _Stop(KeyboardInterrupt):
+    """SIGTERM arrived: stop like Ctrl-C (a KeyboardInterrupt, so a cell's own code lets it through)."""
 
 
 @contextlib.contextmanager
@@ -635,15 +645,15 @@ def sweep_command(
     from splitlab.sweep_report import aggregate
 
     pending = [(c, d) for c, d, f in zip(cells, dirs, finished) if not f]
+    ray = import_ray_for(address) if executor == "ray" and pending else None
     interrupted = False
     plan = display = None
     with _locked(sweep_dir), _sigterm_stops():
         atomic_write_text(sweep_dir / "sweep.toml", _source_text(file, paper))
         started = time.time()
-        ray = None
         try:
-            if executor == "ray" and pending:
-                ray, plan = start_ray(address, concurrency, threads)
+            if ray is not None:
+                plan = start_ray(ray, address, concurrency, threads)
             meta = {"sweep": sweep.name, "source": sweep.source, "paper_size": paper_size,
                     "command_line": sweep.command_line(), "executor": executor, "address": address,
                     "concurrency": plan.concurrency if plan else 1,
@@ -656,10 +666,10 @@ def sweep_command(
                     run_ray(ray, plan, pending, display)
                 else:
                     run_local(pending, threads, display)
-        except (KeyboardInterrupt, _Stop):
+        except KeyboardInterrupt:                        # Ctrl-C or kill (SIGTERM)
             interrupted = True
         finally:
-            if ray is not None:
+            if ray is not None and ray.is_initialized():
                 with contextlib.suppress(Exception):
                     ray.shutdown()
         summary = aggregate(sweep, cells, sweep_dir)
@@ -690,8 +700,8 @@ def _source_text(file: Optional[Path], paper: Optional[str]) -> str:
     return shipped()[paper] if paper is not None else Path(file).read_text()
 
 
-def register(app: typer.Typer, wrap: Callable[[Callable], Callable] | None = None) -> None:
+def register(app: typer.Typer) -> None:
     """Add `splitlab sweep` to the app."""
     from vfl.cli import handles_errors
 
-    app.command("sweep")((wrap or handles_errors)(sweep_command))
+    app.command("sweep")(handles_errors(sweep_command))

@@ -251,3 +251,14 @@ def test_address_runs_cells_on_an_existing_ray_cluster(tmp_path, monkeypatch):
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, 9)                           # the session we started, nothing else
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_ray_is_imported_only_by_the_sweep_and_missing_ray_is_a_one_line_hint(tmp_path, monkeypatch):
+    probe = subprocess.run([sys.executable, "-c", "import sys, splitlab.cli; print('ray' in sys.modules)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert probe.stdout.strip() == "False", probe.stderr
+    monkeypatch.setitem(sys.modules, "ray", None)                # as if ray were not installed
+    out = tmp_path / "out"
+    result = _sweep(_file(tmp_path, TRAIN.format(seeds=[0])), "--out", out)
+    assert result.exit_code == 2 and "pip install" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
