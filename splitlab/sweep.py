@@ -334,12 +334,31 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+@contextlib.contextmanager
+def _cell_lock(cell_dir: Path) -> Iterator[None]:
+    """Held while a cell runs (`SWEEP_DIR/locks/<hash>.lock`): a Ray worker left running by a killed
+    sweep finishes (or dies) before a new sweep may delete and re-run its cell."""
+    path = cell_dir.parent.parent / "locks" / f"{cell_dir.name.split('-')[0]}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
 def run_cell(cell: Cell, cell_dir: Path, threads: Optional[int] = None,
              where: Optional[dict] = None) -> dict:
     """Run one cell in this process through the typer app; write `cell.json` last. Returns the record.
 
     `threads` sets torch's intra-op threads for the cell (restored after). KeyboardInterrupt passes.
+    A cell found finished once its lock is held (by a worker of a killed sweep) is not run again.
     """
+    with _cell_lock(cell_dir):
+        if is_finished(cell_dir):
+            return read_record(cell_dir)
+        return _run_cell(cell, cell_dir, threads, where)
+
+
+def _run_cell(cell: Cell, cell_dir: Path, threads: Optional[int], where: Optional[dict]) -> dict:
     import torch
 
     from splitlab.cli import app
@@ -407,14 +426,14 @@ def _ray_task(cell: Cell, cell_dir: str, threads: int) -> dict:
 class Display:
     """Cells done / running / failed, elapsed and estimated remaining, on stderr (rich)."""
 
-    def __init__(self, total: int, skipped: int, enabled: bool):
+    def __init__(self, total: int, skipped: int, enabled: bool, after_cell=None):
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
         self.console = Console(file=sys.stderr)          # bound now: cells' own output is captured apart
         self.running = self.failed = self.done = 0
-        self.total, self.enabled = total, enabled
+        self.total, self.enabled, self.after_cell = total, enabled, after_cell
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
                                  TextColumn("remaining"), TimeRemainingColumn(), console=self.console,
@@ -441,6 +460,8 @@ class Display:
         self.done += 1
         self.failed += record["status"] != "ok"
         self.progress.update(self.task, advance=1, state=self._state())
+        if self.after_cell is not None:
+            self.after_cell()
         if self.enabled:
             note = f"ok in {record['seconds']:.1f} s" if record["status"] == "ok" else f"FAILED: {record['error']}"
             self.progress.console.print(f"[{self.done}/{self.total}] {record['name']}: {note}", markup=False,
@@ -642,7 +663,7 @@ def sweep_command(
             c.print(f"sweep directory {sweep_dir} (nothing written)", markup=False, highlight=False)))
         return
 
-    from splitlab.sweep_report import aggregate
+    from splitlab.sweep_report import aggregate, write_results
 
     pending = [(c, d) for c, d, f in zip(cells, dirs, finished) if not f]
     ray = import_ray_for(address) if executor == "ray" and pending else None
@@ -660,7 +681,8 @@ def sweep_command(
                     "torch_threads": plan.threads if plan else threads, "ray_nodes": plan.nodes if plan else None,
                     "cells": len(cells), "already_finished": sum(finished)}
             atomic_write_text(sweep_dir / "sweep.json", dumps(meta) + "\n")
-            display = Display(len(pending), sum(finished), enabled=progress)
+            display = Display(len(pending), sum(finished), enabled=progress,
+                              after_cell=lambda: write_results(sweep, cells, sweep_dir))
             with display:
                 if plan is not None:
                     run_ray(ray, plan, pending, display)

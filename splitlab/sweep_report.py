@@ -178,16 +178,23 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
            ["| " + " | ".join(_cell(r.get(c)).replace("|", "\\|") for c in columns) + " |" for r in rows]
 
 
-def aggregate(sweep: "Sweep", cells: list["Cell"], sweep_dir: Path) -> dict:
-    """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return counts."""
+def write_results(sweep: "Sweep", cells: list["Cell"], sweep_dir: Path) -> tuple[list[dict], list]:
+    """results.csv from the cell files (rewritten after every cell, so it is current even after kill -9)."""
     rows = collect(cells, sweep_dir)
     swept = sweep.swept_keys
-    keys = [k for k in swept if k != SEED]
     identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir"]
     metric_columns = _metric_columns(rows, set(identity))
     flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir")}, **r["swept"],
              **{column: r["metrics"].get(key) for key, column in metric_columns}} for r in rows]
     atomic_write_text(sweep_dir / "results.csv", _csv(flat, identity + [c for _, c in metric_columns]))
+    return rows, metric_columns
+
+
+def aggregate(sweep: "Sweep", cells: list["Cell"], sweep_dir: Path) -> dict:
+    """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return counts."""
+    rows, metric_columns = write_results(sweep, cells, sweep_dir)
+    swept = sweep.swept_keys
+    keys = [k for k in swept if k != SEED]
 
     numeric = [k for k, _ in metric_columns if any(_numeric(r["metrics"].get(k)) for r in rows)]
     summary = summarise(rows, keys, numeric)
