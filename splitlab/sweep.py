@@ -354,7 +354,7 @@ def run_cell(cell: Cell, cell_dir: Path, threads: Optional[int] = None,
     """
     with _cell_lock(cell_dir):
         if is_finished(cell_dir):
-            return read_record(cell_dir)
+            return {**read_record(cell_dir), "finished_elsewhere": True}
         return _run_cell(cell, cell_dir, threads, where)
 
 
@@ -432,7 +432,7 @@ class Display:
                                    TimeRemainingColumn)
 
         self.console = Console(file=sys.stderr)          # bound now: cells' own output is captured apart
-        self.running = self.failed = self.done = 0
+        self.running = self.failed = self.done = self.elsewhere = 0
         self.total, self.enabled, self.after_cell = total, enabled, after_cell
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
@@ -459,6 +459,7 @@ class Display:
         self.running -= 1
         self.done += 1
         self.failed += record["status"] != "ok"
+        self.elsewhere += bool(record.get("finished_elsewhere"))
         self.progress.update(self.task, advance=1, state=self._state())
         if self.after_cell is not None:
             self.after_cell()
@@ -571,11 +572,14 @@ class _Stop(KeyboardInterrupt):
     """SIGTERM arrived: stop like Ctrl-C (a KeyboardInterrupt, so a cell's own code lets it through)."""
 
 
+def _on_sigterm(signum, frame):
+    raise _Stop()
+
+
 @contextlib.contextmanager
 def _sigterm_stops() -> Iterator[None]:
-    def handler(signum, frame):
-        raise _Stop()
-    previous = signal.signal(signal.SIGTERM, handler)
+    """`kill PID` stops the sweep like Ctrl-C (installed again after ray.init, which sets its own)."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         yield
     finally:
@@ -675,6 +679,7 @@ def sweep_command(
         try:
             if ray is not None:
                 plan = start_ray(ray, address, concurrency, threads)
+                signal.signal(signal.SIGTERM, _on_sigterm)
             meta = {"sweep": sweep.name, "source": sweep.source, "paper_size": paper_size,
                     "command_line": sweep.command_line(), "executor": executor, "address": address,
                     "concurrency": plan.concurrency if plan else 1,
@@ -697,7 +702,7 @@ def sweep_command(
         summary = aggregate(sweep, cells, sweep_dir)
     seconds = time.time() - started
     counts = summary["counts"]
-    ran = display.done if display is not None else 0
+    ran = display.done - display.elsewhere if display is not None else 0
     record = {"command": "sweep", "sweep": sweep.name, "sweep_dir": str(sweep_dir), "cells": len(cells),
               "ran": ran, "skipped": sum(finished), **counts,
               "seconds": round(seconds, 1), "interrupted": interrupted,
