@@ -612,8 +612,8 @@ def sweep_command(
     file: Optional[Path] = typer.Argument(None, help="A sweep file (TOML); or --paper NAME."),
     paper: Optional[str] = typer.Option(None, "--paper", help="Run a shipped grid by name (see --list)."),
     list_: bool = typer.Option(False, "--list", help="List the shipped grids and exit."),
-    paper_size: bool = typer.Option(False, "--paper-size", help="Use the file's [paper] axes (the paper's "
-                                    "datasets, seeds and settings; sized for a GPU)."),
+    paper_size: bool = typer.Option(False, "--paper-size", help="Use the file's paper-sized axes (its "
+                                    "paper table: the paper's datasets, seeds and settings; for a GPU)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the cells (and which are finished); run and "
                                  "write nothing."),
     executor: str = typer.Option("ray", "--executor", help="ray (cells as Ray tasks) or local (in this "

@@ -125,8 +125,9 @@ def _x_axis(sweep: "Sweep", keys: list[str]) -> str | None:
     if sweep.report.get("x") in keys:
         return sweep.report["x"]
     values = {k: (sweep.axes.get(k) or sweep.zipped.get(k) or []) for k in keys}
-    numeric = [k for k in keys if len(values[k]) > 1 and all(_numeric(v) for v in values[k])]
-    varied = [k for k in keys if len(values[k]) > 1]
+    by_size = sorted(keys, key=lambda k: -len(values[k]))          # stable: the first of the longest
+    numeric = [k for k in by_size if len(values[k]) > 1 and all(_numeric(v) for v in values[k])]
+    varied = [k for k in by_size if len(values[k]) > 1]
     return (numeric or varied or [None])[0]
 
 
