@@ -154,7 +154,11 @@ def figure_png(summary: list[dict], keys: list[str], x: str, metrics: list[str],
                              for r in members if r[f"{metric}.mean"] is not None), key=lambda p: p[0])
             if points:
                 px, py, pe = zip(*points)
-                ax.errorbar(px, py, yerr=pe, marker="o", capsize=3, lw=1.2, label=_label(rest, setting))
+                ax.errorbar(px, py, yerr=pe, marker="o", capsize=3, lw=1.2, ls="-" if numeric else "none",
+                            label=_label(rest, setting))
+        means = [r[f"{metric}.mean"] for r in summary if r[f"{metric}.mean"] is not None]
+        if means and min(means) > 0 and max(means) / min(means) >= 1000:
+            ax.set_yscale("log")                                    # e.g. activation MSE, CNN vs MLP
         if numeric and len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 100:
             ax.set_xscale("log")
         if not numeric:
