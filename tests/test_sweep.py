@@ -262,3 +262,34 @@ def test_ray_is_imported_only_by_the_sweep_and_missing_ray_is_a_one_line_hint(tm
     result = _sweep(_file(tmp_path, TRAIN.format(seeds=[0])), "--out", out)
     assert result.exit_code == 2 and "pip install" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_cell_still_held_by_a_killed_sweeps_worker_is_waited_for_not_run_twice(tmp_path):
+    import fcntl
+    import threading
+
+    out = tmp_path / "out"
+    grid = _file(tmp_path, TRAIN.format(seeds=[0]))
+    (cell,) = load_sweep(grid).cells()
+    cell_dir = out / "cells" / cell.dirname
+    cell_dir.mkdir(parents=True)
+    (cell_dir / "metrics.json").write_text("{}")                  # half-written: no cell.json yet
+    (out / "locks").mkdir()
+    lock = open(out / "locks" / f"{cell.key}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)                              # the orphan worker still runs the cell
+
+    def orphan_finishes():
+        time.sleep(1.0)
+        (cell_dir / "metrics.json").write_text('{"accuracy": 0.5}')
+        (cell_dir / "cell.json").write_text(json.dumps({"cell": cell.key, "status": "ok", "seconds": 1.0}))
+        lock.close()                                              # releases the lock, as the worker's exit does
+
+    thread = threading.Thread(target=orphan_finishes)
+    thread.start()
+    result = runner.invoke(app, ["sweep", str(grid), "--executor", "local", "--out", str(out), "--no-progress",
+                                 "--json"])
+    thread.join()
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert (record["ok"], record["ran"]) == (1, 0)                # waited, found it finished, did not re-run
+    assert json.loads((cell_dir / "metrics.json").read_text()) == {"accuracy": 0.5}
