@@ -1,0 +1,295 @@
+"""`splitlab sweep`: expansion, dry runs, cells equal to the single command, resume, failures, shipped grids, Ray."""
+import csv
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from splitlab.cli import app
+from splitlab.sweep import load_sweep, parse_sweep, shipped
+from vfl.errors import SplitlabError
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = """
+command = "train"
+[fixed]
+arch = "small-mlp"
+epochs = 1
+device = "cpu"
+[axes]
+seed = {seeds}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Cells run in this process with torch's thread setting: one thread keeps them quick on a busy CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _file(tmp_path, text, name="grid.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _sweep(*args):
+    return runner.invoke(app, ["sweep", *map(str, args), "--no-progress"])
+
+
+def _records(out):
+    return {r["cell"]: r for r in (json.loads(p.read_text()) for p in (out / "cells").glob("*/cell.json"))}
+
+
+def test_axes_cross_zip_advances_together_and_cell_hashes_are_stable():
+    text = """
+command = "attack unsplit"
+[fixed]
+preset = "quick"
+[axes]
+arch = ["cnn", "mlp"]
+seed = [0, 1, 2]
+[zip]
+cut-layer = [1, 2]
+lambda-tv = [1.0, 10.0]
+"""
+    cells = parse_sweep(text, "g", "g.toml").cells()
+    assert len(cells) == 2 * 3 * 2
+    assert [dict(c.swept) for c in cells[:2]] == [{"arch": "cnn", "seed": 0, "cut-layer": 1, "lambda-tv": 1.0},
+                                                 {"arch": "cnn", "seed": 0, "cut-layer": 2, "lambda-tv": 10.0}]
+    assert cells[0].command == ("attack", "unsplit")
+    assert cells[0].args() == ["--arch", "cnn", "--cut-layer", "1", "--lambda-tv", "1.0", "--preset", "quick",
+                               "--seed", "0"]
+    # the hash is of the resolved arguments: the order of the file's keys does not matter, a value does
+    reordered = ('command = "attack unsplit"\n[zip]\nlambda-tv = [1.0, 10.0]\ncut-layer = [1, 2]\n'
+                 '[axes]\nseed = [0, 1, 2]\narch = ["cnn", "mlp"]\n[fixed]\npreset = "quick"\n')
+    assert {c.key for c in parse_sweep(reordered, "g", "g.toml").cells()} == {c.key for c in cells}
+    blob = ('{"command":["attack","unsplit"],"options":[["arch","cnn"],["cut-layer","1"],["lambda-tv","1.0"],'
+            '["preset","quick"],["seed","0"]]}')
+    assert cells[0].key == hashlib.sha256(blob.encode()).hexdigest()[:10] == "0ea057384e"   # stable everywhere
+    assert len({c.key for c in cells}) == len(cells) and cells[0].dirname.startswith(cells[0].key + "-arch-cnn")
+
+
+@pytest.mark.parametrize("text,message", [
+    ('command = "train"\n[axes]\nseed = []', "seed is an empty list"),
+    ('command = "train"\n[zip]\nseed = [0, 1]\narch = ["cnn"]', "[zip] lists must have equal lengths"),
+    ('command = "train"\ncolour = 1', "unknown key 'colour'"),
+    ('command = "train"\n[fixed]\nout = "x"', "not allowed"),
+    ('command = "train"\n[fixed]\nseed = 1\n[axes]\nseed = [1, 2]', "in both [fixed] and [axes]"),
+    ('command = "train"\n[axes]\nseed = [1, 1]', "repeats the value 1"),
+    ('[axes]\nseed = [1]', "missing command"),
+    ('command = "train"\n[axes\n', "not valid TOML"),
+])
+def test_bad_sweep_files_are_one_line_errors(text, message):
+    with pytest.raises(SplitlabError, match="g.toml: .*" + message.replace("[", r"\[").replace("]", r"\]")):
+        parse_sweep(text, "g", "g.toml")
+
+
+def test_bad_sweep_file_or_number_exits_2_before_writing(tmp_path):
+    out = tmp_path / "out"
+    unknown = _sweep(_file(tmp_path, TRAIN.format(seeds=[0]) + 'colour = ["red"]\n'), "--out", out)
+    assert unknown.exit_code == 2 and "has no option --colour" in unknown.stderr
+    empty = _sweep(_file(tmp_path, TRAIN.format(seeds=[])), "--out", out)
+    assert empty.exit_code == 2 and "empty list" in empty.stderr
+    bad = _sweep(_file(tmp_path, TRAIN.format(seeds=[0])), "--concurrency", "0", "--out", out)
+    assert bad.exit_code == 2 and "--concurrency must be >= 1" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sweep", str(_file(tmp_path, TRAIN.format(seeds=[0, 1, 2]))), "--dry-run",
+                                 "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["cells"]
+    assert [r["seed"] for r in rows] == ["0", "1", "2"] and {r["state"] for r in rows} == {"to run"}
+    assert not out.exists()
+
+
+def test_local_cells_equal_the_single_command_and_resume_runs_only_missing_cells(tmp_path):
+    out = tmp_path / "out"
+    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]))
+    first = _sweep(grid, "--executor", "local", "--out", out)
+    assert first.exit_code == 0, first.output
+    records = _records(out)
+    assert len(records) == 2 and {r["status"] for r in records.values()} == {"ok"}
+    single = runner.invoke(app, ["train", "--arch", "small-mlp", "--epochs", "1", "--device", "cpu", "--seed", "1",
+                                 "--out", str(tmp_path / "single"), "--json"])
+    expected = json.loads(single.stdout)["metrics"]
+    (cell,) = [r for r in records.values() if r["swept"]["seed"] == 1]
+    got = json.loads((out / "cells" / f"{cell['cell']}-{cell['name']}" / "metrics.json").read_text())
+    assert got["history"] == expected["history"] and got["accuracy"] == expected["accuracy"]
+
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [(r["seed"], r["status"]) for r in rows] == [("0", "ok"), ("1", "ok")]
+    assert float(rows[1]["accuracy"]) == expected["accuracy"] and "history" not in rows[0]
+    (summary,) = list(csv.DictReader((out / "summary.csv").open()))
+    assert summary["ok"] == "2" and summary["accuracy.n"] == "2" and float(summary["accuracy.std"]) > 0
+    assert "## Summary" in (out / "report.md").read_text()
+
+    # resume: the finished cell is skipped; a deleted one and an unfinished one (no cell.json) run again
+    kept, *_ = [p for p in (out / "cells").iterdir() if "seed-0" in p.name]
+    again = [p for p in (out / "cells").iterdir() if "seed-1" in p.name][0]
+    before = (kept / "cell.json").read_text()
+    shutil.rmtree(again)
+    grid3 = _file(tmp_path, TRAIN.format(seeds=[0, 1, 2]))
+    second = runner.invoke(app, ["sweep", str(grid3), "--executor", "local", "--out", str(out), "--no-progress",
+                                 "--json"])
+    assert second.exit_code == 0, second.output
+    record = json.loads(second.stdout)
+    assert (record["ran"], record["skipped"], record["ok"]) == (2, 1, 3)
+    assert (kept / "cell.json").read_text() == before                 # the finished cell was not run again
+    (again / "cell.json").unlink()                      # unfinished: a half-written cell is run again
+    (again / "stale.txt").write_text("left by a killed run")
+    third = json.loads(runner.invoke(app, ["sweep", str(grid3), "--executor", "local", "--out", str(out),
+                                           "--no-progress", "--json"]).stdout)
+    assert (third["ran"], third["skipped"]) == (1, 2) and not (again / "stale.txt").exists()
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert sorted(r["seed"] for r in rows) == ["0", "1", "2"]          # every cell once
+
+
+def test_failing_cell_is_recorded_and_the_others_finish(tmp_path):
+    out = tmp_path / "out"
+    grid = _file(tmp_path, TRAIN.format(seeds=[0]).replace('arch = "small-mlp"\n', "")
+                 + 'arch = ["small-mlp", "vit"]\nbatch-size = [16, "many"]\n')
+    result = _sweep(grid, "--executor", "local", "--out", out)
+    assert result.exit_code == 1
+    records = _records(out)
+    assert len(records) == 4
+    ok = [r for r in records.values() if r["status"] == "ok"]
+    assert [r["swept"] for r in ok] == [{"seed": 0, "arch": "small-mlp", "batch-size": 16}]
+    errors = {(r["swept"]["arch"], r["swept"]["batch-size"]): r["error"] for r in records.values()
+              if r["status"] == "failed"}
+    assert errors[("vit", 16)].startswith("unknown architecture 'vit'")          # SplitlabError
+    assert errors[("small-mlp", "many")].startswith("Invalid value for '--batch-size'")       # a usage error
+    assert all("\n" not in e for e in errors.values())
+    report = (out / "report.md").read_text()
+    assert "## Failed cells" in report and "unknown architecture 'vit'" in report
+
+
+def test_list_shows_the_shipped_grids():
+    result = runner.invoke(app, ["sweep", "--list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["name"]: r for r in json.loads(result.stdout)["sweeps"]}
+    assert set(rows) >= {"jast-table1", "jast-tv-sweep", "jast-cut-layers", "jast-small-mlp", "hfl-defences"}
+    assert rows["jast-table1"]["cells"] == 10 and rows["jast-table1"]["command"] == "attack unsplit"
+    assert rows["jast-cut-layers"]["cells"] == 2 * 6 * 3 and rows["jast-table1"]["paper_cells"] == 30
+    assert all(r["description"] for r in rows.values())
+
+
+@pytest.mark.parametrize("name", sorted(shipped()))
+def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name):
+    cpu = load_sweep(paper=name)
+    paper = load_sweep(paper=name, paper_size=True)
+    assert cpu.cells() and paper.cells() and cpu.description
+    assert "seed" in cpu.swept_keys and len(paper.cells()) >= len(cpu.cells())
+    assert not (set(cpu.fixed) & set(cpu.swept_keys))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.ray
+def test_address_runs_cells_on_an_existing_ray_cluster(tmp_path, monkeypatch):
+    # this cluster's own token, in the environment before ray is imported (it reads the mode then)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", uuid.uuid4().hex)
+    ray = pytest.importorskip("ray")
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")        # short: Ray's socket paths have a length limit
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+    ray_bin = Path(sys.executable).with_name("ray")
+    # --block keeps `ray start` in the foreground; ending it (by its pid) stops exactly this cluster,
+    # where `ray stop` would stop every Ray process of this user on the machine
+    head = subprocess.Popen([str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=2", "--block",
+                             "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        address = f"127.0.0.1:{port}"
+        for _ in range(120):                                 # wait for the GCS to accept connections
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        out = tmp_path / "out"
+        result = _sweep(_file(tmp_path, TRAIN.format(seeds=[0, 1])), "--address", address, "--concurrency", "2",
+                        "--out", out)
+        assert result.exit_code == 0, result.output
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        try:
+            cluster_nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        finally:
+            ray.shutdown()
+        records = list(_records(out).values())
+        assert len(records) == 2 and {r["status"] for r in records} == {"ok"}
+        assert {r["where"]["node_id"] for r in records} <= cluster_nodes and len(cluster_nodes) == 1
+        assert all(r["where"]["executor"] == "ray" and r["where"]["pid"] != os.getpid() for r in records)
+        assert all(r["torch_threads"] == 1 and r["omp_num_threads"] == "1" for r in records)
+        assert json.loads((out / "sweep.json").read_text())["address"] == address
+    finally:
+        head.terminate()
+        try:
+            head.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, 9)                           # the session we started, nothing else
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_ray_is_imported_only_by_the_sweep_and_missing_ray_is_a_one_line_hint(tmp_path, monkeypatch):
+    probe = subprocess.run([sys.executable, "-c", "import sys, splitlab.cli; print('ray' in sys.modules)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert probe.stdout.strip() == "False", probe.stderr
+    monkeypatch.setitem(sys.modules, "ray", None)                # as if ray were not installed
+    out = tmp_path / "out"
+    result = _sweep(_file(tmp_path, TRAIN.format(seeds=[0])), "--out", out)
+    assert result.exit_code == 2 and "pip install" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_cell_still_held_by_a_killed_sweeps_worker_is_waited_for_not_run_twice(tmp_path):
+    import fcntl
+    import threading
+
+    out = tmp_path / "out"
+    grid = _file(tmp_path, TRAIN.format(seeds=[0]))
+    (cell,) = load_sweep(grid).cells()
+    cell_dir = out / "cells" / cell.dirname
+    cell_dir.mkdir(parents=True)
+    (cell_dir / "metrics.json").write_text("{}")                  # half-written: no cell.json yet
+    (out / "locks").mkdir()
+    lock = open(out / "locks" / f"{cell.key}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)                              # the orphan worker still runs the cell
+
+    def orphan_finishes():
+        time.sleep(1.0)
+        (cell_dir / "metrics.json").write_text('{"accuracy": 0.5}')
+        (cell_dir / "cell.json").write_text(json.dumps({"cell": cell.key, "status": "ok", "seconds": 1.0}))
+        lock.close()                                              # releases the lock, as the worker's exit does
+
+    thread = threading.Thread(target=orphan_finishes)
+    thread.start()
+    result = runner.invoke(app, ["sweep", str(grid), "--executor", "local", "--out", str(out), "--no-progress",
+                                 "--json"])
+    thread.join()
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert (record["ok"], record["ran"]) == (1, 0)                # waited, found it finished, did not re-run
+    assert json.loads((cell_dir / "metrics.json").read_text()) == {"accuracy": 0.5}
