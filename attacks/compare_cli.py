@@ -70,6 +70,8 @@ def compare_command(
     base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=seed, device=device,
                        data_root=str(data_root) if data_root else None)
     arch_list, defence_list = _names(archs), split_specs(defences) or ["none"]
+    if not arch_list:
+        raise SplitlabError("--archs needs at least one architecture, e.g. --archs cnn,mlp")
     fsha = None
     if _check_attacks(_names(attacks), arch_list):
         fsha = FSHA(settings(fsha_preset, "fsha", iterations=fsha_iterations))

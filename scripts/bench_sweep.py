@@ -4,7 +4,7 @@ per-task torch threads, and checks that every cell's metrics are identical betwe
 (timings excepted). Run it on a quiet machine; Ray's start-up is inside the Ray wall time.
 
     python scripts/bench_sweep.py                      # attack unsplit --preset quick, small-mlp,cnn x seeds 0-3
-    python scripts/bench_sweep.py --archs small-mlp --seeds 2 --rounds 2      # a check that it works
+    python scripts/bench_sweep.py --archs small-mlp --seeds 2 --iterations 2      # a check that it works
 
 Torch's CPU kernels may sum in a different order with a different number of threads, so metrics
 are bitwise identical only at equal thread counts: when the local run used more threads than a
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def sweep_file(args) -> str:
     lines = ['command = "attack unsplit"', "[fixed]", f'preset = "{args.preset}"', f"epochs = {args.epochs}",
              'device = "cpu"']
-    if args.rounds:
-        lines.append(f"rounds = {args.rounds}")
+    if args.iterations:
+        lines.append(f"iterations = {args.iterations}")
     archs = ", ".join(f'"{a}"' for a in args.archs.split(","))
     lines += ["[axes]", f"arch = [{archs}]", f"seed = {list(range(args.seeds))}"]
     return "\n".join(lines) + "\n"
@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--preset", default="quick")
-    parser.add_argument("--rounds", type=int, default=None, help="override the preset's rounds (quick checks)")
+    parser.add_argument("--iterations", type=int, default=None, help="override the preset's UnSplit rounds (quick checks)")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None, help="keep the sweeps here (default: a temporary dir)")
     args = parser.parse_args()
