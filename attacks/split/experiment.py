@@ -25,7 +25,7 @@ class Victim:
     trained: TrainedSplit
     train: datasets.ImageData
     test: datasets.ImageData
-    checkpoint: Path
+    checkpoint: Path | None             # None when the model was handed over in memory
 
 
 def load_victim(checkpoint: Path, device: str = "auto", data_root: str | None = None) -> Victim:

@@ -1,0 +1,92 @@
+"""The lab from Python (notebooks): the functions the commands call, results in memory, and a run
+directory only when `out` is given (the same files the command would write there).
+
+    from splitlab import api
+    victim = api.train("cnn", epochs=2)                          # a trained split model (TrainedSplit)
+    outcome = api.unsplit(victim, preset="quick")                  # attacks.driver.Outcome
+    print(outcome.metrics["image_mse_minmax"], outcome.metrics["baselines"]["zero"])
+    api.hfl("dlg", arch="lenet", preset="dlg.quick", out="runs/dlg-notebook")
+
+Every call validates its inputs like the command does (a `vfl.errors.SplitlabError` names the fix).
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Iterator
+
+from attacks.driver import Outcome
+from attacks.metrics import score
+from vfl.runs import Run
+from vfl.training import TrainConfig, TrainedSplit
+
+__all__ = ["train", "unsplit", "fsha", "hfl", "score"]
+
+
+@contextlib.contextmanager
+def _run(command: str, config: dict[str, Any], out: str | Path | None, overwrite: bool) -> Iterator[Run | None]:
+    if out is None:
+        yield None
+        return
+    with Run.create(command, config, Path(out), overwrite=overwrite) as run:
+        yield run
+
+
+def train(arch: str = "cnn", *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
+          **config: Any) -> TrainedSplit:
+    """Train a split model (`TrainConfig` fields as keywords: dataset, cut_layer, epochs, defence, seed, ...)."""
+    from vfl.training import load_data, save_trained, train_split
+
+    settings = TrainConfig(arch=arch, **config)
+    settings.validate()
+    train_data, test_data = load_data(settings)
+    with _run("train", {"train": settings}, out, overwrite) as run:
+        trained = train_split(settings, train_data, test_data, run, progress)
+        if run is not None:
+            save_trained(run, trained)
+            run.write_metrics({"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history})
+    return trained
+
+
+def unsplit(victim: TrainedSplit | str | Path, *, preset: str = "jast", clone: str = "per-target", seed: int = 0,
+            out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
+            **overrides: Any) -> Outcome:
+    """UnSplit against a trained model (or a checkpoint path); `overrides` are UnsplitSettings fields."""
+    from attacks.presets import settings
+    from attacks.split.experiment import Victim, attack_victim, load_victim
+    from attacks.split.unsplit import UnSplit
+    from vfl.training import load_data
+
+    attack = UnSplit(settings(preset, "unsplit", clone=clone, **overrides))
+    if isinstance(victim, TrainedSplit):
+        train_data, test_data = load_data(victim.config)
+        victim = Victim(victim, train_data, test_data, None)
+    else:
+        victim = load_victim(Path(victim))
+    with _run("attack-unsplit", {"train": victim.trained.config, "unsplit": attack.settings, "seed": seed},
+              out, overwrite) as run:
+        return attack_victim(victim, attack, run, seed=seed, progress=progress)
+
+
+def fsha(arch: str = "resnet", *, preset: str = "quick", seed: int = 0, out: str | Path | None = None,
+         overwrite: bool = False, progress: bool = False, victim: dict[str, Any] | None = None,
+         **overrides: Any) -> Outcome:
+    """FSHA against an honest client of `arch` (resnet or mlp); `overrides` are FshaSettings fields, `victim`
+    FshaVictim fields."""
+    from attacks.presets import settings
+    from attacks.split.fsha import FSHA, run_fsha, victim_for
+
+    attack = FSHA(settings(preset, "fsha", **overrides))
+    client = victim_for(attack.settings.preset, arch=arch, seed=seed, **(victim or {}))
+    with _run("attack fsha", {"fsha": attack.settings, "victim": client, "seed": seed}, out, overwrite) as run:
+        return run_fsha(client, attack, run, seed=seed, progress=progress)
+
+
+def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
+        **config: Any) -> Outcome:
+    """Gradient inversion by an HFL server (`HFLConfig` fields as keywords: arch, preset, batch_size, ...)."""
+    from attacks.hfl.experiment import HFLConfig, execute, prepare
+
+    prepared = prepare(HFLConfig(attack=attack, **config))
+    with _run("hfl", prepared.record(), out, overwrite) as run:
+        return execute(prepared, run, progress=progress)
