@@ -40,8 +40,8 @@ class _Bar:
             if elapsed >= ESTIMATE_AFTER_SECONDS:
                 self._estimated = True
                 total = elapsed * self._total / self._done
-                print(f"{self._description}: about {_duration(total)} in all, {_duration(total - elapsed)} left "
-                      f"(estimated after {self._done} of {self._total} steps)", file=sys.stderr, flush=True)
+                print(f"{self._description}: at the pace of its first {self._done} of {self._total} steps, about "
+                      f"{_duration(total)} in all, {_duration(total - elapsed)} left", file=sys.stderr, flush=True)
 
     def describe(self, text: str) -> None:
         if self._progress is not None:
