@@ -13,15 +13,11 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator, MutableMapping
 from typing import Any, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
-
-try:
-    from typer._click.exceptions import UsageError  # typer >= 0.2x vendors click
-except ImportError:  # older typer runs on click itself
-    from click.exceptions import UsageError
 
 HELP = "splitlab: attacks and defences for split (vertical) federated learning."
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}  # inherited by every subcommand's context
@@ -106,21 +102,55 @@ def module_group(module_name: str) -> TyperGroup:
     return _GROUPS[module_name]
 
 
+class LazyCommands(MutableMapping):
+    """`group.commands` for the lazy group: the names come from the table (no import), a value is
+    built on first access. Code that walks `typer.main.get_command(app).commands` (the sweep's option
+    check, typer's "did you mean" suggestions) keeps working and imports only what it looks up."""
+
+    def __init__(self, added: dict[str, Any] | None = None) -> None:
+        self._added = dict(added or {})  # commands added directly (`add_command`), not through the table
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*available_commands(), *(n for n in self._added if n not in COMMANDS)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._added or name in available_commands()
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._added:
+            return self._added[name]
+        if name not in available_commands():
+            raise KeyError(name)
+        return module_group(COMMANDS[name].module).commands[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._added[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._added[name]
+
+
 class LazyGroup(TyperGroup):
     """A click group that knows its commands from `COMMANDS` and imports one only when it is resolved."""
 
     _help_stubs = False  # True while the top-level help is rendered: commands are stubs from the table
 
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self.commands)
+
     def list_commands(self, ctx: Any) -> list[str]:
-        return available_commands()
+        return list(self.commands)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Optional[Any]:
-        if cmd_name not in available_commands():
+        if cmd_name not in self.commands:
             return None
-        entry = COMMANDS[cmd_name]
-        if self._help_stubs:
-            return TyperCommand(name=cmd_name, help=entry.help, callback=None)
-        return module_group(entry.module).get_command(ctx, cmd_name)
+        if self._help_stubs and cmd_name in COMMANDS:
+            return TyperCommand(name=cmd_name, help=COMMANDS[cmd_name].help, callback=None)
+        return self.commands[cmd_name]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         # typer's rich help asks `get_command` for each command's help: answer from the table
@@ -135,22 +165,10 @@ class LazyGroup(TyperGroup):
         names = self.list_commands(ctx)
         if names:
             limit = formatter.width - 6 - max(map(len, names))
-            rows = [(name, TyperCommand(name=name, help=COMMANDS[name].help).get_short_help_str(limit))
-                    for name in names]
+            rows = [(name, TyperCommand(name=name, help=COMMANDS[name].help).get_short_help_str(limit)
+                     if name in COMMANDS else self.commands[name].get_short_help_str(limit)) for name in names]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
-
-    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        try:
-            return super().resolve_command(ctx, args)
-        except UsageError as err:  # typer suggests from `self.commands`, empty here: suggest from the table
-            if self.suggest_commands and args and "Did you mean" not in err.message:
-                import difflib
-
-                matches = difflib.get_close_matches(args[0], self.list_commands(ctx))
-                if matches:
-                    err.message = err.message.rstrip(".") + ". Did you mean " + ", ".join(map(repr, matches)) + "?"
-            raise
 
 
 def version() -> str:

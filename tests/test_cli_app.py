@@ -259,3 +259,29 @@ def test_weights_names_need_download_and_must_be_known(hub, monkeypatch):
     unknown = _weights("--download", "fid", "resnet")
     assert unknown.exit_code == 2 and "unknown weight file 'resnet'" in unknown.stderr
     assert calls == []  # a misspelt name stops the command before anything is fetched
+
+
+def test_the_group_commands_mapping_is_lazy_and_complete():
+    """Code that walks `get_command(app).commands` (the sweep's option check) sees every command and
+    imports only the one it looks up (fresh interpreter)."""
+    code = ("import sys, typer.main\nfrom splitlab.cli import app\n"
+            "group = typer.main.get_command(app)\nnames = sorted(group.commands)\n"
+            "models = group.commands['models']\n"
+            "print(names, 'models' in group.commands, 'nope' in group.commands, group.commands.get('nope'),\n"
+            "      models.name, [p.opts[0] for p in models.params], 'vfl.cli' in sys.modules,\n"
+            "      'attacks.cli' in sys.modules, 'theory_checks.cli' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == (str(sorted(cli.available_commands())) + " True False None models ['--json'] "
+                                   "True False False").split()
+
+
+def test_plain_help_without_rich_lists_the_table(monkeypatch):
+    group = typer.main.get_command(app)
+    monkeypatch.setattr(group, "rich_markup_mode", None)
+    ctx = typer.Context(group, info_name="splitlab")
+    text = group.get_help(ctx)
+    assert "Commands:" in text or "Commands" in text
+    for name in cli.available_commands():
+        assert f"  {name} " in text
