@@ -143,7 +143,7 @@ def weights_command(
             raise SplitlabError(f"unknown weight file {name!r}; choose one of {', '.join(NAMES)}")
     downloaded, already = [], []
     for name in wanted:
-        path, fresh = download(name, force=force, progress=not as_json)
+        _, fresh = download(name, force=force, progress=not as_json)
         (downloaded if fresh else already).append(name)
     rows = describe()
     record = {"command": "weights", "hub_dir": str(Path(torch.hub.get_dir())), "weights": rows}

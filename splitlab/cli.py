@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator, MutableMapping
 from typing import Any, Optional
 
 import typer

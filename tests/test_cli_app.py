@@ -32,7 +32,7 @@ def _fresh_process(*args: str) -> tuple[int, str, list[str]]:
             "try:\n    main()\n    status = 0\nexcept SystemExit as exc:\n    status = exc.code or 0\n"
             f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
             "sys.stderr.write('\\nRESULT ' + repr((status, heavy)) + '\\n')\n")
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code, *args], check=False, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     status, heavy = eval(done.stderr.rsplit("RESULT ", 1)[1])
     return status, done.stdout, heavy
@@ -270,7 +270,7 @@ def test_the_group_commands_mapping_is_lazy_and_complete():
             "print(names, 'models' in group.commands, 'nope' in group.commands, group.commands.get('nope'),\n"
             "      models.name, [p.opts[0] for p in models.params], 'vfl.cli' in sys.modules,\n"
             "      'attacks.cli' in sys.modules, 'theory_checks.cli' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == (str(sorted(cli.available_commands())) + " True False None models ['--json'] "
