@@ -241,7 +241,8 @@ def load_lpips(
     path = Path(backbone_weights) if backbone_weights is not None else _hub_checkpoint(filename, hub_dir)
     if not path.is_file():
         return _unavailable(
-            f"LPIPS needs {display} weights ({filename}) at {path}; put them there or pass --lpips-weights",
+            f"LPIPS needs {display} weights ({filename}) at {path}; run `splitlab weights --download {net}`, "
+            "put them there or pass --lpips-weights",
             require,
         )
     state = _read_state_dict(path)
@@ -335,7 +336,7 @@ def load_fid(
     if not path.is_file():
         return _unavailable(
             f"FID needs pytorch-fid's Inception weights ({FID_WEIGHTS_FILE}) at {path}; "
-            "put them there or pass --fid-weights",
+            "run `splitlab weights --download fid`, put them there or pass --fid-weights",
             require,
         )
     state = _read_state_dict(path)

@@ -1,16 +1,208 @@
 """`splitlab`: assembles the CLI. Each package adds its own commands; imports stay one-way
-(`theory_checks -> attacks -> vfl`), so the assembly lives above all three."""
+(`theory_checks -> attacks -> vfl`), so the assembly lives above all three.
+
+The top-level app is lazy: `splitlab --help`, `-h` and `--version` import no command module (so no
+torch, lpips, pytorch-fid or scipy). `COMMANDS` below is a static table of every command, the module
+that defines it and its one-line help; a command's module is imported only when that command is
+resolved (run, or asked for its own `--help`). tests/test_cli_app.py checks the table against the
+commands' real help texts, so the two cannot drift apart silently.
+"""
 from __future__ import annotations
 
-from attacks.cli import register as register_attacks
-from splitlab.sweep import register as register_sweep
-from theory_checks.cli import register as register_theory
-from vfl.cli import build_app
+import importlib
+import importlib.util
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
 
-app = build_app()
-register_attacks(app)
-register_theory(app)
-register_sweep(app)
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+HELP = "splitlab: attacks and defences for split (vertical) federated learning."
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}  # inherited by every subcommand's context
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """Where a command lives and what `splitlab --help` says about it (without importing it)."""
+
+    module: str
+    help: str
+    optional: bool = False  # listed only when `module` exists in this checkout
+
+
+COMMANDS: dict[str, LazyCommand] = {
+    "train": LazyCommand("vfl.cli", "Train a split model with the explicit client/server protocol and save a "
+                         "checkpoint."),
+    "evaluate": LazyCommand("vfl.cli", "Re-measure a checkpoint's test accuracy on its dataset (no run directory "
+                            "is written)."),
+    "models": LazyCommand("vfl.cli", "List every split architecture with its cut layers and client/server/total "
+                          "parameter counts, then the horizontal-FL models (whole model on every client)."),
+    "datasets": LazyCommand("vfl.cli", "List each dataset, its source and whether it is available here."),
+    "weights": LazyCommand("attacks.weights_cli", "List where the LPIPS and FID pretrained weights are looked for "
+                           "and whether they are there; --download fetches them."),
+    "compare": LazyCommand("attacks.cli", "Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit "
+                           "(and FSHA with --attacks unsplit,fsha); write report.md (Table 1 with the paper's "
+                           "numbers), report.csv and figures."),
+    "hfl": LazyCommand("attacks.cli", "Gradient inversion by an honest-but-curious HFL server: reconstruct a "
+                       "client's batch from its upload."),
+    "theory": LazyCommand("theory_checks.cli", "Run the orthogonal-invariance lemmas of JAST through the real "
+                          "protocol; exit 0 only if every check matched its expected verdict (holds / breaks), "
+                          "1 otherwise, 2 on bad input."),
+    "bounds": LazyCommand("theory_checks.cli", "Theorem 1's reconstruction-error bound (seed paper 003) per attack "
+                          "and round against the attacks' mean and best-of-inits errors, with L_R from an unrolled "
+                          "surrogate; exit 1 if a mean error exceeds its bound or the FedAvg rate check fails, "
+                          "2 on bad input."),
+    "attack": LazyCommand("attacks.cli", "Attacks on a split-learning model."),
+    "sweep": LazyCommand("splitlab.sweep", "Run a grid of `splitlab` commands (a sweep file or a shipped paper "
+                         "grid) on Ray or in process; resumable; writes results.csv, summary.csv (mean, std, n "
+                         "over seeds) and report.md.", optional=True),
+}
+
+_GROUPS: dict[str, TyperGroup] = {}  # module -> its commands as a click group, built on first use
+
+
+def _module_exists(name: str) -> bool:
+    """Whether `name` exists in the checkout its package is imported from, without importing it.
+
+    An editable install's import finder can resolve a submodule from another checkout than its
+    package (a git worktree on PYTHONPATH beside the install's checkout): that does not count."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:  # a missing parent package
+        return False
+    if spec is None or spec.origin is None:
+        return False
+    parent, _, _ = name.rpartition(".")
+    if not parent:
+        return True
+    package_dirs = [Path(p).resolve() for p in importlib.import_module(parent).__path__]
+    return Path(spec.origin).resolve().parent in package_dirs
+
+
+def available_commands() -> list[str]:
+    """The command names in help order; optional ones only where their module exists."""
+    return [name for name, entry in COMMANDS.items() if not entry.optional or _module_exists(entry.module)]
+
+
+def module_group(module_name: str) -> TyperGroup:
+    """Import `module_name` and return its commands as a click group (cached).
+
+    A module adds its commands with `register(app)`; `vfl.cli`, the bottom layer, builds its app with
+    `build_app()` instead."""
+    if module_name not in _GROUPS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, "register"):
+            sub = typer.Typer(add_completion=False)
+            module.register(sub)
+        else:
+            sub = module.build_app()
+        _GROUPS[module_name] = typer.main.get_group(sub)
+    return _GROUPS[module_name]
+
+
+class LazyCommands(MutableMapping):
+    """`group.commands` for the lazy group: the names come from the table (no import), a value is
+    built on first access. Code that walks `typer.main.get_command(app).commands` (the sweep's option
+    check, typer's "did you mean" suggestions) keeps working and imports only what it looks up."""
+
+    def __init__(self, added: dict[str, Any] | None = None) -> None:
+        self._added = dict(added or {})  # commands added directly (`add_command`), not through the table
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*available_commands(), *(n for n in self._added if n not in COMMANDS)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._added or name in available_commands()
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._added:
+            return self._added[name]
+        if name not in available_commands():
+            raise KeyError(name)
+        return module_group(COMMANDS[name].module).commands[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._added[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._added[name]
+
+
+class LazyGroup(TyperGroup):
+    """A click group that knows its commands from `COMMANDS` and imports one only when it is resolved."""
+
+    _help_stubs = False  # True while the top-level help is rendered: commands are stubs from the table
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(self.commands)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Optional[Any]:
+        if cmd_name not in self.commands:
+            return None
+        if self._help_stubs and cmd_name in COMMANDS:
+            return TyperCommand(name=cmd_name, help=COMMANDS[cmd_name].help, callback=None)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        # typer's rich help asks `get_command` for each command's help: answer from the table
+        self._help_stubs = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._help_stubs = False
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The plain (non-rich) help's command list, from the table."""
+        names = self.list_commands(ctx)
+        if names:
+            limit = formatter.width - 6 - max(map(len, names))
+            rows = [(name, TyperCommand(name=name, help=COMMANDS[name].help).get_short_help_str(limit)
+                     if name in COMMANDS else self.commands[name].get_short_help_str(limit)) for name in names]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def version() -> str:
+    """splitlab's version: the installed distribution's, else this checkout's pyproject.toml."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("splitlab")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        try:
+            return tomllib.loads(pyproject.read_text())["project"]["version"]
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"splitlab {version()}")
+        raise typer.Exit()
+
+
+app = typer.Typer(cls=LazyGroup, help=HELP, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, context_settings=CONTEXT_SETTINGS)
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print splitlab's version and exit."),
+) -> None:
+    pass
 
 
 def main() -> None:

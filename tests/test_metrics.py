@@ -216,7 +216,9 @@ def test_lpips_unavailable_names_the_missing_file(tmp_path):
     assert isinstance(result, metrics.Unavailable)
     assert str(tmp_path / "checkpoints" / "alexnet-owt-7be5be79.pth") in result.reason
     assert "--lpips-weights" in result.reason and "\n" not in result.reason
-    assert "vgg16-397923af.pth" in metrics.load_lpips("vgg", hub_dir=tmp_path).reason
+    assert "`splitlab weights --download alex`" in result.reason
+    vgg = metrics.load_lpips("vgg", hub_dir=tmp_path).reason
+    assert "vgg16-397923af.pth" in vgg and "`splitlab weights --download vgg`" in vgg
     with pytest.raises(SplitlabError, match="alexnet-owt-7be5be79.pth"):
         metrics.load_lpips(hub_dir=tmp_path, require=True)
     with pytest.raises(SplitlabError, match="unknown LPIPS net"):
@@ -289,7 +291,8 @@ def test_fid_unavailable_names_the_missing_file(tmp_path):
     result = metrics.load_fid(hub_dir=tmp_path)
     assert isinstance(result, metrics.Unavailable)
     assert str(tmp_path / "checkpoints" / metrics.FID_WEIGHTS_FILE) in result.reason
-    assert "--fid-weights" in result.reason
+    assert "--fid-weights" in result.reason and "`splitlab weights --download fid`" in result.reason
+    assert "\n" not in result.reason
     with pytest.raises(SplitlabError, match=metrics.FID_WEIGHTS_FILE):
         metrics.load_fid(hub_dir=tmp_path, require=True)
     wrong = tmp_path / "wrong.pth"
