@@ -2,25 +2,33 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Optional
 
 import typer
 
 from attacks.compare import FSHA_SETUP, compare
+from attacks.metrics import load_fid, load_lpips
 from attacks.presets import names_for, settings
 from attacks.split.fsha import FSHA
-from attacks.metrics import load_fid, load_lpips
 from attacks.split.unsplit import UnSplit
 from attacks.split.unsplit_cli import CLONE_OPTION, LAMBDA_TV_OPTION, PRESET_OPTION, unsplit_settings
-from vfl.cli import (CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEVICE_OPTION, EPOCHS_OPTION, FID_OPTION,
-                     JSON_OPTION, LPIPS_OPTION, OUT_OPTION, OVERWRITE_OPTION, SEED_OPTION, emit, handles_errors, table)
+from vfl.cli import (
+    CUT_OPTION,
+    DATASET_OPTION,
+    EPOCHS_OPTION,
+    METRIC_WEIGHTS,
+    RUN,
+    RunOptions,
+    emit,
+    handles_errors,
+    table,
+    with_run_options,
+)
 from vfl.defences import split_specs
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_data
-
 
 ATTACKS = ("unsplit", "fsha")
 
@@ -39,6 +47,7 @@ def _check_attacks(names: list[str], archs: list[str]) -> bool:
     return "fsha" in names
 
 
+@with_run_options(*RUN, *METRIC_WEIGHTS)
 def compare_command(
     dataset: str = DATASET_OPTION,
     archs: str = typer.Option("cnn,mlp,small-mlp", "--archs", help="Comma-separated architectures to compare."),
@@ -55,20 +64,13 @@ def compare_command(
     preset_name: str = PRESET_OPTION,
     clone: str = CLONE_OPTION,
     lambda_tv: Optional[float] = LAMBDA_TV_OPTION,
-    seed: int = SEED_OPTION,
-    device: str = DEVICE_OPTION,
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    lpips_weights: Optional[Path] = LPIPS_OPTION,
-    fid_weights: Optional[Path] = FID_OPTION,
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
-    """Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit (and FSHA with --attacks unsplit,fsha); write report.md
-    (Table 1 with the paper's numbers), report.csv and figures."""
+    """Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit (and FSHA with --attacks
+    unsplit,fsha); write report.md (Table 1 with the paper's numbers), report.csv and figures."""
     attack = UnSplit(unsplit_settings(preset_name, clone, lambda_tv=lambda_tv))
-    base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=seed, device=device,
-                       data_root=str(data_root) if data_root else None)
+    base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=opts.seed, device=opts.device,
+                       data_root=opts.root)
     arch_list, defence_list = _names(archs), split_specs(defences) or ["none"]
     if not arch_list:
         raise SplitlabError("--archs needs at least one architecture, e.g. --archs cnn,mlp")
@@ -79,10 +81,11 @@ def compare_command(
         for defence in defence_list:
             replace(base, arch=arch, defence=defence).validate()
     provenance = load_data(base)[1].provenance
-    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
+    lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list,
-                                 "unsplit": attack.settings, "device": str(resolve_device(device)),
-                                 "dataset_provenance": provenance, "fsha": fsha and fsha.settings}, out, overwrite=overwrite)
+                                 "unsplit": attack.settings, "device": str(resolve_device(opts.device)),
+                                 "dataset_provenance": provenance, "fsha": fsha and fsha.settings},
+                     opts.out, overwrite=opts.overwrite)
     rows = compare(base, arch_list, defence_list, attack, run,
                    lpips=lpips, fid=fid, fsha=fsha)
     records = [{"model": r.label, "accuracy": r.metrics["accuracy"], "image_mse_minmax": r.metrics["image_mse_minmax"],
@@ -101,7 +104,7 @@ def compare_command(
         console.print(f"report: {run.file('report.md')}; figures: {run.file('reconstructions.png')}, "
                       f"{run.file('per_class.png')}")
 
-    emit(run.record(metrics, report=str(run.file("report.md"))), as_json, summary)
+    emit(run.record(metrics, report=str(run.file("report.md"))), opts.as_json, summary)
 
 
 def register(app: typer.Typer) -> None:

@@ -67,30 +67,26 @@ class Reconstruction:
             return ~self.diverged.cpu()
         return torch.full((self.trials.shape[1],), self.best_trial is not None)
 
+    def _answer(self, per_trial: torch.Tensor | None) -> torch.Tensor | None:
+        """The answer's rows of a per-trial tensor (T, B, ...): each target's own trial, or the best restart."""
+        if per_trial is None:
+            return None
+        if self.per_target:
+            return per_trial[:, 0]
+        best = self.best_trial
+        return per_trial[0 if best is None else best]
+
     @property
     def images(self) -> torch.Tensor:
         """(N, C, H, W): the answer, one image per target (rows of diverged trials included; see `kept`)."""
-        if self.per_target:
-            return self.trials[:, 0]
-        best = self.best_trial
-        return self.trials[0 if best is None else best]
+        return self._answer(self.trials)
 
     @property
     def answer_labels(self) -> torch.Tensor | None:
         """(N,) labels of the answer, where the attack infers labels."""
-        if self.labels is None:
-            return None
-        if self.per_target:
-            return self.labels[:, 0]
-        best = self.best_trial
-        return self.labels[0 if best is None else best]
+        return self._answer(self.labels)
 
     @property
     def initial_images(self) -> torch.Tensor | None:
         """(N, C, H, W): the starting guess of the answer's trial(s)."""
-        if self.initial is None:
-            return None
-        if self.per_target:
-            return self.initial[:, 0]
-        best = self.best_trial
-        return self.initial[0 if best is None else best]
+        return self._answer(self.initial)

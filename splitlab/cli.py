@@ -10,13 +10,14 @@ commands' real help texts, so the two cannot drift apart silently.
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from typer._click import exceptions as click_errors  # typer vendors click: its own error classes
 from typer.core import TyperCommand, TyperGroup
 
 HELP = "splitlab: attacks and defences for split (vertical) federated learning."
@@ -29,7 +30,6 @@ class LazyCommand:
 
     module: str
     help: str
-    optional: bool = False  # listed only when `module` exists in this checkout
 
 
 COMMANDS: dict[str, LazyCommand] = {
@@ -57,33 +57,15 @@ COMMANDS: dict[str, LazyCommand] = {
     "attack": LazyCommand("attacks.cli", "Attacks on a split-learning model."),
     "sweep": LazyCommand("splitlab.sweep", "Run a grid of `splitlab` commands (a sweep file or a shipped paper "
                          "grid) on Ray or in process; resumable; writes results.csv, summary.csv (mean, std, n "
-                         "over seeds) and report.md.", optional=True),
+                         "over seeds) and report.md."),
 }
 
 _GROUPS: dict[str, TyperGroup] = {}  # module -> its commands as a click group, built on first use
 
 
-def _module_exists(name: str) -> bool:
-    """Whether `name` exists in the checkout its package is imported from, without importing it.
-
-    An editable install's import finder can resolve a submodule from another checkout than its
-    package (a git worktree on PYTHONPATH beside the install's checkout): that does not count."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except ModuleNotFoundError:  # a missing parent package
-        return False
-    if spec is None or spec.origin is None:
-        return False
-    parent, _, _ = name.rpartition(".")
-    if not parent:
-        return True
-    package_dirs = [Path(p).resolve() for p in importlib.import_module(parent).__path__]
-    return Path(spec.origin).resolve().parent in package_dirs
-
-
 def available_commands() -> list[str]:
-    """The command names in help order; optional ones only where their module exists."""
-    return [name for name, entry in COMMANDS.items() if not entry.optional or _module_exists(entry.module)]
+    """The command names in help order."""
+    return list(COMMANDS)
 
 
 def module_group(module_name: str) -> TyperGroup:
@@ -144,6 +126,28 @@ class LazyGroup(TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """As click's, but a usage error (an option's value of the wrong type, an unknown option) is one
+        line on stderr with exit code 2, like every other bad input of the lab."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click_errors.NoArgsIsHelpError as exc:         # bare `splitlab attack`: the help, as usual
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+            typer.echo(f"error: {exc.format_message()}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except click_errors.ClickException as exc:
+            typer.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)     # typer.Exit(n) comes back as n here
 
     def get_command(self, ctx: Any, cmd_name: str) -> Optional[Any]:
         if cmd_name not in self.commands:

@@ -25,7 +25,7 @@ from splitlab.cli import app
 from vfl.errors import SplitlabError
 from vfl.models.fsha import LEVELS, SETUPS, build_client, feature_shape
 from vfl.protocol import Client, ClientSession, CutGradient, Transcript
-from vfl.runtime import generator
+from vfl.runtime import generator, stream_seed
 
 runner = CliRunner()
 W = 1 / 16
@@ -332,8 +332,7 @@ def test_same_seed_same_metrics_and_the_attack_seed_is_its_own():
     assert not torch.equal(first.reconstruction.trials, other.reconstruction.trials)
     # the attacker's networks do not copy the client's initialisation at the same seed
     client = build_client("resnet", 4, W, seed=0)
-    from attacks.split.fsha import _stream_seed
-    pilot = build_attacker("resnet", feature_shape(4, W), W, seed=_stream_seed(0, "networks")).pilot
+    pilot = build_attacker("resnet", feature_shape(4, W), W, seed=stream_seed(0, "networks")).pilot
     assert client[0].weight.shape == pilot[0].weight.shape and not torch.equal(client[0].weight, pilot[0].weight)
 
 

@@ -54,6 +54,11 @@ CASES = [
     (HFL + ["--defence", "gaussian:sigma=nan"], "sigma"),
     (HFL + ["--defence", "topk:keep=2"], "keep"),
     (HFL + ["--defence", "quant:bits=1"], "bits"),
+    # values the option's type refuses (parsed before the command runs)
+    (TRAIN + ["--epochs", "abc"], "Invalid value for '--epochs'"),
+    (TRAIN + ["--epochs", "3.5"], "Invalid value for '--epochs'"),
+    (HFL + ["--restarts", "2.5"], "Invalid value for '--restarts'"),
+    (TRAIN + ["--bogus", "1"], "No such option: --bogus"),
     # names
     (TRAIN + ["--optimizer", "rmsprop"], "unknown optimizer"),
     (["train", "--arch", "vit"], "unknown architecture 'vit'"),

@@ -7,8 +7,11 @@ prints exactly one JSON object (its result record) on stdout; progress bars go t
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import sys
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -19,10 +22,10 @@ from rich.table import Table
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.models import describe, describe_hfl
+from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run, closing_runs, dumps, to_jsonable
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split
-from vfl.protocol import evaluate as evaluate_split
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
 OUT_OPTION = typer.Option(None, "--out", help="Run directory (default: runs/<command>/<timestamp>).")
@@ -46,6 +49,55 @@ DEFENCE_OPTION = typer.Option("none", "--defence", help="Client defence spec: no
                               "semi-orthogonal:dim=D, patch-orthogonal[:patch=P], dp[:epsilon=E,delta=D,sensitivity=S] "
                               "(defaults 6, 0.5, estimated) or dp:sigma=S, "
                               "activation-noise:sigma=S, gradient-noise:sigma=S; join with +.")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options every command that writes a run shares, handed to the command as one value."""
+    out: Optional[Path] = None
+    overwrite: bool = False
+    as_json: bool = False
+    seed: int = 0
+    device: str = "auto"
+    data_root: Optional[Path] = None
+    lpips_weights: Optional[Path] = None
+    fid_weights: Optional[Path] = None
+
+    @property
+    def root(self) -> str | None:
+        """The data root as the library takes it."""
+        return str(self.data_root) if self.data_root else None
+
+
+_RUN_OPTIONS = {  # name -> (type, typer option), in the order --help lists them
+    "seed": (int, SEED_OPTION), "device": (str, DEVICE_OPTION), "data_root": (Optional[Path], DATA_ROOT_OPTION),
+    "lpips_weights": (Optional[Path], LPIPS_OPTION), "fid_weights": (Optional[Path], FID_OPTION),
+    "out": (Optional[Path], OUT_OPTION), "overwrite": (bool, OVERWRITE_OPTION), "as_json": (bool, JSON_OPTION),
+}
+RUN = ("seed", "device", "data_root", "out", "overwrite", "as_json")
+"""The shared options of a command that writes a run; `RUN + METRIC_WEIGHTS` for one that scores images."""
+METRIC_WEIGHTS = ("lpips_weights", "fid_weights")
+
+
+def with_run_options(*names: str) -> Callable[[Callable], Callable]:
+    """Give a command the shared options `names` (from `_RUN_OPTIONS`, listed after its own) and hand them
+    to it as one `opts: RunOptions` argument: each shared option is declared once, here."""
+    def decorate(fn: Callable) -> Callable:
+        hints = typing.get_type_hints(fn)
+        own = [p.replace(annotation=hints.get(p.name, p.annotation))
+               for p in inspect.signature(fn).parameters.values() if p.name != "opts"]
+        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=_RUN_OPTIONS[n][1],
+                                    annotation=_RUN_OPTIONS[n][0]) for n in names]
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            return fn(*args, opts=RunOptions(**{n: kwargs.pop(n) for n in names}), **kwargs)
+
+        command.__signature__ = inspect.Signature(own + shared, return_annotation=None)
+        command.__annotations__ = {p.name: p.annotation for p in own + shared}
+        del command.__wrapped__                     # typer must read this signature, not fn's
+        return command
+    return decorate
 
 
 def handles_errors(fn: Callable) -> Callable:
@@ -94,6 +146,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+@with_run_options(*RUN)
 def train(
     dataset: str = DATASET_OPTION,
     arch: str = ARCH_OPTION,
@@ -103,22 +156,17 @@ def train(
     lr: float = typer.Option(1e-3, help="Learning rate of client and server."),
     optimizer: str = typer.Option("adam-amsgrad", help="sgd, momentum, adam or adam-amsgrad."),
     defence: str = DEFENCE_OPTION,
-    seed: int = SEED_OPTION,
-    device: str = DEVICE_OPTION,
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Train a split model with the explicit client/server protocol and save a checkpoint."""
     config = TrainConfig(dataset=dataset, arch=arch, cut_layer=cut_layer, epochs=epochs, batch_size=batch_size,
-                         lr=lr, optimizer=optimizer, seed=seed, device=device, defence=defence,
-                         data_root=str(data_root) if data_root else None)
+                         lr=lr, optimizer=optimizer, seed=opts.seed, device=opts.device, defence=defence,
+                         data_root=opts.root)
     config.validate()
     train_data, test_data = load_data(config)
-    run = Run.create("train", {"train": config, "device": str(resolve_device(device)),
-                               "dataset_provenance": train_data.provenance}, out, overwrite=overwrite)
-    trained = train_split(config, train_data, test_data, run, progress=not as_json)
+    run = Run.create("train", {"train": config, "device": str(resolve_device(opts.device)),
+                               "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
+    trained = train_split(config, train_data, test_data, run, progress=not opts.as_json)
     checkpoint, curves = save_trained(run, trained)
     metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
     run.write_metrics(metrics)
@@ -129,7 +177,7 @@ def train(
         console.print(f"test accuracy {trained.accuracy:.4f} after {config.epochs} epochs in {trained.seconds:.1f} s; "
                       f"checkpoint {checkpoint}; curves {curves}")
 
-    emit(run.record(metrics, checkpoint=str(checkpoint)), as_json, summary)
+    emit(run.record(metrics, checkpoint=str(checkpoint)), opts.as_json, summary)
 
 
 def evaluate(

@@ -1,7 +1,6 @@
 """`splitlab hfl`: reconstruct a client's batch from what an HFL server sees."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -10,8 +9,7 @@ from attacks.hfl.experiment import ATTACKS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLCo
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import load_fid, load_lpips
 from attacks.presets import DEFAULT_PRESET, PRESETS
-from vfl.cli import (DATA_ROOT_OPTION, DEVICE_OPTION, FID_OPTION, ITERATIONS_OPTION, JSON_OPTION, LPIPS_OPTION,
-                     OUT_OPTION, OVERWRITE_OPTION, SEED_OPTION, emit, handles_errors)
+from vfl.cli import ITERATIONS_OPTION, METRIC_WEIGHTS, RUN, RunOptions, emit, handles_errors, with_run_options
 from vfl.runs import Run
 
 __all__ = ["hfl_command", "register"]
@@ -19,6 +17,7 @@ __all__ = ["hfl_command", "register"]
 HFL_PRESETS = [name for name, p in PRESETS.items() if p.attack in ATTACKS]
 
 
+@with_run_options(*RUN, *METRIC_WEIGHTS)
 def hfl_command(
     attack: str = typer.Option("dlg", "--attack", help=f"Attack: {', '.join(ATTACKS)}."),
     arch: str = typer.Option("lenet", "--arch", help=f"Global model: {model_names()} (see `splitlab models`)."),
@@ -42,25 +41,19 @@ def hfl_command(
     labels: str = typer.Option("recovered", "--labels", help=f"invgrad: {' or '.join(LABEL_KNOWLEDGE)} "
                                "(recovered: iDLG at batch 1, a counting rule at larger batches)."),
     trials: str = typer.Option("batched", "--trials", help=f"Restarts {' or '.join(TRIAL_MODES)}."),
-    seed: int = SEED_OPTION,
-    device: str = DEVICE_OPTION,
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    lpips_weights: Optional[Path] = LPIPS_OPTION,
-    fid_weights: Optional[Path] = FID_OPTION,
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
     config = HFLConfig(attack=attack, arch=arch, dataset=dataset, batch_size=batch_size, index=index,
                        preset=preset_name, restarts=restarts, iterations=iterations, tv=tv, defence=defence,
                        observe=observe, local_lr=local_lr, local_epochs=local_epochs,
-                       local_batch_size=local_batch_size, labels=labels, trials=trials, seed=seed, device=device,
-                       data_root=str(data_root) if data_root else None)
+                       local_batch_size=local_batch_size, labels=labels, trials=trials, seed=opts.seed,
+                       device=opts.device,
+                       data_root=opts.root)
     prepared = prepare(config)
-    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
-    run = Run.create("hfl", prepared.record(), out, overwrite=overwrite)
-    m = execute(prepared, run, lpips=lpips, fid=fid, progress=not as_json).metrics
+    lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
+    run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)
+    m = execute(prepared, run, lpips=lpips, fid=fid, progress=not opts.as_json).metrics
 
     def summary(console) -> None:
         head = (f"{prepared.attack.name} ({prepared.settings.name}) on {arch}, {dataset}, batch {batch_size}, "
@@ -76,7 +69,7 @@ def hfl_command(
                       + (f", diverged restarts {m['diverged_trials']}" if m["diverged_trials"] else "")
                       + f"; run directory {run.path}")
 
-    emit(run.record(m), as_json, summary)
+    emit(run.record(m), opts.as_json, summary)
 
 
 def register(app: typer.Typer) -> None:

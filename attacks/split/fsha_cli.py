@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -11,11 +10,9 @@ import typer
 from attacks.metrics import load_fid, load_lpips
 from attacks.presets import names_for, settings
 from attacks.split.fsha import FSHA, load_split, run_fsha, victim_for
-from vfl.cli import (DATA_ROOT_OPTION, DEVICE_OPTION, FID_OPTION, ITERATIONS_OPTION, JSON_OPTION, LPIPS_OPTION,
-                     OUT_OPTION, OVERWRITE_OPTION, emit, handles_errors, table)
+from vfl.cli import ITERATIONS_OPTION, METRIC_WEIGHTS, RUN, RunOptions, emit, handles_errors, table, with_run_options
 from vfl.runs import Run
 from vfl.runtime import resolve_device
-
 
 
 def _preset(field: str, *, victim: bool = False) -> str:
@@ -30,6 +27,7 @@ def _preset(field: str, *, victim: bool = False) -> str:
     return "the preset's: " + ", ".join(f"{name} {value}" for name, value in values.items())
 
 
+@with_run_options(*RUN, *METRIC_WEIGHTS)
 def fsha(
     preset: str = typer.Option("quick", "--preset", help=f"Settings to start from: {', '.join(names_for('fsha'))} "
                                "(short forms quick, paper, paper-fashion work too; quick fits a 2-core CPU in "
@@ -61,15 +59,7 @@ def fsha(
     log_every: Optional[int] = typer.Option(None, "--log-every", help="Log interval in iterations.",
                                             show_default=_preset("log_every")),
     eval_images: int = typer.Option(1000, "--eval-images", help="Private images scored after training."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the victim (client init, private order) and of the "
-                             "attack (its networks, public order, penalty draws; independent streams)."),
-    device: str = DEVICE_OPTION,
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    lpips_weights: Optional[Path] = LPIPS_OPTION,
-    fid_weights: Optional[Path] = FID_OPTION,
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """FSHA: a malicious server hijacks the client's feature space and decodes its private images."""
     attack = FSHA(settings(preset, "fsha", iterations=iterations, batch_size=batch_size, loss=loss, gp_norm=gp_norm,
@@ -77,16 +67,17 @@ def fsha(
                            discriminator_entry=discriminator_entry, log_every=log_every))
     s = attack.settings
     victim = victim_for(s.preset, dataset=dataset, arch=arch, level=level, lr_client=lr_client, batch_size=batch_size,
-                        width=width, eval_images=eval_images, seed=seed, device=device,
-                        data_root=str(data_root) if data_root else None)
+                        width=width, eval_images=eval_images, seed=opts.seed, device=opts.device,
+                        data_root=opts.root)
     private, public = load_split(victim, s.batch_size)
-    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
-    run = Run.create("attack fsha", {"fsha": s, "victim": victim, "seed": seed,
-                                     "device": str(resolve_device(device)), "dataset_provenance": private.provenance,
-                                     "private_images": len(private), "public_images": len(public)}, out,
-                     overwrite=overwrite)
+    lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
+    run = Run.create("attack fsha", {"fsha": s, "victim": victim, "seed": opts.seed,
+                                     "device": str(resolve_device(opts.device)),
+                                     "dataset_provenance": private.provenance,
+                                     "private_images": len(private), "public_images": len(public)}, opts.out,
+                     overwrite=opts.overwrite)
     with _terminate_as_interrupt():
-        outcome = run_fsha(victim, attack, run, seed=seed, lpips=lpips, fid=fid, progress=not as_json,
+        outcome = run_fsha(victim, attack, run, seed=opts.seed, lpips=lpips, fid=fid, progress=not opts.as_json,
                            interruptible=True)
     m = outcome.metrics
     e = m["extras"]
@@ -108,7 +99,7 @@ def fsha(
         if e["diverged_at"] is not None:
             console.print(f"diverged by iteration {e['diverged_at']}: no final values reported")
 
-    emit(run.record(m), as_json, summary)
+    emit(run.record(m), opts.as_json, summary)
 
 
 @contextlib.contextmanager

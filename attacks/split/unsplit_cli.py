@@ -10,9 +10,20 @@ from attacks.metrics import load_fid, load_lpips
 from attacks.presets import names_for, settings
 from attacks.split.experiment import attack_victim, load_victim, train_victim
 from attacks.split.unsplit import CLONE_MODES, UnSplit
-from vfl.cli import (ARCH_OPTION, CUT_OPTION, DATA_ROOT_OPTION, DATASET_OPTION, DEFENCE_OPTION, DEVICE_OPTION,
-                     EPOCHS_OPTION, FID_OPTION, ITERATIONS_OPTION, JSON_OPTION, LPIPS_OPTION, OUT_OPTION,
-                     OVERWRITE_OPTION, SEED_OPTION, emit, handles_errors)
+from vfl.cli import (
+    ARCH_OPTION,
+    CUT_OPTION,
+    DATASET_OPTION,
+    DEFENCE_OPTION,
+    EPOCHS_OPTION,
+    ITERATIONS_OPTION,
+    METRIC_WEIGHTS,
+    RUN,
+    RunOptions,
+    emit,
+    handles_errors,
+    with_run_options,
+)
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -32,6 +43,7 @@ def unsplit_settings(preset: str, clone: str, **overrides):
     return settings(preset, "unsplit", clone=clone, **overrides)
 
 
+@with_run_options(*RUN, *METRIC_WEIGHTS)
 def unsplit_command(
     dataset: str = DATASET_OPTION,
     arch: str = ARCH_OPTION,
@@ -45,38 +57,31 @@ def unsplit_command(
     lambda_tv: Optional[float] = LAMBDA_TV_OPTION,
     lambda_l2: Optional[float] = typer.Option(None, "--lambda-l2", help="Override the preset's L2 weight."),
     iterations: Optional[int] = ITERATIONS_OPTION,
-    seed: int = SEED_OPTION,
-    device: str = DEVICE_OPTION,
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    lpips_weights: Optional[Path] = LPIPS_OPTION,
-    fid_weights: Optional[Path] = FID_OPTION,
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """UnSplit (model inversion + model stealing) by an honest-but-curious server on the cut-layer activations."""
     attack = UnSplit(unsplit_settings(preset_name, clone, lambda_tv=lambda_tv, lambda_l2=lambda_l2, rounds=iterations))
-    resolve_device(device)
+    resolve_device(opts.device)
     if checkpoint is not None:
-        victim = load_victim(checkpoint, device, str(data_root) if data_root else None)
+        victim = load_victim(checkpoint, opts.device, opts.root)
         config, provenance = victim.trained.config, victim.test.provenance
         if defence not in ("none", config.defence):    # the defence is part of the trained model
             raise SplitlabError(f"the checkpoint was trained with defence {config.defence!r}; drop --defence "
                                 f"or train with --defence {defence} first")
     else:
         config = TrainConfig(dataset=dataset, arch=arch, cut_layer=cut_layer, epochs=epochs, defence=defence,
-                             seed=seed, device=device, data_root=str(data_root) if data_root else None)
+                             seed=opts.seed, device=opts.device, data_root=opts.root)
         config.validate()
         train, test = load_data(config)
         provenance = test.provenance
-    lpips, fid = load_lpips(backbone_weights=lpips_weights), load_fid(fid_weights)
+    lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("attack-unsplit", {
         "train": config, "checkpoint": str(checkpoint) if checkpoint else None, "unsplit": attack.settings,
-        "seed": seed, "device": str(resolve_device(device)), "dataset_provenance": provenance}, out,
-        overwrite=overwrite)
+        "seed": opts.seed, "device": str(resolve_device(opts.device)), "dataset_provenance": provenance}, opts.out,
+        overwrite=opts.overwrite)
     if checkpoint is None:
-        victim = train_victim(config, train, test, run, progress=not as_json)
-    m = attack_victim(victim, attack, run, seed=seed, lpips=lpips, fid=fid, progress=not as_json).metrics
+        victim = train_victim(config, train, test, run, progress=not opts.as_json)
+    m = attack_victim(victim, attack, run, seed=opts.seed, lpips=lpips, fid=fid, progress=not opts.as_json).metrics
 
     def summary(console) -> None:
         head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence})"
@@ -88,7 +93,7 @@ def unsplit_command(
                       f"PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, accuracy {m['accuracy']:.4f}; "
                       f"run directory {run.path}")
 
-    emit(run.record(m), as_json, summary)
+    emit(run.record(m), opts.as_json, summary)
 
 
 def register(attack: typer.Typer) -> None:
