@@ -15,7 +15,6 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-import splitlab
 from splitlab import cli
 from splitlab.cli import COMMANDS, app
 
@@ -113,12 +112,6 @@ def test_a_misspelt_command_is_suggested_from_the_table():
     result = runner.invoke(app, ["trian"])
     assert result.exit_code == 2 and "Did you mean 'train'?" in result.output
     assert runner.invoke(app, ["wieghts"]).output.count("'weights'") == 1
-
-
-def test_sweep_is_listed_only_where_its_module_is_in_this_checkout():
-    here = (Path(splitlab.__file__).parent / "sweep.py").is_file()
-    assert ("sweep" in cli.available_commands()) == here
-    assert COMMANDS["sweep"].optional and not cli._module_exists("splitlab.no_such_module")
 
 
 def test_models_output_is_unchanged_by_the_lazy_app():
