@@ -171,8 +171,22 @@ def theory_section(root: Path, fresh: bool) -> str:
 
 def bounds_section(root: Path, fresh: bool) -> str:
     m = splitlab(root / "bounds", "bounds", fresh=fresh)
-    return ("**Reconstruction-error bounds** (`splitlab bounds`): see `" + str(root / "bounds") + "/metrics.json`; "
-            f"keys: {', '.join(sorted(m)[:12])}")
+    c = m["constants"]
+    last = max(r["round"] for r in m["rows"])
+    rows = [[r["attack"], fmt(r["mean"]), fmt(r["best"]), fmt(r["bound"], 1), fmt(r["bound/d"], 2), fmt(r["L_R"], 2),
+             f"{100 * m['attacks'][r['attack']]['lipschitz_step']['pass_rate']:.0f}%"]
+            for r in m["rows"] if r["round"] == last]
+    order = next(o for o in m["orderings"] if o["round"] == last)
+    return (f"**Reconstruction-error bounds** (`splitlab bounds`: l2-LogReg on digits 0/1, N = 10, E = 2, "
+            f"T = {last}; {m['seconds']['total']:.0f} s): L = {c['L']:.2f}, mu = {c['mu']}, gamma = {c['gamma']:.1f}, "
+            f"Gamma = {c['Gamma']:.2e}, B = {c['B']:.1f}, Delta_1 = {c['delta1']:.2f}; mean ||w_t - w*||^2 <= "
+            f"v/(gamma+t) at every step (minimum slack {m['convergence']['full']['min_slack']:.1f} full, "
+            f"{m['convergence']['partial']['min_slack']:.1f} partial). At round {last}:\n\n"
+            + table(["attack", "mean error", "best of inits", "bound", "bound/d", "L_R", "C2 rounds passed"], rows)
+            + f"\n\nEvery mean error is below its bound: {m['all_mean_below_bound']}; a bound below d = 64: "
+            f"{m['any_bound_below_d']}; iDLG < DLG by bound: {m['idlg_below_dlg_by_bound']}. Orderings at round "
+            f"{last}: by bound {order['by_bound']}, by mean error {order['by_mean']} (Kendall tau "
+            f"{order['tau_mean']:.2f}).")
 
 
 SECTIONS = {"compare": compare_section, "table1-seeds": table1_seeds_section, "orthogonal": orthogonal_section,
