@@ -16,7 +16,7 @@ from attacks.metrics import METRICS_SCHEMA
 from attacks.presets import settings
 from attacks.result import Reconstruction
 from attacks.split.fsha import (FSHA, HISTORY_FIELDS, LOG_FIELDS, BatchStream, FshaObservation, FshaVictim, _Server,
-                                from_fsha_images, gradient_penalty, penalty_from_gradient, run_fsha,
+                                from_fsha_images, gradient_penalty, penalty_from_gradient, prepare, run_fsha,
                                 to_dataset_images, to_fsha_images, victim_for)
 from attacks.split.fsha_cli import _terminate_as_interrupt
 from attacks.split.fsha_networks import build_attacker, discriminator_cnn
@@ -24,7 +24,7 @@ from vfl import data as datasets
 from splitlab.cli import app
 from vfl.errors import SplitlabError
 from vfl.models.fsha import LEVELS, SETUPS, build_client, feature_shape
-from vfl.protocol import Client, ClientSession, CutGradient, Transcript
+from vfl.protocol import Client, ClientSession, CutGradient, MaliciousServer, Transcript
 from vfl.runtime import generator, stream_seed
 
 runner = CliRunner()
@@ -245,6 +245,21 @@ def test_the_attack_never_receives_a_private_image():
     assert all(type(m) is CutGradient for m in client.received) and len(client.received) == 3
     assert {e.kind for e in transcript.received_by_client()} == {"cut_gradient"}
     assert isinstance(rec, Reconstruction) and rec.per_target and rec.trials.shape == (10, 1, 1, 28, 28)
+
+
+def test_the_observation_prepare_builds_has_only_public_images_and_no_label_reaches_the_server(monkeypatch):
+    """What `prepare` hands the attacker: public images disjoint from every private image the client
+    trains on; and in every round the malicious server's label slot stays empty."""
+    victim, attack = _tiny("mlp", iterations=2)
+    setup = prepare(victim, attack)
+    hashes = lambda images: {x.cpu().numpy().tobytes() for x in images}
+    assert not hashes(setup.observation.public_images) & hashes(setup.private.images)
+    labels_seen = []
+    respond = MaliciousServer.respond
+    monkeypatch.setattr(MaliciousServer, "respond",
+                        lambda self, message, labels=None: labels_seen.append(labels) or respond(self, message, labels))
+    attack(setup.observation, seed=0)
+    assert len(labels_seen) == 2 and all(labels is None for labels in labels_seen)
 
 
 # --- the attack contract and the experiment ------------------------------------------------------------
