@@ -119,45 +119,66 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.detach().as_strided((t.numel(),), (1,), t.storage_offset())
 
 
-def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
-    return sum(w * terms[k] for k, w in weights.items())
-
-
 # --- the loop --------------------------------------------------------------------------------------
 
 class _Trials:
-    """State of one run over R trials (all of them in batched mode, one in sequential mode)."""
+    """State of one run over R trials: all of them together (`single=False`, the objective `vmap`-ed over
+    the leading dimension) or exactly one (`single=True`).
+
+    A single trial keeps the variables' leading dimension of 1 for the optimiser, the hooks and the
+    reported results, but its objective runs unbatched on squeezed views: under `vmap` even one trial pays
+    the transform's dispatch on every operation (1.5-2x a plain loop's time per step, measured).
+    """
 
     def __init__(self, objective: Objective, variables: Variables, target: Any, per_trial_target: bool,
-                 batched: bool, keep: Sequence[str], total_steps: int):
+                 single: bool, keep: Sequence[str], total_steps: int):
         self.vars: Variables = _map(lambda t: t.detach().clone().requires_grad_(True), variables)
-        self.target = target
         first = _leaves(self.vars, list(self.vars))[0]
         self.trials, device = first.shape[0], first.device
-        if batched:
-            self.evaluate = vmap(objective, in_dims=(0, 0 if per_trial_target else None))
-        else:                                               # one trial, no vmap
-            def evaluate(v, t):
-                squeeze = (lambda x: x[0])
-                terms = objective(_map(squeeze, v), _map(squeeze, t) if per_trial_target else t)
-                return {k: val.unsqueeze(0) for k, val in terms.items()}
-            self.evaluate = evaluate
+        self.single = single
+        if single:
+            if self.trials != 1:
+                raise ValueError(f"a single-trial run got {self.trials} trials")
+            squeeze = (lambda t: t.squeeze(0))           # a view whose backward is a view: no copy
+            fixed = _map(squeeze, target) if per_trial_target else target    # once, not every step
+
+            def evaluate(v):
+                return {k: val.view(1) for k, val in objective(_map(squeeze, v), fixed).items()}
+        elif per_trial_target:
+            # A lambda, not the Objective itself: vmap formats its function's name for every output at
+            # every call, and an Objective's repr prints whole models (a tenth of a step, measured).
+            batched = vmap(lambda v, t: objective(v, t))
+
+            def evaluate(v):
+                return batched(v, target)
+        else:
+            # The shared target is closed over, so vmap neither flattens nor checks it at every call.
+            evaluate = vmap(lambda v: objective(v, target))
+        self.evaluate = evaluate
         self.keep = tuple(keep)
         self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
         self.best_loss = torch.full((self.trials,), float("inf"), device=device)
         self.best = {k: _map(lambda t: t.detach().clone(), self.vars[k]) for k in self.keep}
         self.total_steps = total_steps
-        self.trace: dict[str, torch.Tensor] = {}
+        self.term_names: tuple[str, ...] = ()
+        self._trace: torch.Tensor | None = None        # (steps, terms, R), written one row per step
         self.step_index = 0
 
     def terms(self, variables: Variables | None = None) -> dict[str, torch.Tensor]:
-        return self.evaluate(self.vars if variables is None else variables, self.target)
+        return self.evaluate(self.vars if variables is None else variables)
 
     def record(self, terms: Mapping[str, torch.Tensor]) -> None:
-        for k, v in terms.items():
-            if k not in self.trace:
-                self.trace[k] = torch.full((self.total_steps, self.trials), float("nan"), device=v.device)
-            self.trace[k][self.step_index] = v.detach()
+        values = torch.stack(list(terms.values()))
+        if self._trace is None:
+            self.term_names = tuple(terms)
+            self._trace = torch.full((self.total_steps, *values.shape), float("nan"), device=values.device)
+        self._trace[self.step_index] = values.detach()
+
+    @property
+    def trace(self) -> dict[str, torch.Tensor]:
+        if self._trace is None:
+            return {}
+        return {k: self._trace[:, j].contiguous() for j, k in enumerate(self.term_names)}
 
     def select(self, loss: torch.Tensor) -> None:
         """Keep each trial's best iterate (on the device; no host sync)."""
@@ -199,38 +220,57 @@ def _map2(fn, a, b):
     return fn(a, b)
 
 
-def _gradient_step(state: _Trials, block: Block, weights: Mapping[str, float],
-                   optimizer: torch.optim.Optimizer) -> None:
-    params = _leaves(state.vars, block.update)
+def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
+    """sum_k w_k * term_k, left to right; a weight of 1 multiplies nothing (the same value, one op fewer)."""
+    total = None
+    for k, w in weights.items():
+        term = terms[k] if w == 1.0 else w * terms[k]
+        total = term if total is None else total + term
+    return total if total is not None else 0.0 * terms["match"]
+
+
+@dataclass
+class _BlockRun:
+    """What a block's steps reuse: its variables, their optimiser aliases, weights and schedule."""
+    block: Block
+    weights: dict[str, float]
+    params: list[torch.Tensor]
+    optimizer: Any
+    scheduler: Any
+    aliases: list[torch.Tensor]
+
+
+def _gradient_step(state: _Trials, run: _BlockRun) -> None:
+    block, params = run.block, run.params
     terms = state.terms()
-    loss = _weighted(terms, weights)
+    loss = _weighted(terms, run.weights)
     state.record(terms)
     if block.select:
         state.select(loss)
     grads = state.gradients(loss, params)
+    if block.hooks:
+        def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+            probe = [v.detach().requires_grad_(True) for v in values]
+            probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), run.weights)
+            return state.gradients(probe_loss, probe)
 
-    def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        probe = [v.detach().requires_grad_(True) for v in values]
-        probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), weights)
-        return state.gradients(probe_loss, probe)
-
-    for hook in block.hooks:
-        grads = hook.on_grads(grads, params, grad_at)
-    for alias, g in zip(optimizer.param_groups[0]["params"], grads):
+        for hook in block.hooks:
+            grads = hook.on_grads(grads, params, grad_at)
+    for alias, g in zip(run.aliases, grads):
         alias.grad = _flat(g)
-    optimizer.step()
+    run.optimizer.step()
     for hook in block.hooks:
         hook.after_step(params)
 
 
-def _lbfgs_step(state: _Trials, block: Block, weights: Mapping[str, float], optimizer: BatchedLBFGS) -> None:
-    params = _leaves(state.vars, block.update)
+def _lbfgs_step(state: _Trials, run: _BlockRun) -> None:
+    block, params = run.block, run.params
     recorded = False
 
     def closure() -> torch.Tensor:
         nonlocal recorded
         terms = state.terms()
-        loss = _weighted(terms, weights)
+        loss = _weighted(terms, run.weights)
         if not recorded:
             state.record(terms)
             recorded = True
@@ -240,38 +280,46 @@ def _lbfgs_step(state: _Trials, block: Block, weights: Mapping[str, float], opti
             p.grad = g
         return torch.where(state.alive, loss.detach(), torch.full_like(loss, float("nan")))
 
-    optimizer.step(closure)
+    run.optimizer.step(closure)
     for hook in block.hooks:
         hook.after_step(params)
 
 
+PROGRESS_EVERY = 64
+"""Steps between progress-bar updates: a rich update per step costs more than a small model's step."""
+
+
 def _run_trials(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
-                per_trial_target: bool, batched: bool, keep: Sequence[str], bar) -> EngineResult:
-    state = _Trials(objective, variables, target, per_trial_target, batched, keep, schedule.steps)
-    weights = [objective.weights(block.terms) for block in schedule.blocks]
+                per_trial_target: bool, single: bool, keep: Sequence[str], bar, mode: str) -> EngineResult:
+    state = _Trials(objective, variables, target, per_trial_target, single, keep, schedule.steps)
     state.align_layouts()
-    optimizers, schedulers = [], []
+    runs = []
     for block in schedule.blocks:
-        leaves = _leaves(state.vars, block.update)
-        optimizer = block.optimizer.build(leaves if isinstance(block.optimizer, LBFGS) else [_flat(p) for p in leaves])
-        optimizers.append(optimizer)
-        schedulers.append(block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None)
+        params = _leaves(state.vars, block.update)
+        lbfgs = isinstance(block.optimizer, LBFGS)
+        aliases = [_flat(p) for p in params]
+        optimizer = block.optimizer.build(params if lbfgs else aliases)
+        scheduler = block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None
+        runs.append(_BlockRun(block, objective.weights(block.terms), params, optimizer, scheduler, aliases))
     wait_for(state.alive.device)
     start = time.perf_counter()
+    pending = 0
     for _ in range(schedule.rounds):
-        for block, block_weights, optimizer, scheduler in zip(schedule.blocks, weights, optimizers, schedulers):
-            for _ in range(block.steps):
-                if isinstance(optimizer, BatchedLBFGS):
-                    _lbfgs_step(state, block, block_weights, optimizer)
-                else:
-                    _gradient_step(state, block, block_weights, optimizer)
-                if scheduler is not None:
-                    scheduler.step()
+        for block_run in runs:
+            step = _lbfgs_step if isinstance(block_run.optimizer, BatchedLBFGS) else _gradient_step
+            for _ in range(block_run.block.steps):
+                step(state, block_run)
+                if block_run.scheduler is not None:
+                    block_run.scheduler.step()
                 state.step_index += 1
-                bar.advance()
+                pending += 1
+                if pending == PROGRESS_EVERY:
+                    bar.advance(pending)
+                    pending = 0
+    bar.advance(pending)
     with torch.enable_grad():
         final_terms = {k: v.detach() for k, v in state.terms().items()}
-    selecting = [w for b, w in zip(schedule.blocks, weights) if b.select]
+    selecting = [r.weights for r in runs if r.block.select]
     if selecting:
         state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1]))
         state.select(_weighted(final_terms, selecting[-1]))
@@ -279,7 +327,7 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
     wait_for(state.alive.device)
     return EngineResult(best=state.best, final=final, best_loss=state.best_loss, final_terms=final_terms,
                         diverged=~state.alive, trace=state.trace, steps=schedule.steps,
-                        seconds=time.perf_counter() - start, mode="batched" if batched else "sequential")
+                        seconds=time.perf_counter() - start, mode=mode)
 
 
 def _slice(tree: Any, r: int) -> Any:
@@ -317,10 +365,10 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
     trials = _leaves(variables, list(variables))[0].shape[0]
     with progress_bar(schedule.steps * (trials if mode == "sequential" else 1), description,
                       enabled=progress) as bar:
-        if mode == "batched":
+        if mode == "batched":            # one trial runs unbatched either way (the same arithmetic, no vmap)
             return _run_trials(objective, variables, target, schedule, per_trial_target=per_trial_target,
-                               batched=True, keep=keep, bar=bar)
+                               single=trials == 1, keep=keep, bar=bar, mode=mode)
         return _concat([
             _run_trials(objective, _slice(variables, r), _slice(target, r) if per_trial_target else target,
-                        schedule, per_trial_target=per_trial_target, batched=False, keep=keep, bar=bar)
+                        schedule, per_trial_target=per_trial_target, single=True, keep=keep, bar=bar, mode=mode)
             for r in range(trials)])
