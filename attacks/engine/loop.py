@@ -11,6 +11,7 @@ marks it diverged; the other trials go on).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -142,59 +143,63 @@ class _Trials:
             squeeze = (lambda t: t.squeeze(0))           # a view whose backward is a view: no copy
             fixed = _map(squeeze, target) if per_trial_target else target    # once, not every step
 
-            def evaluate(v):
-                return {k: val.view(1) for k, val in objective(_map(squeeze, v), fixed).items()}
-        elif per_trial_target:
-            # A lambda, not the Objective itself: vmap formats its function's name for every output at
-            # every call, and an Objective's repr prints whole models (a tenth of a step, measured).
-            batched = vmap(lambda v, t: objective(v, t))
-
-            def evaluate(v):
-                return batched(v, target)
+            def evaluate(v, names):                         # terms stay 0-dim; they broadcast against (1,)
+                return objective(_map(squeeze, v), fixed, names)
         else:
-            # The shared target is closed over, so vmap neither flattens nor checks it at every call.
-            evaluate = vmap(lambda v: objective(v, target))
+            batched: dict[Any, Callable] = {}                # one vmap per set of terms
+
+            def evaluate(v, names):
+                if names not in batched:
+                    # A lambda, not the Objective itself: vmap formats its function's name for every output
+                    # at every call, and an Objective's repr prints whole models (a tenth of a step, measured).
+                    # A shared target is closed over, so vmap neither flattens nor checks it at every call.
+                    batched[names] = vmap(lambda v, t: objective(v, t, names)) if per_trial_target \
+                        else vmap(lambda v: objective(v, target, names))
+                return batched[names](v, target) if per_trial_target else batched[names](v)
         self.evaluate = evaluate
         self.keep = tuple(keep)
         self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
         self.best_loss = torch.full((self.trials,), float("inf"), device=device)
         self.best = {k: _map(lambda t: t.detach().clone(), self.vars[k]) for k in self.keep}
-        self.total_steps = total_steps
-        self.term_names: tuple[str, ...] = ()
-        self._trace: torch.Tensor | None = None        # (steps, terms, R), written one row per step
         self.step_index = 0
+        self.term_names = objective.term_names
+        # (steps, terms, R): a row per step; a term a block does not minimise is not computed (NaN there).
+        self._trace = torch.full((total_steps, len(self.term_names), self.trials), float("nan"), device=device)
 
-    def terms(self, variables: Variables | None = None) -> dict[str, torch.Tensor]:
-        return self.evaluate(self.vars if variables is None else variables)
+    def terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None
+              ) -> dict[str, torch.Tensor]:
+        return self.evaluate(self.vars if variables is None else variables, names)
 
     def record(self, terms: Mapping[str, torch.Tensor]) -> None:
-        values = torch.stack(list(terms.values()))
-        if self._trace is None:
-            self.term_names = tuple(terms)
-            self._trace = torch.full((self.total_steps, *values.shape), float("nan"), device=values.device)
-        self._trace[self.step_index] = values.detach()
+        row = self._trace[self.step_index]
+        values = list(terms.values())
+        with torch.no_grad():
+            if len(values) == len(self.term_names) and values[0].dtype == row.dtype:
+                torch.stack(values, out=row.view(-1) if self.single else row)
+            else:
+                for k, v in terms.items():
+                    row[self.term_names.index(k)] = v
 
     @property
     def trace(self) -> dict[str, torch.Tensor]:
-        if self._trace is None:
-            return {}
         return {k: self._trace[:, j].contiguous() for j, k in enumerate(self.term_names)}
 
-    def select(self, loss: torch.Tensor) -> None:
-        """Keep each trial's best iterate (on the device; no host sync)."""
+    def observe(self, loss: torch.Tensor, select: bool) -> None:
+        """A non-finite loss marks its trial diverged; with `select`, keep each trial's best iterate. On
+        the device, no host sync; |loss| < inf is isfinite in two operations instead of four."""
         loss = loss.detach()
-        improved = self.alive & torch.isfinite(loss) & (loss < self.best_loss)
-        self.best_loss = torch.where(improved, loss, self.best_loss)
-        for k in self.keep:
-            self.best[k] = _map2(lambda b, v: _where(improved, v.detach(), b), self.best[k], self.vars[k])
+        self.alive &= loss.abs() < math.inf
+        if select:
+            improved = self.alive & (loss < self.best_loss)
+            self.best_loss = torch.where(improved, loss, self.best_loss)
+            for k in self.keep:
+                self.best[k] = _map2(lambda b, v: _where(improved, v.detach(), b), self.best[k], self.vars[k])
 
     def gradients(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Per-trial gradients of the block loss (trials are independent, so the sum's gradient is each
-        trial's own). A diverged trial's gradient only ever touches its own slice: the element-wise
-        optimisers keep the others exact, and its results are never reported."""
-        self.alive &= torch.isfinite(loss)
-        grads = torch.autograd.grad(torch.where(self.alive, loss, torch.zeros_like(loss)).sum(), params,
-                                    allow_unused=True)
+        trial's own), after `observe(loss)`. A diverged trial's gradient only ever touches its own slice:
+        the element-wise optimisers keep the others exact, and its results are never reported."""
+        grads = torch.autograd.grad(torch.where(self.alive, loss, 0.0).sum(), params, allow_unused=True)
         return [torch.zeros_like(p) if g is None else g if g.stride() == p.stride() else torch.empty_like(p).copy_(g)
                 for g, p in zip(grads, params)]
 
@@ -239,25 +244,30 @@ class _BlockRun:
     scheduler: Any
     aliases: list[torch.Tensor]
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The terms the block computes: the ones it minimises."""
+        return tuple(self.weights)
+
 
 def _gradient_step(state: _Trials, run: _BlockRun) -> None:
     block, params = run.block, run.params
-    terms = state.terms()
+    terms = state.terms(names=run.names)
     loss = _weighted(terms, run.weights)
     state.record(terms)
-    if block.select:
-        state.select(loss)
+    state.observe(loss, block.select)
     grads = state.gradients(loss, params)
     if block.hooks:
         def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
             probe = [v.detach().requires_grad_(True) for v in values]
-            probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), run.weights)
+            probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe), run.names), run.weights)
+            state.observe(probe_loss, select=False)
             return state.gradients(probe_loss, probe)
 
         for hook in block.hooks:
             grads = hook.on_grads(grads, params, grad_at)
-    for alias, g in zip(run.aliases, grads):
-        alias.grad = _flat(g)
+    for alias, p, g in zip(run.aliases, params, grads):
+        alias.grad = g if alias is p else _flat(g)
     run.optimizer.step()
     for hook in block.hooks:
         hook.after_step(params)
@@ -269,13 +279,12 @@ def _lbfgs_step(state: _Trials, run: _BlockRun) -> None:
 
     def closure() -> torch.Tensor:
         nonlocal recorded
-        terms = state.terms()
+        terms = state.terms(names=run.names)
         loss = _weighted(terms, run.weights)
         if not recorded:
             state.record(terms)
             recorded = True
-        if block.select:
-            state.select(loss)
+        state.observe(loss, block.select)
         for p, g in zip(params, state.gradients(loss, params)):
             p.grad = g
         return torch.where(state.alive, loss.detach(), torch.full_like(loss, float("nan")))
@@ -297,7 +306,8 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
     for block in schedule.blocks:
         params = _leaves(state.vars, block.update)
         lbfgs = isinstance(block.optimizer, LBFGS)
-        aliases = [_flat(p) for p in params]
+        # Element-wise optimisers step contiguous variables in place and others through 1-D aliases.
+        aliases = [p if p.is_contiguous() else _flat(p) for p in params]
         optimizer = block.optimizer.build(params if lbfgs else aliases)
         scheduler = block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None
         runs.append(_BlockRun(block, objective.weights(block.terms), params, optimizer, scheduler, aliases))
@@ -318,11 +328,10 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
                     pending = 0
     bar.advance(pending)
     with torch.enable_grad():
-        final_terms = {k: v.detach() for k, v in state.terms().items()}
+        final_terms = {k: v.detach().view(state.trials) for k, v in state.terms().items()}
     selecting = [r.weights for r in runs if r.block.select]
     if selecting:
-        state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1]))
-        state.select(_weighted(final_terms, selecting[-1]))
+        state.observe(_weighted(final_terms, selecting[-1]), select=True)
     final = _map(lambda t: t.detach(), state.vars)
     wait_for(state.alive.device)
     return EngineResult(best=state.best, final=final, best_loss=state.best_loss, final_terms=final_terms,
