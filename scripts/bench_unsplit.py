@@ -7,7 +7,8 @@ speed does not depend on its weights), four ways, alternating in every repeat:
                 target to target, torch's default Adam (amsgrad) as that code builds it;
 - shared:       `unsplit(..., clone_mode="shared")`: one engine run with one trial per target;
 - per-target:   `unsplit(..., clone_mode="per-target")`: all targets as trials of one batched run;
-- per-target, sequential: the same trials run one after another (`mode="sequential"`).
+- per-target, sequential: the same trials run one after another (`mode="sequential"`);
+- per-target, auto: `mode="auto"`, whichever of the two the engine's rule picks (named in the row).
 
 The table shows seconds per target, milliseconds per target-step and each row's speed-up over the
 plain loop, plus the batched speed-up over sequential trials.
@@ -32,6 +33,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 import attacks.split.unsplit as unsplit_module
+from attacks.engine import auto_mode
 from attacks.split.unsplit import CutObservation, UnsplitPreset, observe, preset, unsplit
 from vfl import data
 from vfl.models import arch_spec, build_split
@@ -83,9 +85,17 @@ def engine_mode(mode: str):
         unsplit_module.run = original
 
 
-def _per_target_sequential(observation, settings):
-    with engine_mode("sequential"):
+def _per_target(observation, settings, mode: str):
+    with engine_mode(mode):
         return unsplit(observation, settings, "per-target", progress=False)
+
+
+def _auto_pick(observation: CutObservation) -> str:
+    """The mode `mode="auto"` picks for the per-target variables (stacked clones, one input per target)."""
+    clone = build_split(observation.arch, observation.cut_layer)[0]
+    n = observation.activations.shape[0]
+    return auto_mode({"x": torch.zeros(n, 1, *observation.input_shape),
+                      "clone": {k: v.detach().expand(n, *v.shape) for k, v in clone.named_parameters()}})
 
 
 def measure(arch: str, settings: UnsplitPreset, device: torch.device, repeats: int, targets: int) -> dict:
@@ -97,7 +107,8 @@ def measure(arch: str, settings: UnsplitPreset, device: torch.device, repeats: i
         "plain loop": lambda s: plain_unsplit(observation, s),
         "shared": lambda s: unsplit(observation, s, "shared", progress=False),
         "per-target": lambda s: unsplit(observation, s, "per-target", progress=False),
-        "per-target, sequential": lambda s: _per_target_sequential(observation, s),
+        "per-target, sequential": lambda s: _per_target(observation, s, "sequential"),
+        f"per-target, auto ({_auto_pick(observation)})": lambda s: _per_target(observation, s, "auto"),
     }
     warm = preset("jast", rounds=1, input_steps=2, clone_steps=2)
     for fn in variants.values():
@@ -169,12 +180,12 @@ def main() -> None:
     print(f"UnSplit, {args.targets} targets, {settings.rounds} x ({settings.input_steps} + {settings.clone_steps}) "
           f"steps per target; median of {args.repeats} repeats\nhardware: {hardware(device)}", flush=True)
     rows = [measure(arch, settings, device, args.repeats, args.targets) for arch in args.archs.split(",")]
-    print(f"\n{'arch':5} {'variant':24} {'s/target':>9} {'ms/step':>8} {'vs plain':>9}")
+    print(f"\n{'arch':5} {'variant':34} {'s/target':>9} {'ms/step':>8} {'vs plain':>9}")
     for r in rows:
         for name, seconds in r["seconds_per_target"].items():
-            print(f"{r['arch']:5} {name:24} {seconds:9.3f} {1e3 * seconds / r['steps_per_target']:8.3f} "
+            print(f"{r['arch']:5} {name:34} {seconds:9.3f} {1e3 * seconds / r['steps_per_target']:8.3f} "
                   f"{r['speedup'][name]:8.2f}x")
-        print(f"{r['arch']:5} {'batched / sequential':24} {'':9} {'':8} {r['batched_speedup']:8.2f}x")
+        print(f"{r['arch']:5} {'per-target batched / sequential':34} {'':9} {'':8} {r['batched_speedup']:8.2f}x")
     print(f"hardware after: {hardware(device)}")
     if args.breakdown:
         print("\none clone step over 10 targets, median ms: stacked (engine) / looped")
