@@ -184,8 +184,9 @@ def workloads(device: torch.device, args) -> list[Workload]:
     r = args.restarts
     dlg = replace(preset("dlg.original"), steps=args.dlg_steps)
     ig = replace(preset("invgrad.paper"), iterations=args.ig_iterations, tv=1e-4)
-    start_dlg = initial_variables(lenet, r, 0, label_logits=True)
-    start_ig = initial_variables(convnet, r, 0, label_logits=False)
+    # the engine's one-trial start (label logits are drawn after all restarts' images)
+    start_dlg = initial_variables(lenet, 1, 0, label_logits=True)
+    start_ig = initial_variables(convnet, 1, 0, label_logits=False)
     rows = [
         Workload(f"DLG, LeNet, L-BFGS x20", args.dlg_steps,
                  lambda: plain_dlg(lenet.model.network, start_dlg["x"][0], start_dlg["label_logits"][0],

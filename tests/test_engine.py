@@ -5,7 +5,7 @@ from torch import nn
 
 from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
                             CutActivations, FedAvgUpdate, FedSGDGradient, GradientBlend, MeanSquared, Objective,
-                            Schedule, SignedGradients, SquaredL2, StepDecay, TopMagnitude, run, tv_l1, tv_squared)
+                            Schedule, SignedGradients, SquaredL2, StepDecay, Sum, TopMagnitude, run, tv_l1, tv_squared)
 
 
 def _small_net(dtype=torch.float64, seed=0):
@@ -434,3 +434,22 @@ def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results():
     assert auto.mode == "sequential"
     with pytest.raises(ValueError, match="unknown trials mode 'fast'; use batched, sequential, auto"):
         run(objective, variables, target, schedule, mode="fast", progress=False)
+
+
+def test_a_sum_of_matches_on_one_subset_selects_it_once_with_the_same_values():
+    torch.manual_seed(0)
+    simulated = [torch.randn(5, 4, dtype=torch.float64, requires_grad=True), torch.randn(7, dtype=torch.float64)]
+    observed = [torch.randn(5, 4, dtype=torch.float64), torch.randn(7, dtype=torch.float64)]
+    calls = []
+
+    def top_half(s, o):
+        calls.append(1)
+        return TopMagnitude(0.5)(s, o)
+
+    shared = Sum(((1.0, L1(subset=top_half)), (0.5, Cosine(subset=top_half))))
+    value = shared(simulated, observed)
+    assert len(calls) == 1
+    separate = L1(subset=TopMagnitude(0.5))(simulated, observed) + 0.5 * Cosine(subset=TopMagnitude(0.5))(simulated, observed)
+    assert torch.equal(value, separate)
+    grads = [torch.autograd.grad(v, simulated[0])[0] for v in (value, separate)]
+    assert torch.equal(grads[0], grads[1])
