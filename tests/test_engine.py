@@ -326,6 +326,7 @@ def _assert_same_trial(single, batched, keep=("x",)):
             for u, v in pairs:
                 torch.testing.assert_close(u[0], v[0], rtol=0, atol=1e-12)
                 torch.testing.assert_close(v[0], v[1], rtol=0, atol=0)
+    assert single.best_loss.dtype == batched.best_loss.dtype == single.final["x"].dtype
     torch.testing.assert_close(single.best_loss[0], batched.best_loss[0], rtol=0, atol=1e-12)
     for name in single.trace:
         torch.testing.assert_close(single.trace[name][:, 0], batched.trace[name][:, 0], rtol=0, atol=1e-12,
@@ -453,3 +454,15 @@ def test_a_sum_of_matches_on_one_subset_selects_it_once_with_the_same_values():
     assert torch.equal(value, separate)
     grads = [torch.autograd.grad(v, simulated[0])[0] for v in (value, separate)]
     assert torch.equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("trials", [1, 2])
+def test_the_best_loss_keeps_the_variables_precision(trials):
+    # A lone trial's loss is 0-dim; it must not be rounded to a float32 record (a regression).
+    sim, target, variables, _ = _gradient_problem(trials=trials)
+    objective = Objective(sim, SquaredL2())
+    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.5), 15),)), progress=False)
+    assert result.best_loss.dtype == torch.float64
+    assert (result.best_loss < result.final_terms["match"]).all()        # the best iterate is not the last
+    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)), progress=False)
+    torch.testing.assert_close(rescored.final_terms["match"], result.best_loss, rtol=0, atol=0)

@@ -159,7 +159,8 @@ class _Trials:
         self.evaluate = evaluate
         self.keep = tuple(keep)
         self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
-        self.best_loss = torch.full((self.trials,), float("inf"), device=device)
+        # the variables' dtype: a single trial's 0-dim loss would not promote a float32 record (0-dim rule)
+        self.best_loss = torch.full((self.trials,), float("inf"), dtype=first.dtype, device=device)
         self.best = {k: _map(lambda t: t.detach().clone(), self.vars[k]) for k in self.keep}
         self.step_index = 0
         self.term_names = objective.term_names
