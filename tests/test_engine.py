@@ -399,7 +399,8 @@ def test_one_lbfgs_trial_equals_a_vmapped_trial_after_a_step():
 def test_engine_call_equals_functional_call_and_restores_the_module():
     from torch.func import functional_call
     from attacks.engine.simulators import call
-    net = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(48, 4)).double().eval()
+    net = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(48, 4))
+    net = net.double().eval()
     own = {k: v.clone() for k, v in net.state_dict().items()}
     tensors = {k: torch.randn_like(v) if v.is_floating_point() else v for k, v in net.state_dict().items()}
     tensors = {k: v.abs() if "running_var" in k else v for k, v in tensors.items()}
@@ -450,7 +451,8 @@ def test_a_sum_of_matches_on_one_subset_selects_it_once_with_the_same_values():
     shared = Sum(((1.0, L1(subset=top_half)), (0.5, Cosine(subset=top_half))))
     value = shared(simulated, observed)
     assert len(calls) == 1
-    separate = L1(subset=TopMagnitude(0.5))(simulated, observed) + 0.5 * Cosine(subset=TopMagnitude(0.5))(simulated, observed)
+    mask = TopMagnitude(0.5)
+    separate = L1(subset=mask)(simulated, observed) + 0.5 * Cosine(subset=mask)(simulated, observed)
     assert torch.equal(value, separate)
     grads = [torch.autograd.grad(v, simulated[0])[0] for v in (value, separate)]
     assert torch.equal(grads[0], grads[1])
