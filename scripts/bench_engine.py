@@ -1,86 +1,275 @@
-"""Batched vs sequential trials in the engine, measured side by side in one run.
+"""Engine overhead and batched trials, measured side by side in one run.
 
-Two workloads, each with R restarts (default 8) on one mnist5k image at batch size 1:
+For each workload (one mnist5k image, or a batch of 8 for the FedLeak parts) four ways of running it
+alternate in every repeat:
 
-- DLG on the sigmoid LeNet: L-BFGS (20 inner iterations per step), summed squared differences,
-  label logits optimised jointly (`dlg.original` with fewer steps);
-- Inverting Gradients on the ConvNet: cosine + TV, signed Adam, box, step decay (`invgrad.paper`
-  with fewer iterations), labels recovered by iDLG.
+- plain:      the original algorithm as a plain PyTorch loop, written out below (one trial);
+- 1 trial:    the engine with one trial (what a one-restart attack or an UnSplit shared-mode target runs);
+- batched:    the engine with R trials together (`mode="batched"`);
+- sequential: the engine with the same R trials one after another (`mode="sequential"`).
 
-Both modes start from the same seeded variables. Each (workload, mode) runs once to warm up, then
-`--repeats` times alternating the modes; the table shows the median throughput in trial-iterations
-per second (restarts x iterations / wall seconds; an L-BFGS iteration is one `.step()`) and the
-ratio batched / sequential. The machine may be shared with other processes, hence the medians.
+Workloads: DLG on the sigmoid LeNet (L-BFGS, 20 inner iterations per step, labels optimised jointly),
+Inverting Gradients on the ConvNet (cosine + TV, signed Adam, box, step decay), and the FedLeak parts
+on the ConvNet at batch 8: L1 + cosine on a top-R% mask of the dummy gradient, then + activation L1,
+then + the two-point gradient blend. The table shows median milliseconds per trial-step (an L-BFGS
+step counts as one) and two ratios: engine with one trial / plain loop (lower is better, target <= 1.2)
+and sequential / batched (the batched speed-up, target >= 1), plus the mode `mode="auto"` picks.
 
-    python scripts/bench_engine.py --device auto --repeats 3
+    python scripts/bench_engine.py --repeats 5
+    python scripts/bench_engine.py --quick          # a check that everything runs, in seconds
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Callable
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
+from attacks.engine import (L1, ActivationL1, Adam, Block, BoxClamp, Cosine, FedSGDGradient, GradientBlend, Objective,
+                            Prior, Schedule, Sum, TopMagnitude, run, tv_l1)
 from attacks.hfl.dlg import DLG
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import observe_fedsgd
 from attacks.hfl.presets import preset
+from attacks.hfl.reconstruction import initial_variables
 from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
 from vfl.runtime import hardware, resolve_device, timed
 
+FEDLEAK = {"fraction": 0.5, "alpha": 1e-5, "beta": 1e-4, "blend": 0.7, "k": 0.01, "lr": 0.1}
+"""FedLeak's settings (R = 50%, alpha TV, beta activation L1, lambda' = 0.7); k and lr are ours."""
 
-def workloads(device: torch.device, restarts: int, dlg_steps: int, ig_iterations: int):
+
+# --- the original algorithms as plain loops (one trial) ---------------------------------------------
+
+def _own_copy(model: nn.Module) -> nn.Module:
+    """The model as the original code holds it: a module whose parameters take gradients."""
+    model = copy.deepcopy(model)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    return model
+
+
+def plain_dlg(model: nn.Module, x0: torch.Tensor, logits0: torch.Tensor, observed, steps: int) -> torch.Tensor:
+    """mit-han-lab/dlg main.py: L-BFGS on dummy data and soft labels, summed squared gradient differences."""
+    model = _own_copy(model)
+    x, logits = x0.clone().requires_grad_(True), logits0.clone().requires_grad_(True)
+    params = list(model.parameters())
+    optimizer = torch.optim.LBFGS([x, logits])
+
+    def closure():
+        optimizer.zero_grad()
+        logp = F.log_softmax(model(x), -1)
+        loss = torch.mean(torch.sum(-F.softmax(logits, -1) * logp, 1))
+        grads = torch.autograd.grad(loss, params, create_graph=True)
+        diff = sum(((g - o) ** 2).sum() for g, o in zip(grads, observed))
+        diff.backward()
+        return diff
+
+    for _ in range(steps):
+        optimizer.step(closure)
+    return x.detach()
+
+
+def plain_invgrad(model: nn.Module, x0: torch.Tensor, y: torch.Tensor, observed, iterations: int,
+                  tv: float = 1e-4, lr: float = 0.1) -> torch.Tensor:
+    """inversefed GradientReconstructor (--optim ours): cosine over all layers + TV, signed Adam, box [0,1],
+    learning rate x0.1 at 3/8, 5/8, 7/8 of the run."""
+    model = _own_copy(model)
+    x = x0.clone().requires_grad_(True)
+    params = list(model.parameters())
+    optimizer = torch.optim.Adam([x], lr=lr)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(
+        optimizer, milestones=[int(iterations * f) for f in (3 / 8, 5 / 8, 7 / 8)], gamma=0.1)
+    for _ in range(iterations):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        grads = torch.autograd.grad(loss, params, create_graph=True)
+        dot = sum((g * o).sum() for g, o in zip(grads, observed))
+        norm = sum(g.pow(2).sum() for g in grads).sqrt() * sum(o.pow(2).sum() for o in observed).sqrt()
+        cost = 1 - dot / norm + tv * ((x[..., 1:, :] - x[..., :-1, :]).abs().mean()
+                                      + (x[..., :, 1:] - x[..., :, :-1]).abs().mean())
+        cost.backward()
+        x.grad.sign_()
+        optimizer.step()
+        scheduler.step()
+        with torch.no_grad():
+            x.clamp_(0, 1)
+    return x.detach()
+
+
+def plain_fedleak(model: nn.Module, x0: torch.Tensor, y: torch.Tensor, observed, iterations: int, *,
+                  activations: bool, blend: bool) -> torch.Tensor:
+    """FedLeak (Alg. 1): L1 + cosine on the top-R% entries of the dummy gradient, TV, optionally the L1 of
+    the ReLU outputs (read by forward hooks in the same forward pass) and the two-point gradient blend."""
+    s = FEDLEAK
+    model = _own_copy(model)
+    x = x0.clone().requires_grad_(True)
+    params = list(model.parameters())
+    seen: list[torch.Tensor] = []
+    for m in model.modules():                         # the copy is ours: its hooks die with it
+        if activations and isinstance(m, nn.ReLU):
+            m.register_forward_hook(lambda m, i, o: seen.append(o))
+    optimizer = torch.optim.Adam([x], lr=s["lr"])
+
+    def distance(x):
+        seen.clear()
+        grads = torch.autograd.grad(F.cross_entropy(model(x), y), params, create_graph=True)
+        masks = []
+        for g in grads:
+            flat = g.detach().abs().flatten()
+            k = max(1, int(round(s["fraction"] * flat.numel())))
+            masks.append((g.detach().abs() >= torch.topk(flat, k).values[-1]).to(g.dtype))
+        gm = [g * m for g, m in zip(grads, masks)]
+        om = [o * m for o, m in zip(observed, masks)]
+        l1 = sum((a - b).abs().sum() for a, b in zip(gm, om))
+        a, b = torch.cat([t.reshape(-1) for t in gm]), torch.cat([t.reshape(-1) for t in om])
+        cosine = 1 - (a * b).sum() / (a.square().sum().sqrt() * b.square().sum().sqrt()).clamp_min(1e-30)
+        tv = (x[..., 1:, :] - x[..., :-1, :]).abs().mean() + (x[..., :, 1:] - x[..., :, :-1]).abs().mean()
+        total = l1 + cosine + s["alpha"] * tv
+        if activations:
+            total = total + s["beta"] * sum(t.abs().sum() for t in seen)
+        return total
+
+    for _ in range(iterations):
+        direction = torch.autograd.grad(distance(x), x)[0]
+        if blend:
+            probe = (x + s["k"] * direction / direction.norm().clamp_min(1e-12)).detach().requires_grad_(True)
+            direction = (1 - s["blend"]) * direction + s["blend"] * torch.autograd.grad(distance(probe), probe)[0]
+        x.grad = direction
+        optimizer.step()
+        with torch.no_grad():
+            x.clamp_(0, 1)
+    return x.detach()
+
+
+# --- workloads ---------------------------------------------------------------------------------------
+
+@dataclass
+class Workload:
+    name: str
+    steps: int
+    plain: Callable[[], object]
+    engine: Callable[[int, str], str]
+    """(trials, mode) -> the mode the engine ran."""
+
+
+def fedleak_engine(network: nn.Module, observation, x0: torch.Tensor, y: torch.Tensor, iterations: int, *,
+                   activations: bool, blend: bool, mode: str) -> str:
+    s = FEDLEAK
+    params = dict(observation.model.params)
+    mask = TopMagnitude(s["fraction"])
+    priors = (Prior("tv", "x", tv_l1, s["alpha"]),)
+    if activations:
+        priors += (Prior("activations", "x", ActivationL1(network, params), s["beta"]),)
+    objective = Objective(FedSGDGradient(network), Sum(((1.0, L1(subset=mask)), (1.0, Cosine(subset=mask)))), priors)
+    hooks = ((GradientBlend(s["blend"], s["k"]),) if blend else ()) + (BoxClamp(),)
+    target = {"observed": list(observation.gradient),
+              "context": {"params": params, "buffers": dict(observation.model.buffers), "labels": y}}
+    schedule = Schedule((Block(("x",), Adam(s["lr"]), iterations, hooks=hooks),))
+    return run(objective, {"x": x0}, target, schedule, mode=mode, progress=False).mode
+
+
+def workloads(device: torch.device, args) -> list[Workload]:
     images = datasets.load("mnist5k")
     x, y = images.images[:1].to(device), images.labels[:1].to(device)
-    lenet = build_hfl_model("lenet", seed=0).to(device)
-    convnet = build_hfl_model("convnet", seed=0).to(device)
-    dlg = DLG(replace(preset("dlg.original"), steps=dlg_steps, restarts=restarts))
-    ig = InvertingGradients(replace(preset("invgrad.paper"), iterations=ig_iterations, restarts=restarts, tv=1e-4))
-    return [
-        (f"DLG, LeNet, L-BFGS {dlg_steps} steps x 20", dlg, observe_fedsgd(lenet, x, y, arch="lenet"), dlg_steps),
-        (f"Inverting Gradients, ConvNet, {ig_iterations} Adam its", ig, observe_fedsgd(convnet, x, y, arch="convnet"),
-         ig_iterations),
+    lenet = observe_fedsgd(build_hfl_model("lenet", seed=0).to(device), x, y, arch="lenet")
+    convnet = observe_fedsgd(build_hfl_model("convnet", seed=0).to(device), x, y, arch="convnet")
+    r = args.restarts
+    dlg = replace(preset("dlg.original"), steps=args.dlg_steps)
+    ig = replace(preset("invgrad.paper"), iterations=args.ig_iterations, tv=1e-4)
+    # the engine's one-trial start (label logits are drawn after all restarts' images)
+    start_dlg = initial_variables(lenet, 1, 0, label_logits=True)
+    start_ig = initial_variables(convnet, 1, 0, label_logits=False)
+    rows = [
+        Workload(f"DLG, LeNet, L-BFGS x20", args.dlg_steps,
+                 lambda: plain_dlg(lenet.model.network, start_dlg["x"][0], start_dlg["label_logits"][0],
+                                   lenet.gradient, args.dlg_steps),
+                 lambda n, mode: DLG(replace(dlg, restarts=n))(lenet, seed=0, mode=mode).mode),
+        Workload(f"Inverting Gradients, ConvNet", args.ig_iterations,
+                 lambda: plain_invgrad(convnet.model.network, start_ig["x"][0], y, convnet.gradient,
+                                       args.ig_iterations),
+                 lambda n, mode: InvertingGradients(replace(ig, restarts=n))(convnet, seed=0, mode=mode).mode),
     ]
+    xb, yb = images.images[:8].to(device), images.labels[:8].to(device)
+    batch = observe_fedsgd(build_hfl_model("convnet", seed=0).to(device), xb, yb, arch="convnet")
+    x0 = torch.rand(r, *xb.shape, generator=torch.Generator().manual_seed(0)).to(device)
+    for label, activations, blend in (("L1 + cosine, top-R% mask", False, False),
+                                      ("+ activation L1", True, False),
+                                      ("+ gradient blend", True, True)):
+        rows.append(Workload(
+            f"FedLeak B=8 {label}", args.fedleak_iterations,
+            lambda a=activations, b=blend: plain_fedleak(batch.model.network, x0[0], yb, batch.gradient,
+                                                         args.fedleak_iterations, activations=a, blend=b),
+            lambda n, mode, a=activations, b=blend: fedleak_engine(
+                batch.model.network, batch, x0[:n], yb, args.fedleak_iterations, activations=a, blend=b, mode=mode)))
+    return rows
+
+
+def measure(w: Workload, trials: int, repeats: int, device: torch.device) -> dict:
+    variants = {"plain": w.plain, "one": lambda: w.engine(1, "batched"),
+                "batched": lambda: w.engine(trials, "batched"), "sequential": lambda: w.engine(trials, "sequential")}
+    for fn in variants.values():                          # warm-up (allocator, vmap tracing, caches)
+        fn()
+    seconds: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(repeats):
+        for k, fn in variants.items():
+            seconds[k].append(timed(fn, device))
+    ms = {k: 1e3 * statistics.median(v) / (w.steps * (1 if k in ("plain", "one") else trials))
+          for k, v in seconds.items()}
+    return {"workload": w.name, "steps": w.steps, "trials": trials, "ms_per_trial_step": ms,
+            "one_vs_plain": ms["one"] / ms["plain"], "batched_speedup": ms["sequential"] / ms["batched"],
+            "auto": _auto(w, trials), "seconds": seconds}
+
+
+def _auto(w: Workload, trials: int) -> str:
+    try:
+        return w.engine(trials, "auto")
+    except ValueError:                                     # an engine without mode="auto"
+        return "-"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--restarts", type=int, default=8)
-    parser.add_argument("--dlg-steps", type=int, default=15, help="L-BFGS steps (x20 inner iterations)")
-    parser.add_argument("--ig-iterations", type=int, default=300)
+    parser.add_argument("--restarts", type=int, default=4, help="trials of the batched and sequential rows")
+    parser.add_argument("--dlg-steps", type=int, default=5, help="L-BFGS steps (x20 inner iterations)")
+    parser.add_argument("--ig-iterations", type=int, default=200)
+    parser.add_argument("--fedleak-iterations", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--only", default=None, help="run the workloads whose name contains this text")
+    parser.add_argument("--quick", action="store_true", help="a few steps and one repeat: checks that it runs")
     parser.add_argument("--json", action="store_true", help="also print the rows as one JSON object")
     args = parser.parse_args()
+    if args.quick:
+        args.dlg_steps, args.ig_iterations, args.fedleak_iterations, args.repeats = 1, 8, 2, 1
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    print(f"hardware: {hardware(device)}; restarts {args.restarts}; median of {args.repeats} repeats", flush=True)
+    print(f"hardware: {hardware(device)}; {args.restarts} trials; median of {args.repeats} repeats", flush=True)
     rows = []
-    for name, attack, observation, iterations in workloads(device, args.restarts, args.dlg_steps, args.ig_iterations):
-        short = replace(attack.settings, **({"steps": 2} if hasattr(attack.settings, "steps") else {"iterations": 5}))
-        for mode in ("batched", "sequential"):                     # warm-up (allocator, vmap tracing, caches)
-            type(attack)(short)(observation, seed=0, mode=mode)
-        seconds = {"batched": [], "sequential": []}
-        for _ in range(args.repeats):
-            for mode in ("batched", "sequential"):
-                seconds[mode].append(timed(lambda: attack(observation, seed=0, mode=mode), device))
-        work = args.restarts * iterations
-        batched, sequential = (work / statistics.median(seconds[m]) for m in ("batched", "sequential"))
-        rows.append({"workload": name, "restarts": args.restarts, "batched_trial_its_per_s": batched,
-                     "sequential_trial_its_per_s": sequential, "ratio": batched / sequential,
-                     "seconds": seconds})
-        print(f"  {name}: batched {batched:.1f}, sequential {sequential:.1f} trial-its/s, "
-              f"ratio {batched / sequential:.2f}x  (seconds {seconds})", flush=True)
+    for w in workloads(device, args):
+        if args.only and args.only not in w.name:
+            continue
+        rows.append(measure(w, args.restarts, args.repeats, device))
+        print(f"  {w.name}: done", flush=True)
     width = max(len(r["workload"]) for r in rows)
-    print(f"\n{'workload':<{width}}  {'batched':>10}  {'sequential':>10}  {'ratio':>6}   (trial-iterations/s)")
+    head = f"{'workload':<{width}}  {'steps':>5}  {'plain':>8}  {'1 trial':>8}  {'1/plain':>7}  " \
+           f"{'batched':>8}  {'seq.':>8}  {'speed-up':>8}  auto"
+    print(f"\nms per trial-step (batched and sequential: {args.restarts} trials)\n{head}")
     for r in rows:
-        print(f"{r['workload']:<{width}}  {r['batched_trial_its_per_s']:>10.1f}  "
-              f"{r['sequential_trial_its_per_s']:>10.1f}  {r['ratio']:>5.2f}x")
+        ms = r["ms_per_trial_step"]
+        print(f"{r['workload']:<{width}}  {r['steps']:>5}  {ms['plain']:>8.2f}  {ms['one']:>8.2f}  "
+              f"{r['one_vs_plain']:>6.2f}x  {ms['batched']:>8.2f}  {ms['sequential']:>8.2f}  "
+              f"{r['batched_speedup']:>7.2f}x  {r['auto']}")
+    print(f"hardware after: {hardware(device)}")
     if args.json:
         print(json.dumps({"hardware": hardware(device), "rows": rows}))
 

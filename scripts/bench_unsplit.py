@@ -1,9 +1,20 @@
-"""Time UnSplit's per-target mode (all targets as engine trials) against a plain loop over the targets.
+"""Time UnSplit through the engine against the original code's loop, side by side in one process.
 
-Both run the same attack on the same ten targets (the first test image of each class) with the same
-per-target clones, side by side in one process; the plain loop is `attacks.split.unsplit_reference`.
+The same attack on the same targets (the first test image of each class; the client untrained, since
+speed does not depend on its weights), four ways, alternating in every repeat:
 
-    python scripts/bench_unsplit.py --rounds 10 --device auto
+- plain loop:   the UnSplit code's `model_inversion_stealing` written out below, one clone carried from
+                target to target, torch's default Adam (amsgrad) as that code builds it;
+- shared:       `unsplit(..., clone_mode="shared")`: one engine run with one trial per target;
+- per-target:   `unsplit(..., clone_mode="per-target")`: all targets as trials of one batched run;
+- per-target, sequential: the same trials run one after another (`mode="sequential"`);
+- per-target, auto: `mode="auto"`, whichever of the two the engine's rule picks (named in the row).
+
+The table shows seconds per target, milliseconds per target-step and each row's speed-up over the
+plain loop, plus the batched speed-up over sequential trials.
+
+    python scripts/bench_unsplit.py --rounds 10
+    python scripts/bench_unsplit.py --quick        # a check that everything runs, in seconds
 
 `--breakdown` adds, per architecture, the two halves of one clone step timed alone: the clone-fit
 forward-backward (`vmap` over the ten stacked clones vs ten single calls) and the fused Adam step
@@ -13,38 +24,103 @@ looped, the step is bound by memory traffic and batching cannot speed it up on t
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import statistics
 
 import torch
+from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from attacks.split.unsplit import observe, preset, unsplit
-from attacks.split.unsplit_reference import unsplit_loop
+import attacks.split.unsplit as unsplit_module
+from attacks.engine import auto_mode
+from attacks.split.unsplit import CutObservation, UnsplitPreset, observe, preset, unsplit
 from vfl import data
 from vfl.models import arch_spec, build_split
 from vfl.protocol import Client
 from vfl.runtime import hardware, resolve_device, timed
 
 
-def measure(arch: str, rounds: int, device: torch.device, repeats: int) -> dict:
+# --- the original code's loop ------------------------------------------------------------------------
+
+def plain_unsplit(observation: CutObservation, settings: UnsplitPreset, seed: int = 0) -> torch.Tensor:
+    """UnSplit's `model_inversion_stealing` over the targets with one clone (seeded as the engine's)."""
+    def tv(x):                                            # UnSplit's util.TV
+        count_h, count_w = x[:, :, 1:, :].numel() / x.shape[0], x[:, :, :, 1:].numel() / x.shape[0]
+        h_tv = torch.pow(x[:, :, 1:, :] - x[:, :, :-1, :], 2).sum()
+        w_tv = torch.pow(x[:, :, :, 1:] - x[:, :, :, :-1], 2).sum()
+        return (h_tv / count_h + w_tv / count_w) / x.shape[0]
+
+    clone, _ = build_split(observation.arch, observation.cut_layer, seed=seed)
+    clone = clone.to(observation.activations.device)
+    mse = nn.MSELoss()
+    results = []
+    for target in observation.activations:
+        h = target.unsqueeze(0)
+        x = torch.full((1, *observation.input_shape), settings.init, device=h.device).requires_grad_(True)
+        input_opt = torch.optim.Adam([x], lr=settings.lr, amsgrad=True)
+        model_opt = torch.optim.Adam(clone.parameters(), lr=settings.lr, amsgrad=True)
+        for _ in range(settings.rounds):
+            for _ in range(settings.input_steps):
+                input_opt.zero_grad()
+                loss = mse(clone(x), h) + settings.lambda_tv * tv(x) + settings.lambda_l2 * (x ** 2).mean()
+                loss.backward()
+                input_opt.step()
+            for _ in range(settings.clone_steps):
+                model_opt.zero_grad()
+                mse(clone(x), h).backward()
+                model_opt.step()
+        results.append(x.detach()[0])
+    return torch.stack(results)
+
+
+@contextlib.contextmanager
+def engine_mode(mode: str):
+    """Run `unsplit` with the engine's trials in `mode` (it takes no mode argument of its own yet)."""
+    original = unsplit_module.run
+    unsplit_module.run = functools.partial(original, mode=mode)
+    try:
+        yield
+    finally:
+        unsplit_module.run = original
+
+
+def _per_target(observation, settings, mode: str):
+    with engine_mode(mode):
+        return unsplit(observation, settings, "per-target", progress=False)
+
+
+def _auto_pick(observation: CutObservation) -> str:
+    """The mode `mode="auto"` picks for the per-target variables (stacked clones, one input per target)."""
+    clone = build_split(observation.arch, observation.cut_layer)[0]
+    n = observation.activations.shape[0]
+    return auto_mode({"x": torch.zeros(n, 1, *observation.input_shape),
+                      "clone": {k: v.detach().expand(n, *v.shape) for k, v in clone.named_parameters()}})
+
+
+def measure(arch: str, settings: UnsplitPreset, device: torch.device, repeats: int, targets: int) -> dict:
     client_model, _ = build_split(arch, 1, seed=0)
     client = Client(client_model.to(device), torch.optim.SGD(client_model.parameters(), lr=0.0))
-    targets = data.first_of_each_class(data.load("mnist5k", "test"))[0].to(device)
-    observation = observe(client, targets, arch, 1)
-    settings = preset("jast", rounds=rounds)
-    warm = preset("jast", rounds=1)
-    unsplit(observation, warm, "per-target", progress=False)
-    unsplit_loop(observation, warm)
-    times = {"per-target (engine, batched)": [], "plain loop over targets": []}
+    images = data.first_of_each_class(data.load("mnist5k", "test"))[0][:targets].to(device)
+    observation = observe(client, images, arch, 1)
+    variants = {
+        "plain loop": lambda s: plain_unsplit(observation, s),
+        "shared": lambda s: unsplit(observation, s, "shared", progress=False),
+        "per-target": lambda s: unsplit(observation, s, "per-target", progress=False),
+        "per-target, sequential": lambda s: _per_target(observation, s, "sequential"),
+        f"per-target, auto ({_auto_pick(observation)})": lambda s: _per_target(observation, s, "auto"),
+    }
+    warm = preset("jast", rounds=1, input_steps=2, clone_steps=2)
+    for fn in variants.values():
+        fn(warm)
+    seconds: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(repeats):
-        for name, fn in (("per-target (engine, batched)",
-                          lambda: unsplit(observation, settings, "per-target", progress=False)),
-                         ("plain loop over targets", lambda: unsplit_loop(observation, settings))):
-            times[name].append(timed(fn, device))
-    best = {k: statistics.median(v) for k, v in times.items()}
-    steps = settings.steps * len(targets)
-    return {"arch": arch, "target_steps": steps, **{k: v for k, v in best.items()},
-            "ratio": best["plain loop over targets"] / best["per-target (engine, batched)"]}
+        for name, fn in variants.items():
+            seconds[name].append(timed(lambda: fn(settings), device))
+    per_target = {k: statistics.median(v) / targets for k, v in seconds.items()}
+    return {"arch": arch, "targets": targets, "steps_per_target": settings.steps, "seconds_per_target": per_target,
+            "speedup": {k: per_target["plain loop"] / v for k, v in per_target.items()},
+            "batched_speedup": per_target["per-target, sequential"] / per_target["per-target"]}
 
 
 def _median_ms(fn, device: torch.device, repeats: int = 20) -> float:
@@ -87,18 +163,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--archs", default="cnn,mlp")
     parser.add_argument("--rounds", type=int, default=10, help="jast rounds of 20 + 20 steps per target")
+    parser.add_argument("--targets", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--quick", action="store_true", help="one round of 5 + 5 steps, one repeat")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time one clone step's forward-backward and Adam step, stacked vs looped")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = preset("jast", rounds=args.rounds)
+    if args.quick:
+        settings, args.repeats = preset("jast", rounds=1, input_steps=5, clone_steps=5), 1
     device = resolve_device(args.device)
-    print(f"UnSplit per-target vs plain loop, 10 targets, {args.rounds} jast rounds; {hardware(device)}")
-    print(f"{'arch':6} {'steps':>8} {'engine s':>10} {'loop s':>10} {'speed-up':>9}")
-    for arch in args.archs.split(","):
-        r = measure(arch, args.rounds, device, args.repeats)
-        print(f"{arch:6} {r['target_steps']:8d} {r['per-target (engine, batched)']:10.2f} "
-              f"{r['plain loop over targets']:10.2f} {r['ratio']:8.2f}x")
+    print(f"UnSplit, {args.targets} targets, {settings.rounds} x ({settings.input_steps} + {settings.clone_steps}) "
+          f"steps per target; median of {args.repeats} repeats\nhardware: {hardware(device)}", flush=True)
+    rows = [measure(arch, settings, device, args.repeats, args.targets) for arch in args.archs.split(",")]
+    print(f"\n{'arch':5} {'variant':34} {'s/target':>9} {'ms/step':>8} {'vs plain':>9}")
+    for r in rows:
+        for name, seconds in r["seconds_per_target"].items():
+            print(f"{r['arch']:5} {name:34} {seconds:9.3f} {1e3 * seconds / r['steps_per_target']:8.3f} "
+                  f"{r['speedup'][name]:8.2f}x")
+        print(f"{r['arch']:5} {'per-target batched / sequential':34} {'':9} {'':8} {r['batched_speedup']:8.2f}x")
+    print(f"hardware after: {hardware(device)}")
     if args.breakdown:
         print("\none clone step over 10 targets, median ms: stacked (engine) / looped")
         for arch in args.archs.split(","):

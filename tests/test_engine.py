@@ -5,7 +5,7 @@ from torch import nn
 
 from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
                             CutActivations, FedAvgUpdate, FedSGDGradient, GradientBlend, MeanSquared, Objective,
-                            Schedule, SignedGradients, SquaredL2, StepDecay, TopMagnitude, run, tv_l1, tv_squared)
+                            Schedule, SignedGradients, SquaredL2, StepDecay, Sum, TopMagnitude, run, tv_l1, tv_squared)
 
 
 def _small_net(dtype=torch.float64, seed=0):
@@ -309,3 +309,162 @@ def test_lbfgs_blocks_refuse_what_lbfgs_cannot_honour():
     with pytest.raises(ValueError, match="L-BFGS takes no step decay"):
         Block(("x",), LBFGS(), 1, decay=StepDecay())
     Block(("x",), LBFGS(), 1, hooks=(BoxClamp(0.0, 1.0),))        # after-step hooks are fine
+
+
+# --- speed paths give the same results (issue 16) --------------------------------------------------
+
+def _twice(variables):
+    """The same start as two identical trials, so the batched (vmapped) path runs it."""
+    return {k: {n: torch.cat([t, t]) for n, t in v.items()} if isinstance(v, dict) else torch.cat([v, v])
+            for k, v in variables.items()}
+
+
+def _assert_same_trial(single, batched, keep=("x",)):
+    for k in keep:
+        for a, b in ((single.final[k], batched.final[k]), (single.best[k], batched.best[k])):
+            pairs = zip(a.values(), b.values()) if isinstance(a, dict) else [(a, b)]
+            for u, v in pairs:
+                torch.testing.assert_close(u[0], v[0], rtol=0, atol=1e-12)
+                torch.testing.assert_close(v[0], v[1], rtol=0, atol=0)
+    assert single.best_loss.dtype == batched.best_loss.dtype == single.final["x"].dtype
+    torch.testing.assert_close(single.best_loss[0], batched.best_loss[0], rtol=0, atol=1e-12)
+    for name in single.trace:
+        torch.testing.assert_close(single.trace[name][:, 0], batched.trace[name][:, 0], rtol=0, atol=1e-12,
+                                   equal_nan=True)
+        torch.testing.assert_close(single.final_terms[name], batched.final_terms[name][:1], rtol=0, atol=1e-12)
+
+
+def test_one_trial_runs_unbatched_and_equals_a_vmapped_trial():
+    sim, target, variables, _ = _gradient_problem(trials=1)
+    transforms = []
+
+    def simulator(v, context):                   # records whether a torch.func transform is active
+        transforms.append(torch._C._functorch.peek_interpreter_stack() is not None)
+        return sim(v, context)
+
+    objective = Objective(simulator, Cosine(), priors=(Prior("tv", "x", tv_l1, 1e-2),))
+    schedule = Schedule((Block(("x",), Adam(0.1), 12, hooks=(SignedGradients(), GradientBlend(0.5), BoxClamp()),
+                               decay=StepDecay()),))
+    single = run(objective, variables, target, schedule, progress=False)
+    assert single.mode == "batched" and not any(transforms)          # one trial: no vmap
+    transforms.clear()
+    batched = run(objective, _twice(variables), target, schedule, progress=False)
+    assert all(transforms)
+    _assert_same_trial(single, batched)
+
+
+def test_one_clone_trial_equals_a_vmapped_clone_trial():
+    torch.manual_seed(0)
+    clone = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Flatten(), nn.Linear(72, 5)).double()
+    variables = {"x": torch.full((1, 1, 1, 8, 8), 0.5, dtype=torch.float64),
+                 "clone": {k: v.detach().unsqueeze(0).clone() for k, v in clone.named_parameters()}}
+    observed = torch.rand(1, 1, 5, dtype=torch.float64)
+    objective = Objective(CutActivations(clone), MeanSquared(), priors=(Prior("tv", "x", tv_squared, 0.1),))
+    schedule = Schedule((Block(("x",), Adam(1e-2, amsgrad=True), 4),
+                         Block(("clone",), Adam(1e-2, amsgrad=True), 4, select=False, terms=("match",))), rounds=3)
+    single = run(objective, variables, {"observed": [observed]}, schedule, per_trial_target=True, progress=False,
+                 keep=("x", "clone"))
+    batched = run(objective, _twice(variables), {"observed": [torch.cat([observed, observed])]}, schedule,
+                  per_trial_target=True, progress=False, keep=("x", "clone"))
+    _assert_same_trial(single, batched, keep=("x", "clone"))
+    # the clone block computes only its match: the TV trace is NaN at clone steps, recorded at input steps
+    tv = single.trace["tv"][:, 0].view(3, 8)
+    assert torch.isnan(tv[:, 4:]).all() and torch.isfinite(tv[:, :4]).all()
+
+
+def test_fedavg_update_without_vmap_equals_the_vmapped_update():
+    # Later local steps differentiate through earlier ones: plain autograd must keep that graph as
+    # torch.func.grad does.
+    net, params = _small_net()
+    x_true, y = torch.rand(4, 1, 14, 14, dtype=torch.float64), torch.tensor([1, 2, 3, 4])
+    sim = FedAvgUpdate(net, lr=0.5, epochs=2, batch_size=2)
+    context = {"params": params, "labels": y}
+    target = {"observed": [t.detach() for t in sim({"x": x_true}, context)], "context": context}
+    variables = {"x": torch.rand(1, 4, 1, 14, 14, dtype=torch.float64, generator=torch.Generator().manual_seed(3))}
+    schedule = Schedule((Block(("x",), Adam(0.05), 6),))
+    objective = Objective(sim, SquaredL2())
+    _assert_same_trial(run(objective, variables, target, schedule, progress=False),
+                       run(objective, _twice(variables), target, schedule, progress=False))
+
+
+def test_one_lbfgs_trial_equals_a_vmapped_trial_after_a_step():
+    sim, target, variables, _ = _gradient_problem(trials=1)
+    objective = Objective(sim, SquaredL2())
+    schedule = Schedule((Block(("x",), LBFGS(), 1),))
+    single = run(objective, variables, target, schedule, progress=False)
+    batched = run(objective, _twice(variables), target, schedule, progress=False)
+    torch.testing.assert_close(single.final["x"][0], batched.final["x"][0], rtol=0, atol=1e-10)
+
+
+def test_engine_call_equals_functional_call_and_restores_the_module():
+    from torch.func import functional_call
+    from attacks.engine.simulators import call
+    net = nn.Sequential(nn.Conv2d(1, 3, 3), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(), nn.Linear(48, 4))
+    net = net.double().eval()
+    own = {k: v.clone() for k, v in net.state_dict().items()}
+    tensors = {k: torch.randn_like(v) if v.is_floating_point() else v for k, v in net.state_dict().items()}
+    tensors = {k: v.abs() if "running_var" in k else v for k, v in tensors.items()}
+    x = torch.rand(2, 1, 6, 6, dtype=torch.float64)
+    assert torch.equal(call(net, tensors, x), functional_call(net, tensors, (x,)))
+    assert all(torch.equal(v, own[k]) for k, v in net.state_dict().items())
+    tied = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    tied[1].weight = tied[0].weight                    # ties go through functional_call itself
+    params = {k: torch.randn_like(v) for k, v in tied.named_parameters()}
+    z = torch.rand(1, 4)
+    assert torch.equal(call(tied, params, z), functional_call(tied, params, (z,)))
+
+
+def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results():
+    from attacks.engine import auto_mode
+    sim, target, variables, _ = _gradient_problem()
+    assert auto_mode(variables) == "batched"                        # dummy inputs against a shared model
+    big = nn.Linear(300, 300)                                        # per-trial weights above the threshold
+    clones = {k: v.detach().expand(2, *v.shape).clone() for k, v in big.named_parameters()}
+    assert auto_mode({"x": torch.zeros(2, 1, 300), "clone": clones}) == "sequential"
+    assert auto_mode({"x": torch.zeros(1, 1, 300), "clone": {k: v[:1] for k, v in clones.items()}}) == "batched"
+    objective = Objective(sim, Cosine())
+    schedule = Schedule((Block(("x",), Adam(0.1), 5),))
+    auto = run(objective, variables, target, schedule, mode="auto", progress=False)
+    picked = run(objective, variables, target, schedule, mode=auto.mode, progress=False)
+    assert auto.mode in ("batched", "sequential")
+    assert torch.equal(auto.final["x"], picked.final["x"]) and torch.equal(auto.best_loss, picked.best_loss)
+    clone_problem = Objective(CutActivations(big), MeanSquared())
+    clone_vars = {"x": torch.rand(2, 1, 300), "clone": clones}
+    clone_target = {"observed": [torch.rand(2, 1, 300)]}
+    auto = run(clone_problem, clone_vars, clone_target, Schedule((Block(("clone",), Adam(0.01), 2),)),
+               mode="auto", per_trial_target=True, progress=False, keep=())
+    assert auto.mode == "sequential"
+    with pytest.raises(ValueError, match="unknown trials mode 'fast'; use batched, sequential, auto"):
+        run(objective, variables, target, schedule, mode="fast", progress=False)
+
+
+def test_a_sum_of_matches_on_one_subset_selects_it_once_with_the_same_values():
+    torch.manual_seed(0)
+    simulated = [torch.randn(5, 4, dtype=torch.float64, requires_grad=True), torch.randn(7, dtype=torch.float64)]
+    observed = [torch.randn(5, 4, dtype=torch.float64), torch.randn(7, dtype=torch.float64)]
+    calls = []
+
+    def top_half(s, o):
+        calls.append(1)
+        return TopMagnitude(0.5)(s, o)
+
+    shared = Sum(((1.0, L1(subset=top_half)), (0.5, Cosine(subset=top_half))))
+    value = shared(simulated, observed)
+    assert len(calls) == 1
+    mask = TopMagnitude(0.5)
+    separate = L1(subset=mask)(simulated, observed) + 0.5 * Cosine(subset=mask)(simulated, observed)
+    assert torch.equal(value, separate)
+    grads = [torch.autograd.grad(v, simulated[0])[0] for v in (value, separate)]
+    assert torch.equal(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("trials", [1, 2])
+def test_the_best_loss_keeps_the_variables_precision(trials):
+    # A lone trial's loss is 0-dim; it must not be rounded to a float32 record (a regression).
+    sim, target, variables, _ = _gradient_problem(trials=trials)
+    objective = Objective(sim, SquaredL2())
+    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.5), 15),)), progress=False)
+    assert result.best_loss.dtype == torch.float64
+    assert (result.best_loss < result.final_terms["match"]).all()        # the best iterate is not the last
+    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)), progress=False)
+    torch.testing.assert_close(rescored.final_terms["match"], result.best_loss, rtol=0, atol=0)

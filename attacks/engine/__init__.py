@@ -4,7 +4,7 @@ of blocks, and trials run together along a leading dimension.
     from attacks.engine import Objective, Block, Schedule, run
 """
 from attacks.engine.lbfgs import BatchedLBFGS
-from attacks.engine.loop import Block, EngineResult, Schedule, run
+from attacks.engine.loop import Block, EngineResult, Schedule, auto_mode, run
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, TopMagnitude
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, GradientBlend, Hook, SignedGradients, StepDecay
@@ -12,7 +12,7 @@ from attacks.engine.priors import ActivationL1, BNStatistics, l2, tv_l1, tv_squa
 from attacks.engine.simulators import CutActivations, FedAvgUpdate, FedSGDGradient, task_loss
 
 __all__ = [
-    "Objective", "Prior", "Block", "Schedule", "run", "EngineResult", "BatchedLBFGS",
+    "Objective", "Prior", "Block", "Schedule", "run", "auto_mode", "EngineResult", "BatchedLBFGS",
     "SquaredL2", "L1", "Cosine", "MeanSquared", "Sum", "TopMagnitude",
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp", "GradientBlend",
     "tv_l1", "tv_squared", "l2", "BNStatistics", "ActivationL1",

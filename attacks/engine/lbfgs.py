@@ -13,7 +13,9 @@ import torch
 
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (a * b).sum(dim=1)
+    """Row-wise dot products: (a * b).sum(1) bit for bit (vecdot is that composite), in one call from
+    Python instead of two (the two-loop recursion makes a few per stored pair per iteration)."""
+    return torch.linalg.vecdot(a, b, dim=1)
 
 
 class BatchedLBFGS:

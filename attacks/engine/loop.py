@@ -11,6 +11,7 @@ marks it diverged; the other trials go on).
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -119,61 +120,87 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.detach().as_strided((t.numel(),), (1,), t.storage_offset())
 
 
-def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
-    return sum(w * terms[k] for k, w in weights.items())
-
-
 # --- the loop --------------------------------------------------------------------------------------
 
 class _Trials:
-    """State of one run over R trials (all of them in batched mode, one in sequential mode)."""
+    """State of one run over R trials: all of them together (`single=False`, the objective `vmap`-ed over
+    the leading dimension) or exactly one (`single=True`).
+
+    A single trial keeps the variables' leading dimension of 1 for the optimiser, the hooks and the
+    reported results, but its objective runs unbatched on squeezed views: under `vmap` even one trial pays
+    the transform's dispatch on every operation (1.5-2x a plain loop's time per step, measured).
+    """
 
     def __init__(self, objective: Objective, variables: Variables, target: Any, per_trial_target: bool,
-                 batched: bool, keep: Sequence[str], total_steps: int):
+                 single: bool, keep: Sequence[str], total_steps: int):
         self.vars: Variables = _map(lambda t: t.detach().clone().requires_grad_(True), variables)
-        self.target = target
         first = _leaves(self.vars, list(self.vars))[0]
         self.trials, device = first.shape[0], first.device
-        if batched:
-            self.evaluate = vmap(objective, in_dims=(0, 0 if per_trial_target else None))
-        else:                                               # one trial, no vmap
-            def evaluate(v, t):
-                squeeze = (lambda x: x[0])
-                terms = objective(_map(squeeze, v), _map(squeeze, t) if per_trial_target else t)
-                return {k: val.unsqueeze(0) for k, val in terms.items()}
-            self.evaluate = evaluate
+        self.single = single
+        if single:
+            if self.trials != 1:
+                raise ValueError(f"a single-trial run got {self.trials} trials")
+            squeeze = (lambda t: t.squeeze(0))           # a view whose backward is a view: no copy
+            fixed = _map(squeeze, target) if per_trial_target else target    # once, not every step
+
+            def evaluate(v, names):                         # terms stay 0-dim; they broadcast against (1,)
+                return objective(_map(squeeze, v), fixed, names)
+        else:
+            batched: dict[Any, Callable] = {}                # one vmap per set of terms
+
+            def evaluate(v, names):
+                if names not in batched:
+                    # A lambda, not the Objective itself: vmap formats its function's name for every output
+                    # at every call, and an Objective's repr prints whole models (a tenth of a step, measured).
+                    # A shared target is closed over, so vmap neither flattens nor checks it at every call.
+                    batched[names] = vmap(lambda v, t: objective(v, t, names)) if per_trial_target \
+                        else vmap(lambda v: objective(v, target, names))
+                return batched[names](v, target) if per_trial_target else batched[names](v)
+        self.evaluate = evaluate
         self.keep = tuple(keep)
         self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
-        self.best_loss = torch.full((self.trials,), float("inf"), device=device)
+        # the variables' dtype: a single trial's 0-dim loss would not promote a float32 record (0-dim rule)
+        self.best_loss = torch.full((self.trials,), float("inf"), dtype=first.dtype, device=device)
         self.best = {k: _map(lambda t: t.detach().clone(), self.vars[k]) for k in self.keep}
-        self.total_steps = total_steps
-        self.trace: dict[str, torch.Tensor] = {}
         self.step_index = 0
+        self.term_names = objective.term_names
+        # (steps, terms, R): a row per step; a term a block does not minimise is not computed (NaN there).
+        self._trace = torch.full((total_steps, len(self.term_names), self.trials), float("nan"), device=device)
 
-    def terms(self, variables: Variables | None = None) -> dict[str, torch.Tensor]:
-        return self.evaluate(self.vars if variables is None else variables, self.target)
+    def terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None
+              ) -> dict[str, torch.Tensor]:
+        return self.evaluate(self.vars if variables is None else variables, names)
 
     def record(self, terms: Mapping[str, torch.Tensor]) -> None:
-        for k, v in terms.items():
-            if k not in self.trace:
-                self.trace[k] = torch.full((self.total_steps, self.trials), float("nan"), device=v.device)
-            self.trace[k][self.step_index] = v.detach()
+        row = self._trace[self.step_index]
+        values = list(terms.values())
+        with torch.no_grad():
+            if len(values) == len(self.term_names) and values[0].dtype == row.dtype:
+                torch.stack(values, out=row.view(-1) if self.single else row)
+            else:
+                for k, v in terms.items():
+                    row[self.term_names.index(k)] = v
 
-    def select(self, loss: torch.Tensor) -> None:
-        """Keep each trial's best iterate (on the device; no host sync)."""
+    @property
+    def trace(self) -> dict[str, torch.Tensor]:
+        return {k: self._trace[:, j].contiguous() for j, k in enumerate(self.term_names)}
+
+    def observe(self, loss: torch.Tensor, select: bool) -> None:
+        """A non-finite loss marks its trial diverged; with `select`, keep each trial's best iterate. On
+        the device, no host sync; |loss| < inf is isfinite in two operations instead of four."""
         loss = loss.detach()
-        improved = self.alive & torch.isfinite(loss) & (loss < self.best_loss)
-        self.best_loss = torch.where(improved, loss, self.best_loss)
-        for k in self.keep:
-            self.best[k] = _map2(lambda b, v: _where(improved, v.detach(), b), self.best[k], self.vars[k])
+        self.alive &= loss.abs() < math.inf
+        if select:
+            improved = self.alive & (loss < self.best_loss)
+            self.best_loss = torch.where(improved, loss, self.best_loss)
+            for k in self.keep:
+                self.best[k] = _map2(lambda b, v: _where(improved, v.detach(), b), self.best[k], self.vars[k])
 
     def gradients(self, loss: torch.Tensor, params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Per-trial gradients of the block loss (trials are independent, so the sum's gradient is each
-        trial's own). A diverged trial's gradient only ever touches its own slice: the element-wise
-        optimisers keep the others exact, and its results are never reported."""
-        self.alive &= torch.isfinite(loss)
-        grads = torch.autograd.grad(torch.where(self.alive, loss, torch.zeros_like(loss)).sum(), params,
-                                    allow_unused=True)
+        trial's own), after `observe(loss)`. A diverged trial's gradient only ever touches its own slice:
+        the element-wise optimisers keep the others exact, and its results are never reported."""
+        grads = torch.autograd.grad(torch.where(self.alive, loss, 0.0).sum(), params, allow_unused=True)
         return [torch.zeros_like(p) if g is None else g if g.stride() == p.stride() else torch.empty_like(p).copy_(g)
                 for g, p in zip(grads, params)]
 
@@ -199,87 +226,118 @@ def _map2(fn, a, b):
     return fn(a, b)
 
 
-def _gradient_step(state: _Trials, block: Block, weights: Mapping[str, float],
-                   optimizer: torch.optim.Optimizer) -> None:
-    params = _leaves(state.vars, block.update)
-    terms = state.terms()
-    loss = _weighted(terms, weights)
+def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
+    """sum_k w_k * term_k, left to right; a weight of 1 multiplies nothing (the same value, one op fewer)."""
+    total = None
+    for k, w in weights.items():
+        term = terms[k] if w == 1.0 else w * terms[k]
+        total = term if total is None else total + term
+    return total if total is not None else 0.0 * terms["match"]
+
+
+@dataclass
+class _BlockRun:
+    """What a block's steps reuse: its variables, their optimiser aliases, weights and schedule."""
+    block: Block
+    weights: dict[str, float]
+    params: list[torch.Tensor]
+    optimizer: Any
+    scheduler: Any
+    aliases: list[torch.Tensor]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The terms the block computes: the ones it minimises."""
+        return tuple(self.weights)
+
+
+def _gradient_step(state: _Trials, run: _BlockRun) -> None:
+    block, params = run.block, run.params
+    terms = state.terms(names=run.names)
+    loss = _weighted(terms, run.weights)
     state.record(terms)
-    if block.select:
-        state.select(loss)
+    state.observe(loss, block.select)
     grads = state.gradients(loss, params)
+    if block.hooks:
+        def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+            probe = [v.detach().requires_grad_(True) for v in values]
+            probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe), run.names), run.weights)
+            state.observe(probe_loss, select=False)
+            return state.gradients(probe_loss, probe)
 
-    def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        probe = [v.detach().requires_grad_(True) for v in values]
-        probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe)), weights)
-        return state.gradients(probe_loss, probe)
-
-    for hook in block.hooks:
-        grads = hook.on_grads(grads, params, grad_at)
-    for alias, g in zip(optimizer.param_groups[0]["params"], grads):
-        alias.grad = _flat(g)
-    optimizer.step()
+        for hook in block.hooks:
+            grads = hook.on_grads(grads, params, grad_at)
+    for alias, p, g in zip(run.aliases, params, grads):
+        alias.grad = g if alias is p else _flat(g)
+    run.optimizer.step()
     for hook in block.hooks:
         hook.after_step(params)
 
 
-def _lbfgs_step(state: _Trials, block: Block, weights: Mapping[str, float], optimizer: BatchedLBFGS) -> None:
-    params = _leaves(state.vars, block.update)
+def _lbfgs_step(state: _Trials, run: _BlockRun) -> None:
+    block, params = run.block, run.params
     recorded = False
 
     def closure() -> torch.Tensor:
         nonlocal recorded
-        terms = state.terms()
-        loss = _weighted(terms, weights)
+        terms = state.terms(names=run.names)
+        loss = _weighted(terms, run.weights)
         if not recorded:
             state.record(terms)
             recorded = True
-        if block.select:
-            state.select(loss)
+        state.observe(loss, block.select)
         for p, g in zip(params, state.gradients(loss, params)):
             p.grad = g
         return torch.where(state.alive, loss.detach(), torch.full_like(loss, float("nan")))
 
-    optimizer.step(closure)
+    run.optimizer.step(closure)
     for hook in block.hooks:
         hook.after_step(params)
 
 
+PROGRESS_EVERY = 64
+"""Steps between progress-bar updates: a rich update per step costs more than a small model's step."""
+
+
 def _run_trials(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
-                per_trial_target: bool, batched: bool, keep: Sequence[str], bar) -> EngineResult:
-    state = _Trials(objective, variables, target, per_trial_target, batched, keep, schedule.steps)
-    weights = [objective.weights(block.terms) for block in schedule.blocks]
+                per_trial_target: bool, single: bool, keep: Sequence[str], bar, mode: str) -> EngineResult:
+    state = _Trials(objective, variables, target, per_trial_target, single, keep, schedule.steps)
     state.align_layouts()
-    optimizers, schedulers = [], []
+    runs = []
     for block in schedule.blocks:
-        leaves = _leaves(state.vars, block.update)
-        optimizer = block.optimizer.build(leaves if isinstance(block.optimizer, LBFGS) else [_flat(p) for p in leaves])
-        optimizers.append(optimizer)
-        schedulers.append(block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None)
+        params = _leaves(state.vars, block.update)
+        lbfgs = isinstance(block.optimizer, LBFGS)
+        # Element-wise optimisers step contiguous variables in place and others through 1-D aliases.
+        aliases = [p if p.is_contiguous() else _flat(p) for p in params]
+        optimizer = block.optimizer.build(params if lbfgs else aliases)
+        scheduler = block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None
+        runs.append(_BlockRun(block, objective.weights(block.terms), params, optimizer, scheduler, aliases))
     wait_for(state.alive.device)
     start = time.perf_counter()
+    pending = 0
     for _ in range(schedule.rounds):
-        for block, block_weights, optimizer, scheduler in zip(schedule.blocks, weights, optimizers, schedulers):
-            for _ in range(block.steps):
-                if isinstance(optimizer, BatchedLBFGS):
-                    _lbfgs_step(state, block, block_weights, optimizer)
-                else:
-                    _gradient_step(state, block, block_weights, optimizer)
-                if scheduler is not None:
-                    scheduler.step()
+        for block_run in runs:
+            step = _lbfgs_step if isinstance(block_run.optimizer, BatchedLBFGS) else _gradient_step
+            for _ in range(block_run.block.steps):
+                step(state, block_run)
+                if block_run.scheduler is not None:
+                    block_run.scheduler.step()
                 state.step_index += 1
-                bar.advance()
+                pending += 1
+                if pending == PROGRESS_EVERY:
+                    bar.advance(pending)
+                    pending = 0
+    bar.advance(pending)
     with torch.enable_grad():
-        final_terms = {k: v.detach() for k, v in state.terms().items()}
-    selecting = [w for b, w in zip(schedule.blocks, weights) if b.select]
+        final_terms = {k: v.detach().view(state.trials) for k, v in state.terms().items()}
+    selecting = [r.weights for r in runs if r.block.select]
     if selecting:
-        state.alive &= torch.isfinite(_weighted(final_terms, selecting[-1]))
-        state.select(_weighted(final_terms, selecting[-1]))
+        state.observe(_weighted(final_terms, selecting[-1]), select=True)
     final = _map(lambda t: t.detach(), state.vars)
     wait_for(state.alive.device)
     return EngineResult(best=state.best, final=final, best_loss=state.best_loss, final_terms=final_terms,
                         diverged=~state.alive, trace=state.trace, steps=schedule.steps,
-                        seconds=time.perf_counter() - start, mode="batched" if batched else "sequential")
+                        seconds=time.perf_counter() - start, mode=mode)
 
 
 def _slice(tree: Any, r: int) -> Any:
@@ -301,6 +359,28 @@ def _concat(results: list[EngineResult]) -> EngineResult:
                         seconds=sum(r.seconds for r in results), mode="sequential")
 
 
+MODES = ("batched", "sequential", "auto")
+
+AUTO_SEQUENTIAL_NUMEL = 1 << 16
+"""`mode="auto"` on a CPU runs the trials one after another when they carry their own model weights (a
+dict variable, e.g. UnSplit's per-target clones) with a tensor of more elements than this, and batches
+them otherwise. Under vmap each trial's weight matrix makes the model's products batched matmuls, which
+CPU BLAS runs far slower than the same products one trial at a time: UnSplit's MLP clone (784 x 1024)
+ran batched at 0.7-0.75x the sequential speed for 2, 4 and 10 targets, while the CNN clone (208 weights)
+ran 4.7x faster batched at 10, and dummy inputs against a shared model (DLG, Inverting Gradients, the
+FedLeak parts) 1.03-2.5x faster at 4 restarts (2-core EPYC, torch 2.14, 1 and 2 threads). On a GPU
+batching wins throughout."""
+
+
+def auto_mode(variables: Variables) -> str:
+    """The trials mode `mode="auto"` picks for these variables (see AUTO_SEQUENTIAL_NUMEL)."""
+    leaves = _leaves(variables, list(variables))
+    if leaves[0].shape[0] == 1 or leaves[0].device.type != "cpu":
+        return "batched"
+    weights = [t for value in variables.values() if isinstance(value, dict) for t in value.values()]
+    return "sequential" if any(t[0].numel() > AUTO_SEQUENTIAL_NUMEL for t in weights) else "batched"
+
+
 def run(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
         mode: str = "batched", per_trial_target: bool = False, keep: Sequence[str] = ("x",),
         progress: bool = True, description: str = "reconstruct") -> EngineResult:
@@ -308,19 +388,22 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
 
     `per_trial_target=True` when each trial has its own observation (UnSplit's targets, temporal
     gradients); otherwise all trials share it (restarts). `keep` names the variables whose best
-    iterate is tracked.
+    iterate is tracked. `mode="auto"` picks batched or sequential by a measured rule (`auto_mode`);
+    the result's `mode` says which ran. One trial runs unbatched in either mode.
     """
-    if mode not in ("batched", "sequential"):
-        raise ValueError(f"unknown trials mode {mode!r}; use batched or sequential")
+    if mode not in MODES:
+        raise ValueError(f"unknown trials mode {mode!r}; use {', '.join(MODES)}")
+    if mode == "auto":
+        mode = auto_mode(variables)
     for block in schedule.blocks:                   # a misspelt term name fails here, before any work
         objective.weights(block.terms)
     trials = _leaves(variables, list(variables))[0].shape[0]
     with progress_bar(schedule.steps * (trials if mode == "sequential" else 1), description,
                       enabled=progress) as bar:
-        if mode == "batched":
+        if mode == "batched":            # one trial runs unbatched either way (the same arithmetic, no vmap)
             return _run_trials(objective, variables, target, schedule, per_trial_target=per_trial_target,
-                               batched=True, keep=keep, bar=bar)
+                               single=trials == 1, keep=keep, bar=bar, mode=mode)
         return _concat([
             _run_trials(objective, _slice(variables, r), _slice(target, r) if per_trial_target else target,
-                        schedule, per_trial_target=per_trial_target, batched=False, keep=keep, bar=bar)
+                        schedule, per_trial_target=per_trial_target, single=True, keep=keep, bar=bar, mode=mode)
             for r in range(trials)])

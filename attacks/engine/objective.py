@@ -56,9 +56,13 @@ class Objective:
         every = {"match": 1.0, **{p.name: p.weight for p in self.priors}}
         return every if terms is None else {k: w for k, w in every.items() if k in terms}
 
-    def __call__(self, variables: Mapping[str, Any], target: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        simulated = self.simulator(variables, target.get("context", {}))
-        terms = {"match": self.match(simulated, target["observed"])}
+    def __call__(self, variables: Mapping[str, Any], target: Mapping[str, Any],
+                 terms: tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
+        """The named terms (None: all of them); a term left out is not computed, the simulator included."""
+        out = {}
+        if terms is None or "match" in terms:
+            out["match"] = self.match(self.simulator(variables, target.get("context", {})), target["observed"])
         for prior in self.priors:
-            terms[prior.name] = prior.fn(variables[prior.variable])
-        return terms
+            if terms is None or prior.name in terms:
+                out[prior.name] = prior.fn(variables[prior.variable])
+        return out

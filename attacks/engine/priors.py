@@ -6,7 +6,7 @@ from typing import Mapping
 
 import torch
 from torch import nn
-from torch.func import functional_call
+from attacks.engine.simulators import call
 
 
 def tv_l1(x: torch.Tensor) -> torch.Tensor:
@@ -46,7 +46,7 @@ class BNStatistics:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         seen, handles = _collect_inputs(self.model, (nn.BatchNorm1d, nn.BatchNorm2d))
         try:
-            functional_call(self.model, dict(self.params), (x,))
+            call(self.model, self.params, x)
         finally:
             for h in handles:
                 h.remove()
@@ -70,7 +70,7 @@ class ActivationL1:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         seen, handles = _collect_inputs(self.model, self.kinds)
         try:
-            functional_call(self.model, dict(self.params), (x,))
+            call(self.model, self.params, x)
         finally:
             for h in handles:
                 h.remove()

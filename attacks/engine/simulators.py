@@ -6,14 +6,61 @@ Every simulator is a pure function of (variables, context) built with `torch.fun
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import nn
+from torch._C._functorch import peek_interpreter_stack
 from torch.func import functional_call, grad
 
 Variables = Mapping[str, object]
+
+_SLOTS: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+
+def _slots(module: nn.Module, names: tuple[str, ...]) -> list[tuple[dict, str]] | None:
+    """Where each named tensor lives (its owner's `_parameters` or `_buffers` table and key), found once
+    per module and name set; None when the module ties or parametrises tensors (functional_call's case)."""
+    per_module = _SLOTS.setdefault(module, {})
+    if names not in per_module:
+        tied = any(len(list(get(remove_duplicate=False))) != len(list(get()))
+                   for get in (module.named_parameters, module.named_buffers))
+        parametrised = any(hasattr(m, "parametrizations") for m in module.modules())
+        slots = None
+        if not (tied or parametrised):
+            slots = []
+            for name in names:
+                prefix, _, key = name.rpartition(".")
+                owner = module.get_submodule(prefix)
+                table = owner._parameters if key in owner._parameters else owner._buffers
+                if key not in table:
+                    raise KeyError(f"{type(module).__name__} has no parameter or buffer {name!r}")
+                slots.append((table, key))
+        per_module[names] = slots
+    return per_module[names]
+
+
+def call(module: nn.Module, tensors: Mapping[str, torch.Tensor], *args: Any) -> Any:
+    """`torch.func.functional_call(module, tensors, args)`: run `module` with the named parameters and
+    buffers replaced by `tensors`, and put the module's own back afterwards.
+
+    The same swap functional_call makes, with the name lookups done once per module instead of at every
+    call: that bookkeeping cost twice a small clone's forward pass (85 of 130 us, measured).
+    """
+    slots = _slots(module, tuple(tensors))
+    if slots is None:
+        return functional_call(module, dict(tensors), args)
+    saved = []
+    try:
+        for (table, key), tensor in zip(slots, tensors.values()):
+            saved.append(table[key])
+            table[key] = tensor
+        return module(*args)
+    finally:
+        for (table, key), original in zip(slots, saved):
+            table[key] = original
 
 
 def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -22,6 +69,24 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     The one loss both the simulated client and the attacker use, so their gradients agree.
     """
     return nn.functional.cross_entropy(logits, labels)
+
+
+def _parameter_gradient(loss, params: Mapping[str, torch.Tensor], inputs: tuple[torch.Tensor, ...]
+                        ) -> dict[str, torch.Tensor]:
+    """grad_theta loss(theta) at `params`, differentiable with respect to `inputs` (and to `params` where
+    they carry a graph, as FedAvg's later local steps do) as `torch.func.grad` would be.
+
+    Under a `torch.func` transform (the engine's batched trials) it is `torch.func.grad`; outside one (a
+    single trial) plain autograd with `create_graph` gives the same values bit for bit without the
+    transform's per-operation dispatch (about a quarter of a ConvNet step, measured).
+    """
+    if peek_interpreter_stack() is not None:
+        return grad(loss)(dict(params))
+    differentiable = torch.is_grad_enabled() and any(t.requires_grad for t in (*inputs, *params.values()))
+    leaves = {k: v if v.requires_grad else v.detach().requires_grad_(True) for k, v in params.items()}
+    with torch.enable_grad():
+        value = loss(leaves)
+    return dict(zip(leaves, torch.autograd.grad(value, list(leaves.values()), create_graph=differentiable)))
 
 
 def _labels(variables: Variables, context: Mapping[str, object]) -> torch.Tensor:
@@ -41,9 +106,9 @@ class FedSGDGradient:
         x, y = variables["x"], _labels(variables, context)
 
         def loss(p):
-            return task_loss(functional_call(self.model, (p, buffers), (x,)), y)
+            return task_loss(call(self.model, {**p, **buffers}, x), y)
 
-        return list(grad(loss)(dict(params)).values())
+        return list(_parameter_gradient(loss, params, (x, y)).values())
 
 
 @dataclass(frozen=True)
@@ -67,9 +132,9 @@ class FedAvgUpdate:
                 xb, yb = x[start:start + self.batch_size], y[start:start + self.batch_size]
 
                 def loss(p, xb=xb, yb=yb):
-                    return task_loss(functional_call(self.model, (p, buffers), (xb,)), yb)
+                    return task_loss(call(self.model, {**p, **buffers}, xb), yb)
 
-                step = grad(loss)(params)
+                step = _parameter_gradient(loss, params, (xb, yb))
                 params = {k: params[k] - self.lr * step[k] for k in params}
         return [params0[k] - params[k] for k in params0]
 
@@ -80,4 +145,4 @@ class CutActivations:
     clone: nn.Module
 
     def __call__(self, variables: Variables, context: Mapping[str, object]) -> list[torch.Tensor]:
-        return [functional_call(self.clone, dict(variables["clone"]), (variables["x"],))]
+        return [call(self.clone, variables["clone"], variables["x"])]
