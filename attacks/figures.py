@@ -78,7 +78,8 @@ def loss_curve_figure(history: dict[str, torch.Tensor], title: str = "") -> Figu
         values = history[name].detach().double().cpu()
         values = values.view(len(values), -1)
         finite = torch.where(torch.isfinite(values), values, torch.full_like(values, float("nan")))
-        steps = np.arange(1, len(values) + 1)
+        evaluated = ~torch.isnan(finite).all(1)        # a term a block does not minimise is not computed there
+        steps, finite = np.arange(1, len(values) + 1)[evaluated.numpy()], finite[evaluated]
         ax.plot(steps, np.nanmean(finite.numpy(), axis=1), lw=1.2, label="mean over trials")
         if values.shape[1] > 1:
             ax.fill_between(steps, np.nanmin(finite.numpy(), axis=1), np.nanmax(finite.numpy(), axis=1), alpha=0.25,
