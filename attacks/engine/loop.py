@@ -366,10 +366,10 @@ AUTO_SEQUENTIAL_NUMEL = 1 << 16
 dict variable, e.g. UnSplit's per-target clones) with a tensor of more elements than this, and batches
 them otherwise. Under vmap each trial's weight matrix makes the model's products batched matmuls, which
 CPU BLAS runs far slower than the same products one trial at a time: UnSplit's MLP clone (784 x 1024)
-ran batched at 0.7-0.75x the sequential speed for 2, 4 and 10 targets, while the CNN clone (208 weights)
-ran 4.7x faster batched at 10, and dummy inputs against a shared model (DLG, Inverting Gradients, the
-FedLeak parts) 1.03-2.5x faster at 4 restarts (2-core EPYC, torch 2.14, 1 and 2 threads). On a GPU
-batching wins throughout."""
+ran batched at 0.6-0.77x the sequential speed for 2, 4 and 10 targets, while the CNN clone (208 weights)
+ran 5x faster batched at 10 targets, and dummy inputs against a shared model 1.1-2.3x faster at 4
+restarts (DLG, Inverting Gradients, the FedLeak parts; `scripts/bench_engine.py`, `bench_unsplit.py`,
+2-core EPYC, torch 2.14, 1 and 2 threads). On a GPU batching wins throughout."""
 
 
 def auto_mode(variables: Variables) -> str:
