@@ -43,7 +43,7 @@ def shown(reconstruction: Reconstruction, metrics: dict[str, Any], display: str 
 
 
 def attack_and_score(attack, observation, images: torch.Tensor, labels: torch.Tensor | None = None, *,
-                     run: Run | None = None, seed: int = 0, mode: str = "batched", progress: bool = True,
+                     run: Run | None = None, seed: int = 0, mode: str = "auto", progress: bool = True,
                      lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
                      extra: dict[str, Any] | None = None, title: str = "", display: str = "clamp") -> Outcome:
     """Run `attack(observation)`, score it against (images, labels), and write the run directory if given.

@@ -36,8 +36,8 @@ from attacks.engine import (L1, ActivationL1, Adam, Block, BoxClamp, Cosine, Fed
 from attacks.hfl.dlg import DLG
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import observe_fedsgd
-from attacks.hfl.presets import preset
-from attacks.hfl.reconstruction import initial_variables
+from attacks.presets import settings as preset
+from attacks.hfl.variables import initial_variables
 from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
 from vfl.runtime import hardware, resolve_device, timed
@@ -188,11 +188,11 @@ def workloads(device: torch.device, args) -> list[Workload]:
     start_dlg = initial_variables(lenet, 1, 0, label_logits=True)
     start_ig = initial_variables(convnet, 1, 0, label_logits=False)
     rows = [
-        Workload(f"DLG, LeNet, L-BFGS x20", args.dlg_steps,
+        Workload("DLG, LeNet, L-BFGS x20", args.dlg_steps,
                  lambda: plain_dlg(lenet.model.network, start_dlg["x"][0], start_dlg["label_logits"][0],
                                    lenet.gradient, args.dlg_steps),
                  lambda n, mode: DLG(replace(dlg, restarts=n))(lenet, seed=0, mode=mode).mode),
-        Workload(f"Inverting Gradients, ConvNet", args.ig_iterations,
+        Workload("Inverting Gradients, ConvNet", args.ig_iterations,
                  lambda: plain_invgrad(convnet.model.network, start_ig["x"][0], y, convnet.gradient,
                                        args.ig_iterations),
                  lambda n, mode: InvertingGradients(replace(ig, restarts=n))(convnet, seed=0, mode=mode).mode),

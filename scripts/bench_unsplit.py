@@ -5,8 +5,8 @@ speed does not depend on its weights), four ways, alternating in every repeat:
 
 - plain loop:   the UnSplit code's `model_inversion_stealing` written out below, one clone carried from
                 target to target, torch's default Adam (amsgrad) as that code builds it;
-- shared:       `unsplit(..., clone_mode="shared")`: one engine run with one trial per target;
-- per-target:   `unsplit(..., clone_mode="per-target")`: all targets as trials of one batched run;
+- shared:       `UnSplit` with `clone="shared"`: one engine run with one trial per target;
+- per-target:   `UnSplit` with `clone="per-target"`: all targets as trials of one batched run;
 - per-target, sequential: the same trials run one after another (`mode="sequential"`);
 - per-target, auto: `mode="auto"`, whichever of the two the engine's rule picks (named in the row).
 
@@ -24,17 +24,16 @@ looped, the step is bound by memory traffic and batching cannot speed it up on t
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
+from dataclasses import replace
 import statistics
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-import attacks.split.unsplit as unsplit_module
 from attacks.engine import auto_mode
-from attacks.split.unsplit import CutObservation, UnsplitPreset, observe, preset, unsplit
+from attacks.presets import settings as preset_settings
+from attacks.split.unsplit import CutObservation, UnSplit, UnsplitSettings, observe
 from vfl import data
 from vfl.models import arch_spec, build_split
 from vfl.protocol import Client
@@ -43,7 +42,7 @@ from vfl.runtime import hardware, resolve_device, timed
 
 # --- the original code's loop ------------------------------------------------------------------------
 
-def plain_unsplit(observation: CutObservation, settings: UnsplitPreset, seed: int = 0) -> torch.Tensor:
+def plain_unsplit(observation: CutObservation, settings: UnsplitSettings, seed: int = 0) -> torch.Tensor:
     """UnSplit's `model_inversion_stealing` over the targets with one clone (seeded as the engine's)."""
     def tv(x):                                            # UnSplit's util.TV
         count_h, count_w = x[:, :, 1:, :].numel() / x.shape[0], x[:, :, :, 1:].numel() / x.shape[0]
@@ -74,20 +73,16 @@ def plain_unsplit(observation: CutObservation, settings: UnsplitPreset, seed: in
     return torch.stack(results)
 
 
-@contextlib.contextmanager
-def engine_mode(mode: str):
-    """Run `unsplit` with the engine's trials in `mode` (it takes no mode argument of its own yet)."""
-    original = unsplit_module.run
-    unsplit_module.run = functools.partial(original, mode=mode)
-    try:
-        yield
-    finally:
-        unsplit_module.run = original
+def preset(name: str, **overrides) -> UnsplitSettings:
+    return preset_settings(name, "unsplit", **overrides)
+
+
+def unsplit(observation: CutObservation, settings: UnsplitSettings, clone: str, mode: str = "batched", **kwargs):
+    return UnSplit(replace(settings, clone=clone))(observation, mode=mode, **kwargs)
 
 
 def _per_target(observation, settings, mode: str):
-    with engine_mode(mode):
-        return unsplit(observation, settings, "per-target", progress=False)
+    return unsplit(observation, settings, "per-target", mode, progress=False)
 
 
 def _auto_pick(observation: CutObservation) -> str:
@@ -98,7 +93,7 @@ def _auto_pick(observation: CutObservation) -> str:
                       "clone": {k: v.detach().expand(n, *v.shape) for k, v in clone.named_parameters()}})
 
 
-def measure(arch: str, settings: UnsplitPreset, device: torch.device, repeats: int, targets: int) -> dict:
+def measure(arch: str, settings: UnsplitSettings, device: torch.device, repeats: int, targets: int) -> dict:
     client_model, _ = build_split(arch, 1, seed=0)
     client = Client(client_model.to(device), torch.optim.SGD(client_model.parameters(), lr=0.0))
     images = data.first_of_each_class(data.load("mnist5k", "test"))[0][:targets].to(device)

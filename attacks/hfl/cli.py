@@ -40,7 +40,8 @@ def hfl_command(
                                                    "(default: the whole batch)."),
     labels: str = typer.Option("recovered", "--labels", help=f"invgrad: {' or '.join(LABEL_KNOWLEDGE)} "
                                "(recovered: iDLG at batch 1, a counting rule at larger batches)."),
-    trials: str = typer.Option("batched", "--trials", help=f"Restarts {' or '.join(TRIAL_MODES)}."),
+    trials: str = typer.Option("auto", "--trials", help=f"Restarts {', '.join(TRIAL_MODES)} (auto: the faster mode by "
+                               "the engine's measured rule)."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""

@@ -45,7 +45,7 @@ class DLG:
     def check(self, observation) -> None:
         check_requirements(self.name, self.requires, observation)
 
-    def __call__(self, observation: FedSGDObservation, *, seed: int = 0, mode: str = "batched",
+    def __call__(self, observation: FedSGDObservation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings

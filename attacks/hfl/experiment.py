@@ -61,7 +61,7 @@ class HFLConfig:
     """FedAvg local mini-batch size; None = the whole batch (one step per epoch)."""
     labels: str = "recovered"
     """Inverting Gradients: recovered (analytic/counting rule) or known (the server knows them)."""
-    trials: str = "batched"
+    trials: str = "auto"
     seed: int = 0
     device: str = "auto"
     data_root: str | None = None

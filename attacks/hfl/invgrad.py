@@ -53,7 +53,7 @@ class InvertingGradients:
     def check(self, observation: Observation) -> None:
         check_requirements(self.name, self.requirements(observation), observation)
 
-    def __call__(self, observation: Observation, *, seed: int = 0, mode: str = "batched",
+    def __call__(self, observation: Observation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings

@@ -9,7 +9,7 @@ from attacks.hfl.observations import Observation
 
 __all__ = ["TRIAL_MODES", "initial_variables", "engine_context"]
 
-TRIAL_MODES = ("batched", "sequential")
+TRIAL_MODES = ("auto", "batched", "sequential")
 
 
 def initial_variables(observation: Observation, restarts: int, seed: int, *, label_logits: bool,

@@ -125,7 +125,7 @@ class UnSplit:
             Block(("clone",), optimizer, s.clone_steps, select=False, terms=("match",)),   # Eq. 2: match only
         ), rounds=s.rounds)
 
-    def __call__(self, observation: CutObservation, *, seed: int = 0, mode: str = "batched",
+    def __call__(self, observation: CutObservation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False) -> Reconstruction:
         """Reconstruct every target of the observation. Ground truth never enters here."""
         s = self.settings
@@ -140,13 +140,13 @@ class UnSplit:
             clones = [_clone_params(clone_of(observation, seed, r)) for r in range(n)]
             variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
             parts = [run(objective, variables, {"observed": [observed]}, self.schedule(), mode=mode,
-                         per_trial_target=True, progress=progress,
+                         per_trial_target=True, keep=(), progress=progress,
                          description=f"unsplit {observation.arch} per-target")]
         else:
             carried, parts = _clone_params(clone_of(observation, seed)), []
             for r in range(n):                                 # one clone, carried from target to target
                 parts.append(run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},
-                                 self.schedule(), per_trial_target=True, progress=progress,
+                                 self.schedule(), per_trial_target=True, keep=(), progress=progress,
                                  description=f"unsplit {observation.arch} shared, target {r + 1}/{n}"))
                 carried = parts[-1].final["clone"]
         return _reconstruction(s, parts, x0)
