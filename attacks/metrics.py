@@ -221,6 +221,18 @@ class LpipsMetric:
         return 2 * x - 1
 
 
+def _local_weights(metric: str, what: str, filename: str, given: Path | None, hub_dir: Path | None, name: str,
+                   option: str, require: bool) -> tuple[Path, dict | Unavailable]:
+    """A metric's weight file read from `given` or the torch hub cache, or why it cannot be (naming the
+    command that fetches it and the option that points at it)."""
+    path = Path(given) if given is not None else _hub_checkpoint(filename, hub_dir)
+    if not path.is_file():
+        return path, _unavailable(f"{metric} needs {what} ({filename}) at {path}; run `splitlab weights --download "
+                                  f"{name}`, put them there or pass {option}", require)
+    state = _read_state_dict(path)
+    return path, _unavailable(f"{metric}: {state}", require) if isinstance(state, str) else state
+
+
 def load_lpips(
     net: str = "alex",
     backbone_weights: Path | None = None,
@@ -238,16 +250,10 @@ def load_lpips(
     if net not in LPIPS_BACKBONES:
         raise SplitlabError(f"unknown LPIPS net {net!r}; choose one of {', '.join(LPIPS_BACKBONES)}")
     display, filename = LPIPS_BACKBONES[net]
-    path = Path(backbone_weights) if backbone_weights is not None else _hub_checkpoint(filename, hub_dir)
-    if not path.is_file():
-        return _unavailable(
-            f"LPIPS needs {display} weights ({filename}) at {path}; run `splitlab weights --download {net}`, "
-            "put them there or pass --lpips-weights",
-            require,
-        )
-    state = _read_state_dict(path)
-    if isinstance(state, str):
-        return _unavailable(f"LPIPS: {state}", require)
+    path, state = _local_weights("LPIPS", f"{display} weights", filename, backbone_weights, hub_dir, net,
+                                 "--lpips-weights", require)
+    if isinstance(state, Unavailable):
+        return state
     with warnings.catch_warnings():  # lpips passes torchvision's deprecated `pretrained=False`
         warnings.simplefilter("ignore", UserWarning)
         model = LPIPS(pretrained=True, net=net, pnet_rand=True, verbose=False)
@@ -332,16 +338,10 @@ def load_fid(
     cache lacks the file. The file is checked first, and that loader is patched only while the model
     is built, to hand over the already-read state dict.
     """
-    path = Path(weights) if weights is not None else _hub_checkpoint(FID_WEIGHTS_FILE, hub_dir)
-    if not path.is_file():
-        return _unavailable(
-            f"FID needs pytorch-fid's Inception weights ({FID_WEIGHTS_FILE}) at {path}; "
-            "run `splitlab weights --download fid`, put them there or pass --fid-weights",
-            require,
-        )
-    state = _read_state_dict(path)
-    if isinstance(state, str):
-        return _unavailable(f"FID: {state}", require)
+    path, state = _local_weights("FID", "pytorch-fid's Inception weights", FID_WEIGHTS_FILE, weights, hub_dir, "fid",
+                                 "--fid-weights", require)
+    if isinstance(state, Unavailable):
+        return state
     try:
         with mock.patch.object(fid_inception, "load_state_dict_from_url", lambda *args, **kwargs: state):
             model = fid_inception.InceptionV3([fid_inception.InceptionV3.BLOCK_INDEX_BY_DIM[2048]])
