@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import torch
 
@@ -39,25 +39,26 @@ def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subse
 
 
 @dataclass(frozen=True)
-class SquaredL2:
+class _Elementwise:
+    """sum_l w_l * reduce(distance(s_l - o_l)) over the selected elements: the sum, or the element mean
+    with `mean=True`. Subclasses name the distance."""
+    weights: Sequence[float] | None = None
+    subset: Subset | None = None
+    mean: bool = False
+    distance: ClassVar[Callable[[torch.Tensor], torch.Tensor]]
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+        return _elementwise(type(self).distance, simulated, observed, self.weights, self.subset, self.mean)
+
+
+class SquaredL2(_Elementwise):
     """sum_l w_l * ||s_l - o_l||^2 (DLG's summed squared differences; `mean=True` averages elements)."""
-    weights: Sequence[float] | None = None
-    subset: Subset | None = None
-    mean: bool = False
-
-    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        return _elementwise(torch.square, simulated, observed, self.weights, self.subset, self.mean)
+    distance = staticmethod(torch.square)
 
 
-@dataclass(frozen=True)
-class L1:
+class L1(_Elementwise):
     """sum_l w_l * ||s_l - o_l||_1 (or the element mean with `mean=True`)."""
-    weights: Sequence[float] | None = None
-    subset: Subset | None = None
-    mean: bool = False
-
-    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        return _elementwise(torch.abs, simulated, observed, self.weights, self.subset, self.mean)
+    distance = staticmethod(torch.abs)
 
 
 @dataclass(frozen=True)
