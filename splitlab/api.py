@@ -35,7 +35,7 @@ def _run(command: str, config: dict[str, Any], out: str | Path | None, overwrite
 def train(arch: str = "cnn", *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
           **config: Any) -> TrainedSplit:
     """Train a split model (`TrainConfig` fields as keywords: dataset, cut_layer, epochs, defence, seed, ...)."""
-    from vfl.training import load_data, save_trained, train_split
+    from vfl.training import load_data, save_trained, train_split, training_metrics
 
     settings = TrainConfig(arch=arch, **config)
     settings.validate()
@@ -44,7 +44,7 @@ def train(arch: str = "cnn", *, out: str | Path | None = None, overwrite: bool =
         trained = train_split(settings, train_data, test_data, run, progress)
         if run is not None:
             save_trained(run, trained)
-            run.write_metrics({"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history})
+            run.write_metrics(training_metrics(trained))
     return trained
 
 

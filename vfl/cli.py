@@ -25,7 +25,7 @@ from vfl.models import describe, describe_hfl
 from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run, closing_runs, dumps, to_jsonable
 from vfl.runtime import resolve_device
-from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split
+from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split, training_metrics
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
 OUT_OPTION = typer.Option(None, "--out", help="Run directory (default: runs/<command>/<timestamp>).")
@@ -168,7 +168,7 @@ def train(
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
     trained = train_split(config, train_data, test_data, run, progress=not opts.as_json)
     checkpoint, curves = save_trained(run, trained)
-    metrics = {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
+    metrics = training_metrics(trained)
     run.write_metrics(metrics)
 
     def summary(console) -> None:

@@ -145,6 +145,11 @@ def training_curves_figure(trained: TrainedSplit):
     return fig
 
 
+def training_metrics(trained: TrainedSplit) -> dict[str, Any]:
+    """What `metrics.json` holds for a training run (`splitlab train`, `splitlab.api.train`)."""
+    return {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
+
+
 def save_trained(run: Run, trained: TrainedSplit) -> tuple[Path, Path]:
     """What every command that trains a model leaves in its run directory: `checkpoint.pt` (for the
     attacks) and `training_curves.png`. Returns both paths."""
