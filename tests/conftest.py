@@ -9,3 +9,14 @@ def _few_threads():
     torch.set_num_threads(min(threads, 2))
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def one_thread():
+    """Small models (LeNet, a width-16 ConvNet, batches of 1-8) gain little from intra-op threads, and on a
+    shared 2-core CPU two threads waiting on each other cost up to 10x (measured): modules of such tests
+    use this fixture."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

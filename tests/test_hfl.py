@@ -28,14 +28,7 @@ from splitlab.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The HFL models here are tiny (LeNet, a width-16 ConvNet, batches of 1-8): intra-op threads buy
-    little, and on a shared CPU two threads waiting on each other cost up to 10x (measured)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -21,14 +21,6 @@ def _no_downloads():
         yield
 
 
-@pytest.fixture
-def one_thread():
-    """Backbone forwards are the slow part; two threads on a shared 2-core box ran 5x slower than one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _images(n=6, c=1, size=28, seed=0):
     return torch.rand(n, c, size, size, generator=torch.Generator().manual_seed(seed))

@@ -33,13 +33,7 @@ seed = {seeds}
 """
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Cells run in this process with torch's thread setting: one thread keeps them quick on a busy CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _file(tmp_path, text, name="grid.toml"):

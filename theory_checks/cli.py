@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import List, Optional
 
@@ -161,8 +161,8 @@ def bounds(
                           seeds=seeds, participation=participation, samples=samples, inits=inits,
                           surrogate_input=surrogate_input, ridge=ridge, layers=layers, feed=feed, lipschitz=lipschitz,
                           gamma_rule=gamma_rule, mu_rule=mu_rule, attacks=chosen,
-                          attack=replace(AttackSettings(), steps=attack_steps, lr=lr, init_mean=init_mean,
-                                         init_std=init_std),
+                          attack=AttackSettings(steps=attack_steps, lr={**AttackSettings().lr, "dlg": lr, "idlg": lr},
+                                         init=(init_mean, init_std)),
                           sensitivity=sensitivity, trends=trends, seed=seed)
     available = len(load_digits(digit_tuple).labels)        # bad digits fail here, before the run directory
     check_int("--devices", devices, low=1, high=available)

@@ -109,45 +109,46 @@ def _base_capabilities(model: ModelView, labels: torch.Tensor | None) -> set[str
     return provides
 
 
-@dataclass(frozen=True, eq=False)
-class FedSGDObservation:
-    """One FedSGD upload: the (defended) gradient of the mean CE loss over the client's batch."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class Upload:
+    """What every single upload carries: the model it was computed at, the number of examples behind it,
+    the client's defence, and the labels only when the threat model grants them to the server."""
     model: ModelView
-    gradient: tuple[torch.Tensor, ...]
-    """One tensor per parameter, in `model.param_names` order."""
     batch_size: int
+    """Number of examples the client trained on."""
     defence: str = "none"
     labels: torch.Tensor | None = None
-    """Only when the threat model grants the server the labels."""
-    kind = "fedsgd"
+    carries = frozenset()
+    """Capabilities this kind of upload adds to the model's."""
 
     @property
     def provides(self) -> frozenset[str]:
-        return frozenset(_base_capabilities(self.model, self.labels) | {"gradient"})
+        return frozenset(_base_capabilities(self.model, self.labels) | self.carries)
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedSGDObservation(Upload):
+    """One FedSGD upload: the (defended) gradient of the mean CE loss over the client's batch."""
+    gradient: tuple[torch.Tensor, ...]
+    """One tensor per parameter, in `model.param_names` order."""
+    kind = "fedsgd"
+    carries = frozenset({"gradient"})
 
     def named(self) -> dict[str, torch.Tensor]:
         return dict(zip(self.model.param_names, self.gradient))
 
 
-@dataclass(frozen=True, eq=False)
-class FedAvgObservation:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class FedAvgObservation(Upload):
     """One FedAvg upload: theta_0 - theta_E after `local_epochs` epochs of SGD at `local_lr` over
     mini-batches of `local_batch_size` (the client reshuffles every epoch; the server does not know
     the order)."""
-    model: ModelView
     update: tuple[torch.Tensor, ...]
-    batch_size: int
-    """Number of examples the client trained on."""
     local_lr: float
     local_epochs: int
     local_batch_size: int
-    defence: str = "none"
-    labels: torch.Tensor | None = None
     kind = "fedavg"
-
-    @property
-    def provides(self) -> frozenset[str]:
-        return frozenset(_base_capabilities(self.model, self.labels) | {"update", "local_hyperparameters"})
+    carries = frozenset({"update", "local_hyperparameters"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -208,8 +209,9 @@ def observe_fedsgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, arch: 
     _check_batch(view, x, y)
     gradient = FedSGDGradient(view.network)({"x": x}, {"params": dict(view.params), "buffers": dict(view.buffers),
                                                         "labels": y})
-    return FedSGDObservation(view, tuple(t.detach() for t in defence(gradient, generator)), len(y), defence.spec,
-                             y.detach().clone() if reveal_labels else None)
+    return FedSGDObservation(model=view, gradient=tuple(t.detach() for t in defence(gradient, generator)),
+                             batch_size=len(y), defence=defence.spec,
+                             labels=y.detach().clone() if reveal_labels else None)
 
 
 def local_sgd(network: nn.Module, params: Mapping[str, torch.Tensor], buffers: Mapping[str, torch.Tensor],
@@ -247,8 +249,9 @@ def observe_fedavg(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: fl
     final = local_sgd(view.network, params0, view.buffers, x, y, lr=lr, epochs=epochs, batch_size=batch_size,
                       generator=generator)
     update = [params0[k] - final[k] for k in params0]
-    return FedAvgObservation(view, tuple(t.detach() for t in defence(update, generator)), len(y), lr, epochs,
-                             batch_size, defence.spec, y.detach().clone() if reveal_labels else None)
+    return FedAvgObservation(model=view, update=tuple(t.detach() for t in defence(update, generator)),
+                             batch_size=len(y), local_lr=lr, local_epochs=epochs, local_batch_size=batch_size,
+                             defence=defence.spec, labels=y.detach().clone() if reveal_labels else None)
 
 
 def observe_rounds(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, rounds: int, lr: float,

@@ -35,24 +35,21 @@ from vfl.runtime import generator
 ATTACKS = ("dlg", "idlg", "invgrad", "ggl")
 
 
+def _default_lrs() -> dict[str, float]:
+    # The cosine match (invgrad) has gradients about 100x smaller than the squared-L2 ones here.
+    return {"dlg": 0.5, "idlg": 0.5, "invgrad": 50.0, "ggl": 0.5}
+
+
 @dataclass(frozen=True)
 class AttackSettings:
-    """Alg. 4's free hyperparameters (the paper gives none of them)."""
+    """Alg. 4's free hyperparameters (the paper gives none of them): I gradient-descent steps at a step
+    size eta per attack, x0 ~ N(mean, std^2), invgrad's TV weight and GGL's latent prior
+    lam (||z||^2 - k)^2 with k PCA components (`latent` = (k, lam)). `init` = (mean, std)."""
     steps: int = 200
-    """I, GD iterations."""
-    lr: float = 0.5
-    """eta for dlg and idlg (squared-L2 match)."""
-    invgrad_lr: float = 50.0
-    """eta for invgrad: the cosine match has gradients about 100x smaller than the squared one here."""
+    lr: dict[str, float] = field(default_factory=_default_lrs)
+    init: tuple[float, float] = (0.0, 1.0)
     tv: float = 1e-2
-    """lam, the TV weight of invgrad."""
-    ggl_lr: float = 0.5
-    latent: int = 16
-    """k, GGL's latent size (PCA components)."""
-    latent_weight: float = 1e-3
-    """lam, the weight of GGL's (||z||^2 - k)^2."""
-    init_mean: float = 0.0
-    init_std: float = 1.0
+    latent: tuple[int, float] = (16, 1e-3)
 
 
 @dataclass(frozen=True)
@@ -151,9 +148,10 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
     image = tuple(x.shape[1:])
     observed = observe(model, weights, x, y)                                   # (P, M, p)
     gen = generator(seed)
-    x0 = s.init_mean + s.init_std * torch.randn(M, R, 1, *image, generator=gen, dtype=DTYPE)
+    x0 = s.init[0] + s.init[1] * torch.randn(M, R, 1, *image, generator=gen, dtype=DTYPE)
     logits0 = torch.randn(M, R, 1, model.classes, generator=gen, dtype=DTYPE)
-    z0 = torch.randn(M, R, 1, s.latent, generator=gen, dtype=DTYPE)
+    k, latent_weight = s.latent
+    z0 = torch.randn(M, R, 1, k, generator=gen, dtype=DTYPE)
     labels = model.idlg_label(weights[:, None], observed)                       # (P, M)
     accuracy = float((labels == y[None]).double().mean())
 
@@ -167,10 +165,10 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
     context = {"params": {"weight": trials(weights[:, None].expand(P, M, -1))}}
     snapshots = Snapshots(frozenset(record))
     if name == "ggl":
-        decoder = pca_decoder(s.latent)
+        decoder = pca_decoder(k)
         objective = Objective(Decoded(gradient, decoder, image), SquaredL2(),
-                              (Prior("latent", "z", lambda z: (z.square().sum() - s.latent) ** 2, s.latent_weight),))
-        variables, update, lr, hooks = {"z": starts(z0)}, ("z",), s.ggl_lr, (snapshots,)
+                              (Prior("latent", "z", lambda z: (z.square().sum() - k) ** 2, latent_weight),))
+        variables, update, hooks = {"z": starts(z0)}, ("z",), (snapshots,)
     else:
         match = Cosine() if name == "invgrad" else SquaredL2()
         priors = (Prior("tv", "x", tv_l1, s.tv),) if name == "invgrad" else ()
@@ -179,12 +177,11 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
         if name == "dlg":
             variables["label_logits"] = starts(logits0)
         update = tuple(variables)
-        lr = {"dlg": s.lr, "idlg": s.lr, "invgrad": s.invgrad_lr}[name]
         hooks = (ClampFirst(0.0, 1.0), snapshots)
     if name != "dlg":
         context["labels"] = trials(labels[..., None])
     target = {"observed": [trials(observed)], "context": context}
-    result = run(objective, variables, target, Schedule((Block(update, SGD(lr), s.steps, hooks=hooks),)),
+    result = run(objective, variables, target, Schedule((Block(update, SGD(s.lr[name]), s.steps, hooks=hooks),)),
                  per_trial_target=True, keep=update, progress=False, description=f"bounds {name}")
 
     def pixels(t: torch.Tensor) -> torch.Tensor:                               # trial variable -> (P, M, R, d)
