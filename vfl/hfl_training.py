@@ -1,0 +1,57 @@
+"""A small HFL trainer: global weights that have seen some training, for the attacks whose papers attack
+a "pretrained" model (FedLeak's pretrained setting) or need gradients of a trained model (TGIAs-RO's
+invalid gradients).
+
+The model trains centrally on a split the client's batch is not drawn from (by default the dataset's
+test split; the HFL attacks take the client's batch from the train split), with the lab's Adam and
+BatchNorm in training mode, then returns to eval mode, as the attacks use it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from vfl.data import ImageData
+from vfl.runtime import adam, generator
+from vfl.validate import check_int, check_number
+
+__all__ = ["Pretraining", "pretrain"]
+
+
+@dataclass(frozen=True)
+class Pretraining:
+    """What `pretrain` did: the mean loss of every epoch and the accuracy on the training split after it."""
+    epochs: int
+    losses: tuple[float, ...]
+    accuracy: float
+
+
+def pretrain(model: nn.Module, data: ImageData, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 64,
+             seed: int = 0) -> Pretraining:
+    """Train `model` in place for `epochs` epochs of Adam on `data` (seeded order), leave it in eval mode."""
+    check_int("epochs", epochs, low=0, high=10_000)
+    check_number("lr", lr, low=0, low_open=True)
+    check_int("batch_size", batch_size, low=1)
+    device = next(model.parameters()).device
+    images, labels = data.images.to(device), data.labels.to(device)
+    data = ImageData(data.name, data.split, images, labels, data.provenance)
+    optimiser = adam(model.parameters(), lr)
+    order = generator(seed)
+    losses = []
+    model.train()
+    for _ in range(epochs):
+        total = torch.zeros((), device=device)
+        for x, y in data.batches(batch_size, order):
+            loss = F.cross_entropy(model(x), y)
+            optimiser.zero_grad(set_to_none=True)
+            loss.backward()
+            optimiser.step()
+            total += loss.detach() * len(y)
+        losses.append(float(total) / len(data))          # one host read per epoch
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x).argmax(-1) == y).sum()) for x, y in data.batches(512, shuffle=False))
+    return Pretraining(epochs, tuple(losses), correct / len(data))
