@@ -10,12 +10,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_pretraining_lowers_the_loss_and_leaves_eval_mode():
-    data = datasets.load("mnist5k", "test").subset(range(256))
+    data = datasets.load("mnist5k", "test").subset(range(512))
     model = build_hfl_model("convnet", seed=0)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    record = pretrain(model, data, epochs=2, seed=0)
+    record = pretrain(model, data, epochs=3, batch_size=32, seed=0)
     assert not model.training
-    assert record.losses[1] < record.losses[0]
+    assert record.losses[-1] < record.losses[0]
     assert record.accuracy > 0.3                      # chance is 0.1
     assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
 
