@@ -489,6 +489,8 @@ class RayPlan:
     threads: int
     cpus: int
     nodes: list[str]
+    inherited_threads: Optional[int] = None
+    """OMP_NUM_THREADS the local instance's workers inherited at start (None: a joined cluster's)."""
 
 
 def import_ray_for(address: Optional[str]):
@@ -515,8 +517,21 @@ def start_ray(ray, address: Optional[str], concurrency: Optional[int], threads: 
                     if "auth" in str(exc).lower() else "")
             raise SplitlabError(f"cannot join the Ray cluster at {address}: "
                                 f"{type(exc).__name__}{hint}") from None
+        inherited = None
     else:
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, **common)
+        local = os.cpu_count() or 1
+        inherited = threads or max(1, local // (concurrency or local))
+        # Workers inherit the driver's environment: with OMP_NUM_THREADS set here the tasks need no
+        # runtime_env, and Ray's pre-started workers serve them instead of new ones (~1.4 s saved).
+        previous = os.environ.get("OMP_NUM_THREADS")
+        os.environ["OMP_NUM_THREADS"] = str(inherited)
+        try:
+            ray.init(num_cpus=local, include_dashboard=False, **common)
+        finally:
+            if previous is None:
+                os.environ.pop("OMP_NUM_THREADS")
+            else:
+                os.environ["OMP_NUM_THREADS"] = previous
     alive = [n for n in ray.nodes() if n.get("Alive")]
     cpus = int(sum(n.get("Resources", {}).get("CPU", 0) for n in alive)) or 1
     node_max = int(max((n.get("Resources", {}).get("CPU", 0) for n in alive), default=1)) or 1
@@ -525,13 +540,14 @@ def start_ray(ray, address: Optional[str], concurrency: Optional[int], threads: 
     if threads > node_max:
         ray.shutdown()
         raise SplitlabError(f"--threads {threads} is more than the largest Ray node's {node_max} CPUs")
-    return RayPlan(concurrency, threads, cpus, [n["NodeID"] for n in alive])
+    return RayPlan(concurrency, threads, cpus, [n["NodeID"] for n in alive], inherited)
 
 
 def run_ray(ray, plan: RayPlan, pending: list[tuple[Cell, Path]], display: Display) -> None:
     """At most `plan.concurrency` cells in flight, each a Ray task with `plan.threads` CPUs and threads."""
-    task = ray.remote(_ray_task).options(num_cpus=plan.threads, max_retries=0,
-                                         runtime_env={"env_vars": {"OMP_NUM_THREADS": str(plan.threads)}})
+    env = {} if plan.inherited_threads == plan.threads else \
+        {"runtime_env": {"env_vars": {"OMP_NUM_THREADS": str(plan.threads)}}}
+    task = ray.remote(_ray_task).options(num_cpus=plan.threads, max_retries=0, **env)
     queue, inflight = list(pending), {}
     try:
         while queue or inflight:
