@@ -2,9 +2,12 @@
 number comes from. Presets built from them are in the one registry, `attacks.presets`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["AWASettings", "AGICSettings", "TABLE_III", "Q_BOX", "UNWEIGHTED"]
+from vfl.errors import SplitlabError
+from vfl.validate import check_int
+
+__all__ = ["AWASettings", "AGICSettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "with_overrides"]
 
 TABLE_III = {
     # Q = (q_cv, q_bn, q_fc, q_en, p_mean, p_var) tuned by the paper's BO on ResNet-18 / CIFAR-10, per case (E, B)
@@ -87,3 +90,24 @@ class AGICSettings:
     restarts: int = 1
 
     attack = "agic"
+
+
+def with_overrides(settings, *, bo_trials: int | None = None, bo_random: int | None = None,
+                   target_epoch: int | None = None):
+    """AWA settings with the CLI's BO and target-epoch overrides, every number checked (SplitlabError);
+    other attacks' settings unchanged, and refused overrides for them."""
+    given = {k: v for k, v in (("--bo-trials", bo_trials), ("--bo-random", bo_random),
+                               ("--target-epoch", target_epoch)) if v is not None}
+    if not isinstance(settings, AWASettings):
+        if given:
+            raise SplitlabError(f"{', '.join(given)} applies to awa only")
+        return settings
+    if bo_trials is not None:
+        settings = replace(settings, bo_trials=check_int("--bo-trials", bo_trials, low=0, high=10_000))
+    if bo_random is not None:
+        settings = replace(settings, bo_random=check_int("--bo-random", bo_random, low=1, high=10_000))
+    if target_epoch is not None:
+        settings = replace(settings, target_epoch=check_int("--target-epoch", target_epoch, low=1, high=100_000))
+    if settings.bo_trials and settings.bo_random > settings.bo_trials:
+        raise SplitlabError(f"--bo-random {settings.bo_random} exceeds --bo-trials {settings.bo_trials}")
+    return settings
