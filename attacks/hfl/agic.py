@@ -22,7 +22,7 @@ from attacks.hfl.observations import FedAvgObservation, check_requirements
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
 
-__all__ = ["AGIC", "agic_weights"]
+__all__ = ["AGIC", "KnownLabelsFedAvg", "agic_weights"]
 
 
 def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[float]:
@@ -38,15 +38,19 @@ def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[
     return weights
 
 
-@dataclass(frozen=True)
-class AGIC:
-    settings: AGICSettings = AGICSettings("agic.quick", iterations=300)
-    name = "agic"
+class KnownLabelsFedAvg:
+    """What AGIC and AWA observe: one FedAvg update, the local hyperparameters, and the labels."""
     observes = "fedavg"
     requires = ("update", "batch_size", "local_hyperparameters", "labels")
 
     def check(self, observation) -> None:
         check_requirements(self.name, self.requires, observation)
+
+
+@dataclass(frozen=True)
+class AGIC(KnownLabelsFedAvg):
+    settings: AGICSettings = AGICSettings("agic.quick", iterations=300)
+    name = "agic"
 
     def __call__(self, observation: FedAvgObservation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:

@@ -27,9 +27,10 @@ import torch
 from attacks.engine import (Adam, Block, Bound, EnhancedSquaredL2, FedAvgUpdate, LayerGroups, Objective, Schedule,
                             SquaredL2, epoch_problem, plan_replication, run)
 from attacks.engine.layer_weights import Q_NAMES
+from attacks.hfl.agic import KnownLabelsFedAvg
 from attacks.hfl.awa_bo import bayes_optimise
 from attacks.hfl.awa_settings import AWASettings, Q_BOX
-from attacks.hfl.observations import FedAvgObservation, check_requirements
+from attacks.hfl.observations import FedAvgObservation
 from attacks.hfl.variables import initial_variables
 from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
@@ -65,14 +66,12 @@ class _Problem:
 
 
 @dataclass(frozen=True)
-class AWA:
+class AWA(KnownLabelsFedAvg):
     settings: AWASettings = AWASettings("awa.quick", iterations=300)
     name = "awa"
-    observes = "fedavg"
-    requires = ("update", "batch_size", "local_hyperparameters", "labels")
 
     def check(self, observation) -> None:
-        check_requirements(self.name, self.requires, observation)
+        super().check(observation)
         self.plan(observation)
 
     def plan(self, observation: FedAvgObservation):
