@@ -4,7 +4,7 @@
       given theta_0, the update u = theta_0 - theta_E and the labels y
       G(x, y) = eta * grad_theta CE(F(x; theta_0), y) over the client's whole batch (all mini-batches of all
                 epochs combined; a multiple of the true first-order update, and scale-free under a cosine)
-      x ~ N(0, 1); T Adam steps on  1 - cos_w(G(x, y), u),  w rising linearly over the conv and FC layers
+      x ~ U(0, 1); T Adam steps on  1 - cos_w(G(x, y), u),  w rising linearly over the conv and FC layers
       return x
 
 Settings and their sources: `attacks.hfl.awa_settings.AGICSettings`; presets `agic.paper`, `agic.quick`.
@@ -61,7 +61,8 @@ class AGIC(KnownLabelsFedAvg):
         simulator = FedAvgUpdate(network, lr=observation.local_lr, epochs=1, batch_size=observation.batch_size)
         objective = Objective(simulator=simulator, match=Cosine(weights=weights))
         target = {"observed": list(observation.update), "context": engine_context(observation, observation.labels)}
-        variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
+        variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
+                                  distribution=s.initial)
         schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations),))
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
                      description=f"agic {s.name} ({mode})")

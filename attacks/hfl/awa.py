@@ -7,7 +7,7 @@
          index order); else interpolate (eqs. 19-20): start at theta~_{e-1} = theta_0 - ((e-1)/E) u and
          match u~ = u / E with B steps of one epoch e
       2  layers: conv / BN / FC modules in forward order, ramps per type (eq. 24)
-      3  RecAttack(Q): x ~ N(0, 1); T Adam steps on
+      3  RecAttack(Q): x ~ U(0, 1); T Adam steps on
              l_Q(x) = sum_l q^(l) || G(x, y)^(l) - u~^(l) ||^2            (eq. 23)
          with q^(l) = q_en on the layers whose update mean and variance are both among the worst
          matched (eqs. 25-30, recomputed every step); f(Q) = the unweighted mismatch at the result
@@ -106,12 +106,14 @@ class AWA(KnownLabelsFedAvg):
                   "layer_counts": {k: groups.count(k) for k in ("conv", "bn", "fc")}}
         dtype, device = observation.model.dtype, observation.model.device
         if s.bo_trials:
-            x0 = initial_variables(observation, 2, seed, label_logits=False, init=init)["x"]
+            x0 = initial_variables(observation, 2, seed, label_logits=False, init=init,
+                                  distribution=s.initial)["x"]
             trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, mode, progress)
             extras["bo"] = bo
             q_used = bo["q_star"]
         else:
-            x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)["x"]
+            x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
+                                  distribution=s.initial)["x"]
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
             result, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress, f"awa {s.name} ({mode})")
             trials, history, seconds, steps, diverged = (result.best["x"], result.trace, result.seconds,
