@@ -10,7 +10,7 @@ history). Ground truth enters only the scoring, after the attack has returned.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -45,15 +45,18 @@ def shown(reconstruction: Reconstruction, metrics: dict[str, Any], display: str 
 def attack_and_score(attack, observation, images: torch.Tensor, labels: torch.Tensor | None = None, *,
                      run: Run | None = None, seed: int = 0, mode: str = "auto", progress: bool = True,
                      lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                     extra: dict[str, Any] | None = None, title: str = "", display: str = "clamp") -> Outcome:
+                     extra: dict[str, Any] | None = None, title: str = "", display: str = "clamp",
+                     evaluate: Callable[[Reconstruction, dict], dict] | None = None) -> Outcome:
     """Run `attack(observation)`, score it against (images, labels), and write the run directory if given.
 
     `extra` adds command-level facts to metrics.json (the victim's accuracy, the model); `display`
     chooses how reconstruction.png draws the answer (`minmax`: per-image min-max, as the JAST paper shows
-    UnSplit's)."""
+    UnSplit's); `evaluate(reconstruction, metrics)` adds evaluation-only diagnostics after scoring."""
     reconstruction = attack(observation, seed=seed, mode=mode, progress=progress)
     metrics = score(reconstruction, images, labels, lpips=lpips, fid=fid)
     metrics.update(extra or {})
+    if evaluate is not None:
+        metrics.update(evaluate(reconstruction, metrics))
     outcome = Outcome(reconstruction, metrics, images.detach().float().cpu())
     if run is not None:
         write_outputs(run, outcome, title=title, display=display)

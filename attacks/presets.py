@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from attacks.hfl.awa_settings import UNWEIGHTED, AGICSettings, AWASettings
 from attacks.hfl.settings import DLGSettings, InvGradSettings
 from attacks.split import fsha, unsplit
 from vfl.errors import SplitlabError, lookup
@@ -54,10 +55,24 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "8 restarts"),
     Preset("invgrad.quick", "invgrad", lambda: InvGradSettings("invgrad.quick", iterations=200, restarts=2),
            "ours: 200 iterations x 2 restarts (recognisable digits on the ConvNet at batch 1)"),
+    Preset("awa.paper", "awa", lambda: AWASettings("awa.paper", bo_trials=50, bo_random=12),
+           "AWA Table I and Section 5: Adam 0.1, 1,000 iterations, BO 50 trials of which 12 random over the Table II box"),
+    Preset("awa.quick", "awa", lambda: AWASettings("awa.quick", iterations=300),
+           "ours: 300 iterations with the paper's case-4 Q (Table III), no BO"),
+    Preset("awa.bo-quick", "awa", lambda: AWASettings("awa.bo-quick", iterations=300, bo_trials=16, bo_random=6),
+           "ours: a reduced BO that fits a 2-core CPU: 16 trials of which 6 random, 300 iterations each"),
+    Preset("awa.unweighted", "awa", lambda: AWASettings("awa.unweighted", iterations=300, q=UNWEIGHTED),
+           "ours: AWA's replication with every layer weight 1 and no enhancement (the Q ablation)"),
+    Preset("awa.dlg", "awa", lambda: AWASettings("awa.dlg", iterations=300, q=UNWEIGHTED, replication="exact"),
+           "AWA Section 5's DLG baseline: unweighted squared L2 (eq. 10), Adam 0.1, exact replay only (no case 4)"),
+    Preset("agic.paper", "agic", lambda: AGICSettings("agic.paper"),
+           "AWA Section 5's AGIC baseline: one combined full-batch step, layer-weighted cosine, Adam 0.1, 1,000 "
+           "iterations (weights: ours)"),
+    Preset("agic.quick", "agic", lambda: AGICSettings("agic.quick", iterations=300), "ours: agic.paper with 300 iterations"),
 )}
 
 DEFAULT_PRESET = {"unsplit": "unsplit.jast", "fsha": "fsha.quick", "dlg": "dlg.original", "idlg": "idlg.original",
-                  "invgrad": "invgrad.quick"}
+                  "invgrad": "invgrad.quick", "awa": "awa.quick", "agic": "agic.quick"}
 """What a command runs without --preset: the paper's settings where they fit a laptop, else the quick ones."""
 
 

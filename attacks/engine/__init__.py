@@ -10,6 +10,8 @@ from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, GradientBlend, Hook, SignedGradients, StepDecay
 from attacks.engine.priors import ActivationL1, BNStatistics, l2, tv_l1, tv_squared
 from attacks.engine.simulators import CutActivations, FedAvgUpdate, FedSGDGradient, task_loss
+from attacks.engine.interpolation import Bound, Replication, epoch_problem, interpolated_path, plan_replication
+from attacks.engine.layer_weights import EnhancedSquaredL2, LayerGroups, enhancement_counts, ramp
 
 __all__ = [
     "Objective", "Prior", "Block", "Schedule", "run", "auto_mode", "EngineResult", "BatchedLBFGS",
@@ -17,4 +19,6 @@ __all__ = [
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp", "GradientBlend",
     "tv_l1", "tv_squared", "l2", "BNStatistics", "ActivationL1",
     "FedSGDGradient", "FedAvgUpdate", "CutActivations", "task_loss",
+    "Bound", "Replication", "epoch_problem", "interpolated_path", "plan_replication",
+    "EnhancedSquaredL2", "LayerGroups", "enhancement_counts", "ramp",
 ]

@@ -5,7 +5,8 @@ from typing import Optional
 
 import typer
 
-from attacks.hfl.experiment import ATTACKS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig, execute, model_names, prepare
+from attacks.hfl.experiment import (ATTACKS, KNOWN_LABELS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig, execute,
+                                    model_names, prepare)
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import load_fid, load_lpips
 from attacks.presets import DEFAULT_PRESET, PRESETS
@@ -38,10 +39,17 @@ def hfl_command(
     local_epochs: int = typer.Option(1, "--local-epochs", help="FedAvg local epochs."),
     local_batch_size: Optional[int] = typer.Option(None, "--local-batch-size", help="FedAvg mini-batch size "
                                                    "(default: the whole batch)."),
-    labels: str = typer.Option("recovered", "--labels", help=f"invgrad: {' or '.join(LABEL_KNOWLEDGE)} "
-                               "(recovered: iDLG at batch 1, a counting rule at larger batches)."),
+    labels: str = typer.Option("recovered", "--labels", help=f"{', '.join(KNOWN_LABELS)}: "
+                               f"{' or '.join(LABEL_KNOWLEDGE)} (recovered: iDLG at batch 1, a counting rule at "
+                               "larger batches; awa and agic need known)."),
     trials: str = typer.Option("auto", "--trials", help=f"Restarts {', '.join(TRIAL_MODES)} (auto: the faster mode by "
                                "the engine's measured rule)."),
+    bo_trials: Optional[int] = typer.Option(None, "--bo-trials", help="awa: Bayesian-optimisation trials over Q "
+                                            "(0: the preset's fixed Q; default: the preset's)."),
+    bo_random: Optional[int] = typer.Option(None, "--bo-random", help="awa: of the BO trials, how many are random "
+                                            "before the GP (default: the preset's)."),
+    target_epoch: Optional[int] = typer.Option(None, "--target-epoch", help="awa: the interpolated local epoch it "
+                                               "attacks when E > 1 and B > 1 (default 1)."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
@@ -50,7 +58,7 @@ def hfl_command(
                        observe=observe, local_lr=local_lr, local_epochs=local_epochs,
                        local_batch_size=local_batch_size, labels=labels, trials=trials, seed=opts.seed,
                        device=opts.device,
-                       data_root=opts.root)
+                       data_root=opts.root, bo_trials=bo_trials, bo_random=bo_random, target_epoch=target_epoch)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

@@ -15,6 +15,10 @@ import torch
 
 from attacks.driver import Outcome, attack_and_score
 from attacks.hfl.defences import Defence, parse_defence
+from attacks.hfl.agic import AGIC
+from attacks.hfl.awa import AWA
+from attacks.hfl.awa_diagnostics import evaluation, save_figures, upload_diagnostics
+from attacks.hfl.awa_settings import AGICSettings, AWASettings, with_overrides
 from attacks.hfl.dlg import DLG
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
@@ -31,9 +35,11 @@ from vfl.validate import check_int, check_number
 
 __all__ = ["HFLConfig", "Prepared", "prepare", "execute", "make_attack", "ATTACKS", "OBSERVATIONS", "LABEL_KNOWLEDGE"]
 
-ATTACKS = ("dlg", "idlg", "invgrad")
+ATTACKS = ("dlg", "idlg", "invgrad", "awa", "agic")
 OBSERVATIONS = ("fedsgd", "fedavg")
 LABEL_KNOWLEDGE = ("recovered", "known")
+KNOWN_LABELS = ("invgrad", "awa", "agic")
+"""Attacks that can be given the client's labels (--labels known)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,12 @@ class HFLConfig:
     seed: int = 0
     device: str = "auto"
     data_root: str | None = None
+    bo_trials: int | None = None
+    """AWA: Bayesian-optimisation trials (0: the preset's fixed Q); None keeps the preset's."""
+    bo_random: int | None = None
+    """AWA: of the BO trials, the random ones; None keeps the preset's."""
+    target_epoch: int | None = None
+    """AWA: the interpolated epoch it attacks when E > 1 and B > 1; None keeps the preset's (1)."""
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""
@@ -85,6 +97,8 @@ class HFLConfig:
             settings = settings.for_dataset(self.dataset)
         elif self.tv is not None:
             raise SplitlabError(f"--tv applies to invgrad only (attack {self.attack} has no prior)")
+        settings = with_overrides(settings, bo_trials=self.bo_trials, bo_random=self.bo_random,
+                                  target_epoch=self.target_epoch)
         return settings
 
     def validate(self) -> None:
@@ -98,8 +112,9 @@ class HFLConfig:
             raise SplitlabError(f"unknown observation {self.observe!r}; use --observe {' or '.join(OBSERVATIONS)}")
         if self.labels not in LABEL_KNOWLEDGE:
             raise SplitlabError(f"unknown label knowledge {self.labels!r}; use --labels {' or '.join(LABEL_KNOWLEDGE)}")
-        if self.labels == "known" and self.attack != "invgrad":
-            raise SplitlabError(f"--labels known applies to invgrad only ({self.attack} finds its labels itself)")
+        if self.labels == "known" and self.attack not in KNOWN_LABELS:
+            raise SplitlabError(f"--labels known applies to {', '.join(KNOWN_LABELS)} only "
+                                f"({self.attack} finds its labels itself)")
         if self.trials not in TRIAL_MODES:
             raise SplitlabError(f"unknown trials mode {self.trials!r}; use --trials {' or '.join(TRIAL_MODES)}")
         check_int("--batch-size", self.batch_size, low=1, high=100_000)
@@ -112,8 +127,17 @@ class HFLConfig:
         resolve_device(self.device)
 
 
-def make_attack(settings: Settings) -> DLG | InvertingGradients:
-    return DLG(settings) if isinstance(settings, DLGSettings) else InvertingGradients(settings)
+ATTACK_CLASSES = {
+    DLGSettings: DLG,
+    InvGradSettings: InvertingGradients,
+    AWASettings: AWA,
+    AGICSettings: AGIC,
+}
+"""Settings type -> attack class: `make_attack` dispatches on it (one line per attack)."""
+
+
+def make_attack(settings: Settings):
+    return ATTACK_CLASSES[type(settings)](settings)
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,7 +145,7 @@ class Prepared:
     """Everything validated, nothing written: the attack, the observation and the private ground truth."""
     config: HFLConfig
     settings: Settings
-    attack: DLG | InvertingGradients
+    attack: Any
     defence: Defence
     observation: Observation
     images: torch.Tensor
@@ -178,12 +202,16 @@ def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | 
     if run is not None:
         run.log(f"{prepared.attack.name} ({prepared.settings.name}) on {c.arch}, {c.dataset} images "
                 f"{c.index}..{c.index + c.batch_size - 1}, defence {prepared.defence.spec}, {c.trials} trials")
-    return attack_and_score(prepared.attack, prepared.observation, prepared.images, prepared.labels, run=run,
-                            seed=c.seed, mode=c.trials, progress=progress, lpips=lpips, fid=fid,
-                            extra={"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
-                                   "defence": prepared.defence.spec, "observation": prepared.observation.kind},
-                            title=f"{prepared.attack.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, "
-                                  f"defence {prepared.defence.spec}")
+    outcome = attack_and_score(prepared.attack, prepared.observation, prepared.images, prepared.labels, run=run,
+                               seed=c.seed, mode=c.trials, progress=progress, lpips=lpips, fid=fid,
+                               extra={"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
+                                      "defence": prepared.defence.spec, "observation": prepared.observation.kind,
+                                      **upload_diagnostics(prepared.observation, prepared.settings)},
+                               title=f"{prepared.attack.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, "
+                                     f"defence {prepared.defence.spec}", evaluate=evaluation)
+    if run is not None:
+        save_figures(run, outcome)
+    return outcome
 
 
 def model_names() -> str:

@@ -20,7 +20,7 @@ Each observation lists what it `provides`; an attack declares what it `requires`
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
@@ -147,6 +147,9 @@ class FedAvgObservation(Upload):
     local_lr: float
     local_epochs: int
     local_batch_size: int
+    epoch_params: tuple[Mapping[str, torch.Tensor], ...] | None = field(default=None, repr=False)
+    """Evaluation only (diagnostics such as the interpolation error): theta after each local epoch. The
+    server never sees these; no attack reads them."""
     kind = "fedavg"
     carries = frozenset({"update", "local_hyperparameters"})
 
@@ -216,8 +219,10 @@ def observe_fedsgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, arch: 
 
 def local_sgd(network: nn.Module, params: Mapping[str, torch.Tensor], buffers: Mapping[str, torch.Tensor],
               x: torch.Tensor, y: torch.Tensor, *, lr: float, epochs: int, batch_size: int,
-              generator: torch.Generator | None = None, shuffle: bool = True) -> dict[str, torch.Tensor]:
-    """theta_E after `epochs` epochs of plain SGD on mini-batches of `batch_size` (reshuffled each epoch)."""
+              generator: torch.Generator | None = None, shuffle: bool = True,
+              trajectory: list | None = None) -> dict[str, torch.Tensor]:
+    """theta_E after `epochs` epochs of plain SGD on mini-batches of `batch_size` (reshuffled each epoch);
+    `trajectory`, when given, receives theta after every epoch."""
     current = {k: v.detach() for k, v in params.items()}
     n = len(y)
     for _ in range(epochs):
@@ -230,6 +235,8 @@ def local_sgd(network: nn.Module, params: Mapping[str, torch.Tensor], buffers: M
 
             step = grad(loss)(current)
             current = {k: current[k] - lr * step[k] for k in current}
+        if trajectory is not None:
+            trajectory.append(current)
     return current
 
 
@@ -246,12 +253,14 @@ def observe_fedavg(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: fl
     view = _view(model, arch, x)
     _check_batch(view, x, y)
     params0 = dict(view.params)
+    trajectory: list = []
     final = local_sgd(view.network, params0, view.buffers, x, y, lr=lr, epochs=epochs, batch_size=batch_size,
-                      generator=generator)
+                      generator=generator, trajectory=trajectory)
     update = [params0[k] - final[k] for k in params0]
     return FedAvgObservation(model=view, update=tuple(t.detach() for t in defence(update, generator)),
                              batch_size=len(y), local_lr=lr, local_epochs=epochs, local_batch_size=batch_size,
-                             defence=defence.spec, labels=y.detach().clone() if reveal_labels else None)
+                             defence=defence.spec, labels=y.detach().clone() if reveal_labels else None,
+                             epoch_params=tuple(MappingProxyType(p) for p in trajectory))
 
 
 def observe_rounds(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, rounds: int, lr: float,

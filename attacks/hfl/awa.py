@@ -1,0 +1,160 @@
+"""AWA: the approximate and weighted attack on a FedAvg client's model update.
+
+    Algorithm (Song, Wang, Zuazua, arXiv 2308.06822, Algorithm 2):
+      given theta_0, the update u = theta_0 - theta_E, the client's E, mini-batch size M (B = N / M
+      mini-batches per epoch), local lr eta, and the labels y
+      1  replication: exact when E = 1 or B = 1 (unroll E epochs of B steps on the dummy batch, split in
+         index order); else interpolate (eqs. 19-20): start at theta~_{e-1} = theta_0 - ((e-1)/E) u and
+         match u~ = u / E with B steps of one epoch e
+      2  layers: conv / BN / FC modules in forward order, ramps per type (eq. 24)
+      3  RecAttack(Q): x ~ U(0, 1); T Adam steps on
+             l_Q(x) = sum_l q^(l) || G(x, y)^(l) - u~^(l) ||^2            (eq. 23)
+         with q^(l) = q_en on the layers whose update mean and variance are both among the worst
+         matched (eqs. 25-30, recomputed every step); f(Q) = the unweighted mismatch at the result
+      4  Q: fixed, or Bayesian optimisation over the Table II box (GP + expected improvement, the first
+         trials random), then RecAttack(Q*) once more; answer = the lower-f of that and the best trial
+
+Settings and their sources: `attacks.hfl.awa_settings.AWASettings`; presets `awa.paper`, `awa.quick`,
+`awa.bo-quick`, `awa.unweighted`, `awa.dlg` (the paper's DLG baseline: every q = 1, exact replay only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from attacks.engine import (Adam, Block, Bound, EnhancedSquaredL2, FedAvgUpdate, LayerGroups, Objective, Schedule,
+                            SquaredL2, epoch_problem, plan_replication, run)
+from attacks.engine.layer_weights import Q_NAMES
+from attacks.hfl.agic import KnownLabelsFedAvg
+from attacks.hfl.awa_bo import bayes_optimise
+from attacks.hfl.awa_settings import AWASettings, Q_BOX
+from attacks.hfl.observations import FedAvgObservation
+from attacks.hfl.variables import initial_variables
+from attacks.result import Reconstruction
+from vfl.errors import SplitlabError
+
+__all__ = ["AWA"]
+
+
+@dataclass(frozen=True, eq=False)
+class _Problem:
+    """What every RecAttack of one observation shares: the bound simulator, the matched update, the layers."""
+    simulator: Bound
+    observed: list[torch.Tensor]
+    groups: LayerGroups
+    replication: str
+
+    def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, mode: str,
+               progress: bool, description: str):
+        """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result and f(Q) per trial."""
+        trials = qs.shape[0]
+        objective = Objective(simulator=self.simulator, match=EnhancedSquaredL2(self.groups, eps))
+        target = {"observed": {"update": [o.expand(trials, *o.shape) for o in self.observed], "q": qs}}
+        schedule = Schedule((Block(("x",), Adam(lr), iterations),))
+        result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
+                     progress=progress, description=description)
+        return result, self.mismatch(result.best["x"], result.diverged)
+
+    @torch.no_grad()
+    def mismatch(self, xs: torch.Tensor, diverged: torch.Tensor) -> torch.Tensor:
+        """f(Q): sum_l ||G(x) - u~||^2 (every weight 1) at each trial's result; +inf where it diverged."""
+        values = [SquaredL2()(self.simulator({"x": x}, {}), self.observed) for x in xs]
+        f = torch.stack(values).to(xs.dtype)
+        return torch.where(diverged | ~torch.isfinite(f), torch.full_like(f, float("inf")), f)
+
+
+@dataclass(frozen=True)
+class AWA(KnownLabelsFedAvg):
+    settings: AWASettings = AWASettings("awa.quick", iterations=300)
+    name = "awa"
+
+    def check(self, observation) -> None:
+        super().check(observation)
+        self.plan(observation)
+
+    def plan(self, observation: FedAvgObservation):
+        """The dispatcher's choice for this observation (SplitlabError when the settings refuse it)."""
+        s = self.settings
+        try:
+            return plan_replication(observation.local_epochs, observation.batch_size, observation.local_batch_size,
+                                    s.replication, s.target_epoch)
+        except ValueError as exc:
+            raise SplitlabError(f"{self.name} ({s.name}): {exc}") from None
+
+    def problem(self, observation: FedAvgObservation) -> _Problem:
+        s, model = self.settings, observation.model
+        plan = self.plan(observation)
+        start, matched = epoch_problem(model.params, observation.update, plan)
+        scale = 1.0 / observation.local_lr if s.scale_by_lr else 1.0
+        context = {"params": start, "buffers": dict(model.buffers), "labels": observation.labels.to(model.device)}
+        simulator = FedAvgUpdate(model.network, lr=observation.local_lr, epochs=plan.epochs, batch_size=plan.batch_size)
+        return _Problem(Bound(simulator, context, scale), [u * scale for u in matched],
+                        LayerGroups.of(model.network, s.grouping), plan.method)
+
+    def __call__(self, observation: FedAvgObservation, *, seed: int = 0, mode: str = "auto",
+                 progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+        """`init` overrides the dummy start: x of shape (restarts, ...) without BO, (2, ...) with it (the
+        BO trials' start, the re-run's start)."""
+        self.check(observation)
+        s = self.settings
+        problem = self.problem(observation)
+        groups = problem.groups
+        extras = {"replication": problem.replication, "target_epoch": s.target_epoch if
+                  problem.replication == "interpolation" else None, "layers": groups.layers,
+                  "layer_counts": {k: groups.count(k) for k in ("conv", "bn", "fc")}}
+        dtype, device = observation.model.dtype, observation.model.device
+        if s.bo_trials:
+            x0 = initial_variables(observation, 2, seed, label_logits=False, init=init,
+                                  distribution=s.initial)["x"]
+            trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, mode, progress)
+            extras["bo"] = bo
+            q_used = bo["q_star"]
+        else:
+            x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
+                                  distribution=s.initial)["x"]
+            qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
+            result, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress, f"awa {s.name} ({mode})")
+            trials, history, seconds, steps, diverged = (result.best["x"], result.trace, result.seconds,
+                                                         result.steps, result.diverged)
+            q_used = dict(zip(Q_NAMES, s.q))
+            mode = result.mode
+        extras["q"] = q_used
+        ok = torch.isfinite(f)
+        extras["f"] = float(f[ok].min()) if bool(ok.any()) else None
+        labels = observation.labels.to(device).expand(trials.shape[0], -1)
+        return Reconstruction(attack=self.name, preset=s.name, trials=trials, loss=f, history=history,
+                              diverged=diverged, seconds=seconds, steps=steps, initial=x0[:1].expand_as(trials)
+                              if s.bo_trials else x0, labels=labels, label_rule="known", mode=mode, extras=extras)
+
+    def _optimise(self, problem: _Problem, x0: torch.Tensor, seed: int, mode: str, progress: bool):
+        """BO over Q: every trial starts from x0[0]; then the re-run with Q* from x0[1]."""
+        s = self.settings
+        iterations = s.bo_iterations or s.iterations
+        kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        seconds = 0.0
+
+        def evaluate(qs: torch.Tensor) -> torch.Tensor:
+            nonlocal seconds
+            start = x0[:1].expand(len(qs), *x0.shape[1:])
+            result, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, mode, progress,
+                                       f"awa {s.name} BO trials {len(kept) + 1}-{len(kept) + len(qs)}")
+            seconds += result.seconds
+            kept.extend(zip(result.best["x"], f, result.trace["match"].T, result.diverged))
+            return f.cpu()
+
+        trace = bayes_optimise(evaluate, trials=s.bo_trials, random=s.bo_random, box=Q_BOX, names=Q_NAMES, seed=seed)
+        q_star = torch.tensor([trace.best_params], dtype=x0.dtype, device=x0.device)
+        result, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress, f"awa {s.name} Q*")
+        seconds += result.seconds
+        kept.append((result.best["x"][0], f[0], result.trace["match"][:, 0], result.diverged[0]))
+        xs, fs, curves, diverged = zip(*kept)
+        longest = max(len(c) for c in curves)
+        history = torch.full((longest, len(curves)), float("nan"), dtype=curves[0].dtype, device=curves[0].device)
+        for t, c in enumerate(curves):
+            history[:len(c), t] = c
+        bo = trace.record()
+        bo.update(iterations=iterations, rerun_trial=len(kept) - 1, q_star=dict(zip(Q_NAMES, trace.best_params)))
+        steps = iterations * (len(trace.batches)) + s.iterations
+        return (torch.stack(xs), torch.stack(fs), {"match": history}, seconds, steps, torch.stack(diverged), bo)

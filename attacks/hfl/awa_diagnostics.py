@@ -1,0 +1,103 @@
+"""Evaluation-side diagnostics for the FedAvg attacks (AWA, AGIC): quantities that need what the attack
+never sees (the client's true per-epoch weights, the ground-truth images), added to metrics.json by
+`attacks.hfl.experiment.execute`, and AWA's BO figure.
+
+- `interpolation`: how far the interpolated epoch-e target u / E (eq. 20) is from the client's true
+  epoch-e update, relative to the latter; and the same for the interpolated start theta~_{e-1}.
+- `bo_scores`: PSNR of the BO trials (random ones, the best one, the re-run with Q*), so a sweep can
+  check that Q* beats the median random Q, and the rank correlation of f(Q) with PSNR over the trials.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import torch
+from matplotlib.figure import Figure
+
+__all__ = ["upload_diagnostics", "evaluation", "save_figures", "interpolation_errors"]
+
+
+def _norm(tensors) -> float:
+    return float(torch.sqrt(sum(t.double().square().sum() for t in tensors)))
+
+
+def interpolation_errors(observation, epoch: int = 1) -> dict[str, float]:
+    """||u/E - (theta_{e-1} - theta_e)|| / ||theta_{e-1} - theta_e|| and ||theta~_{e-1} - theta_{e-1}|| /
+    ||theta_0 - theta_{e-1}|| (0 for e = 1) from the client's true per-epoch weights."""
+    path = [dict(observation.model.params)] + [dict(p) for p in observation.epoch_params]
+    names, E = list(path[0]), observation.local_epochs
+    true_step = [path[epoch - 1][k] - path[epoch][k] for k in names]
+    approx = [u / E for u in observation.update]
+    start_true = [path[epoch - 1][k] for k in names]
+    start_approx = [path[0][k] - (epoch - 1) / E * u for k, u in zip(names, observation.update)]
+    moved = _norm([path[0][k] - s for k, s in zip(names, start_true)])
+    return {"epoch": epoch,
+            "update_error": _norm([a - t for a, t in zip(approx, true_step)]) / max(_norm(true_step), 1e-30),
+            "start_error": _norm([a - t for a, t in zip(start_approx, start_true)]) / moved if moved > 0 else 0.0}
+
+
+def upload_diagnostics(observation, settings) -> dict[str, Any]:
+    """metrics.json additions known before the attack runs (FedAvg over several epochs only)."""
+    if getattr(observation, "epoch_params", None) is None or observation.local_epochs < 2:
+        return {}
+    return {"interpolation": interpolation_errors(observation, getattr(settings, "target_epoch", 1))}
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    for r, i in enumerate(order):
+        ranks[i] = float(r)
+    return ranks
+
+
+def _spearman(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    ra, rb = _ranks(a), _ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    sd = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+    return cov / sd if sd > 0 else None
+
+
+def bo_scores(bo: dict, per_trial: list[dict]) -> dict[str, Any]:
+    psnr = [t.get("psnr") for t in per_trial]
+    random = [p for p in psnr[:bo["random"]] if p is not None]
+    pairs = [(f, p) for f, p in zip(bo["f_per_trial"], psnr[:bo["trials"]]) if f is not None and p is not None]
+    median = statistics.median(random) if random else None
+    rerun = psnr[bo["rerun_trial"]]
+    return {"random_median_psnr": median, "random_max_psnr": max(random) if random else None,
+            "best_trial_psnr": psnr[bo["best_trial"]], "rerun_psnr": rerun,
+            "rerun_minus_random_median": None if rerun is None or median is None else rerun - median,
+            "best_trial_minus_random_median": None if psnr[bo["best_trial"]] is None or median is None
+            else psnr[bo["best_trial"]] - median,
+            "spearman_f_psnr": _spearman([f for f, _ in pairs], [p for _, p in pairs])}
+
+
+def evaluation(reconstruction, metrics: dict) -> dict[str, Any]:
+    """metrics.json additions after scoring (the driver's `evaluate` hook)."""
+    bo = reconstruction.extras.get("bo")
+    return {"bo_scores": bo_scores(bo, metrics["per_trial"])} if bo else {}
+
+
+def save_figures(run, outcome) -> None:
+    """AWA with BO: bo_curve.png, f(Q) per trial and its running minimum (the paper's Fig. 1)."""
+    bo = outcome.reconstruction.extras.get("bo")
+    if not bo:
+        return
+    figure = Figure(figsize=(5, 3.4))
+    ax = figure.subplots()
+    f = [math.nan if v is None else v for v in bo["f_per_trial"]]
+    trials = range(1, len(f) + 1)
+    ax.scatter(trials[:bo["random"]], f[:bo["random"]], s=14, label="random trials")
+    ax.scatter(trials[bo["random"]:], f[bo["random"]:], s=14, label="GP trials")
+    ax.step(trials, [math.nan if v is None else v for v in bo["f_best_so_far"]], where="post", color="k",
+            lw=1.2, label="best so far")
+    ax.set(xlabel="BO trial", ylabel="f(Q)", yscale="log", title=f"AWA BO ({outcome.reconstruction.preset})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    run.save_figure("bo_curve.png", figure)
