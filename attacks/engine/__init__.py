@@ -6,6 +6,9 @@ of blocks, and trials run together along a leading dimension.
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.loop import Block, EngineResult, Schedule, auto_mode, run
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, TopMagnitude
+from attacks.engine.matches import GlobalTopMagnitude, subset_of
+from attacks.engine.priors import activation_l1
+from attacks.engine.simulators import Simulated
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, GradientBlend, Hook, SignedGradients, StepDecay
 from attacks.engine.priors import ActivationL1, BNStatistics, l2, tv_l1, tv_squared
@@ -17,4 +20,5 @@ __all__ = [
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp", "GradientBlend",
     "tv_l1", "tv_squared", "l2", "BNStatistics", "ActivationL1",
     "FedSGDGradient", "FedAvgUpdate", "CutActivations", "task_loss",
+    "GlobalTopMagnitude", "subset_of", "activation_l1", "Simulated",
 ]
