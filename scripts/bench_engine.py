@@ -252,6 +252,31 @@ def measure(w: Workload, trials: int, repeats: int, device: torch.device) -> dic
             "auto": _auto(w, trials), "seconds": seconds}
 
 
+OP_GROUPS = {
+    "convolution": ("convolution",),
+    "pooling": ("max_pool",),
+    "top-R selection": ("kthvalue", "topk"),
+}
+"""Profiler op-name fragments of the parts whose time does not shrink by batching trials."""
+
+
+def profile_fedleak(w: Workload, trials: int) -> dict[str, dict[str, float]]:
+    """Self CPU seconds per trial-step by op group (the rest is "other": elementwise ops, copies, the
+    autograd engine, Python), for the FedLeak attack batched and sequential: what bounds the speed-up."""
+    from torch.profiler import ProfilerActivity, profile
+    out = {}
+    for mode in ("batched", "sequential"):
+        w.engine(trials, mode)                                   # warm-up
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            w.engine(trials, mode)
+        groups = dict.fromkeys([*OP_GROUPS, "other"], 0.0)
+        for event in prof.key_averages():
+            name = next((g for g, parts in OP_GROUPS.items() if any(p in event.key for p in parts)), "other")
+            groups[name] += event.self_cpu_time_total / 1e6 / (w.steps * trials)
+        out[mode] = groups
+    return out
+
+
 def _auto(w: Workload, trials: int) -> str:
     try:
         return w.engine(trials, "auto")
@@ -271,6 +296,8 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="run the workloads whose name contains this text")
     parser.add_argument("--quick", action="store_true", help="a few steps and one repeat: checks that it runs")
     parser.add_argument("--json", action="store_true", help="also print the rows as one JSON object")
+    parser.add_argument("--profile", action="store_true", help="also profile the FedLeak attack row by op group "
+                        "(convolutions, pooling, top-R selection, other), batched and sequential")
     args = parser.parse_args()
     if args.quick:
         args.dlg_steps, args.ig_iterations, args.fedleak_iterations, args.repeats = 1, 8, 2, 1
@@ -298,6 +325,14 @@ def main() -> None:
             print(f"\nFedLeak attack, {args.restarts} restarts at batch 8: batched is {r['batched_speedup']:.2f}x "
                   f"faster than sequential ({r['ms_per_trial_step']['batched']:.1f} vs "
                   f"{r['ms_per_trial_step']['sequential']:.1f} ms per trial-step; target >= 1.5x)")
+    if args.profile:
+        attack = next(w for w in workloads(device, args) if w.name.startswith("FedLeak attack"))
+        parts = profile_fedleak(attack, args.restarts)
+        print(f"\nFedLeak attack, ms per trial-step by op group (profiler self time, {args.restarts} trials):")
+        print(f"{'group':<16}  {'batched':>8}  {'seq.':>8}  {'seq./batched':>12}")
+        for group in parts["batched"]:
+            b, q = 1e3 * parts["batched"][group], 1e3 * parts["sequential"][group]
+            print(f"{group:<16}  {b:>8.2f}  {q:>8.2f}  {q / b if b else float('nan'):>11.2f}x")
     print(f"hardware after: {hardware(device)}")
     if args.json:
         print(json.dumps({"hardware": hardware(device), "rows": rows}))
