@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from attacks.hfl.awa_settings import UNWEIGHTED, AGICSettings, AWASettings
 from attacks.hfl.settings import DLGSettings, InvGradSettings
+from attacks.hfl.fedleak_settings import FedLeakSettings
 from attacks.split import fsha, unsplit
 from vfl.errors import SplitlabError, lookup
 
@@ -69,10 +70,16 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "AWA Section 5's AGIC baseline: one combined full-batch step, layer-weighted cosine, Adam 0.1, 1,000 "
            "iterations (weights: ours)"),
     Preset("agic.quick", "agic", lambda: AGICSettings("agic.quick", iterations=300), "ours: agic.paper with 300 iterations"),
+    Preset("fedleak.paper", "fedleak", lambda: FedLeakSettings("fedleak.paper"),
+           "FedLeak Sec. 5 and Alg. 1: Adam 1e-4, 10,000 iterations, R = 50% global, lambda' 0.7, alpha 1e-5, "
+           "beta 1e-4, probe +k grad/||grad|| (k = 0.01, ours), U(0,1) init, labels refined jointly"),
+    Preset("fedleak.quick", "fedleak", lambda: FedLeakSettings("fedleak.quick", iterations=600, lr=0.1),
+           "ours: fedleak.paper at Adam 0.1 for 600 iterations (lr 1e-4 cannot move a pixel far in a CPU budget)"),
 )}
 
 DEFAULT_PRESET = {"unsplit": "unsplit.jast", "fsha": "fsha.quick", "dlg": "dlg.original", "idlg": "idlg.original",
-                  "invgrad": "invgrad.quick", "awa": "awa.quick", "agic": "agic.quick"}
+                  "invgrad": "invgrad.quick", "awa": "awa.quick", "agic": "agic.quick",
+                  "fedleak": "fedleak.quick"}
 """What a command runs without --preset: the paper's settings where they fit a laptop, else the quick ones."""
 
 

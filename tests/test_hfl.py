@@ -91,7 +91,7 @@ def test_fedsgd_observation_holds_the_upload_and_no_private_data(mnist, lenet):
     x, y = mnist.images[:2], mnist.labels[:2]
     obs = observe_fedsgd(lenet, x, y, arch="lenet")
     fields = {f.name for f in dataclasses.fields(FedSGDObservation)}
-    assert fields == {"model", "gradient", "batch_size", "defence", "labels"}
+    assert fields == {"model", "gradient", "batch_size", "defence", "labels", "clients"}
     assert obs.labels is None and obs.batch_size == 2 and obs.defence == "none"
     assert obs.provides >= {"gradient", "batch_size", "weights", "final_linear"} and "labels" not in obs.provides
     params = {k: v.detach() for k, v in lenet.named_parameters()}

@@ -6,6 +6,9 @@ of blocks, and trials run together along a leading dimension.
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.loop import Block, EngineResult, Schedule, auto_mode, run
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, TopMagnitude
+from attacks.engine.matches import GlobalTopMagnitude, subset_of
+from attacks.engine.priors import activation_l1
+from attacks.engine.simulators import Simulated
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, GradientBlend, Hook, SignedGradients, StepDecay
 from attacks.engine.priors import ActivationL1, BNStatistics, l2, tv_l1, tv_squared
@@ -21,4 +24,5 @@ __all__ = [
     "FedSGDGradient", "FedAvgUpdate", "CutActivations", "task_loss",
     "Bound", "Replication", "epoch_problem", "interpolated_path", "plan_replication",
     "EnhancedSquaredL2", "LayerGroups", "enhancement_counts", "ramp",
+    "GlobalTopMagnitude", "subset_of", "activation_l1", "Simulated",
 ]

@@ -20,6 +20,7 @@ import torch
 from torch.func import vmap
 
 from attacks.engine.lbfgs import BatchedLBFGS
+from attacks.engine.matches import subset_of
 from attacks.engine.objective import Objective
 from attacks.engine.optim import LBFGS, Hook, OptimizerSpec, StepDecay
 from vfl.progress import progress_bar
@@ -145,6 +146,11 @@ class _Trials:
 
             def evaluate(v, names):                         # terms stay 0-dim; they broadcast against (1,)
                 return objective(_map(squeeze, v), fixed, names)
+
+            def evaluate_masked(v, names, masks):
+                if masks is None:
+                    return objective.with_masks(_map(squeeze, v), fixed, names)
+                return objective(_map(squeeze, v), fixed, names, masks=masks), masks
         else:
             batched: dict[Any, Callable] = {}                # one vmap per set of terms
 
@@ -156,7 +162,20 @@ class _Trials:
                     batched[names] = vmap(lambda v, t: objective(v, t, names)) if per_trial_target \
                         else vmap(lambda v: objective(v, target, names))
                 return batched[names](v, target) if per_trial_target else batched[names](v)
+
+            def evaluate_masked(v, names, masks):
+                """Terms and the match's subset masks (chosen here, or the given ones reused), per trial."""
+                key = (names, masks is None)
+                if key not in batched:
+                    if masks is None:
+                        fn = (lambda v, t: objective.with_masks(v, t, names))
+                    else:
+                        fn = (lambda v, t, m: (objective(v, t, names, masks=m), m))
+                    batched[key] = vmap(fn, in_dims=(0, 0 if per_trial_target else None) + ((0,) if masks else ()))
+                args = (v, target) + ((masks,) if masks is not None else ())
+                return batched[key](*args)
         self.evaluate = evaluate
+        self.evaluate_masked = evaluate_masked
         self.keep = tuple(keep)
         self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
         # the variables' dtype: a single trial's 0-dim loss would not promote a float32 record (0-dim rule)
@@ -170,6 +189,11 @@ class _Trials:
     def terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None
               ) -> dict[str, torch.Tensor]:
         return self.evaluate(self.vars if variables is None else variables, names)
+
+    def masked_terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None,
+                     masks: list[torch.Tensor] | None = None) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+        """`terms` with the match's element subset: chosen at these variables (`masks=None`) or reused."""
+        return self.evaluate_masked(self.vars if variables is None else variables, names, masks)
 
     def record(self, terms: Mapping[str, torch.Tensor]) -> None:
         row = self._trace[self.step_index]
@@ -244,6 +268,8 @@ class _BlockRun:
     optimizer: Any
     scheduler: Any
     aliases: list[torch.Tensor]
+    same_subset: bool = False
+    """A hook re-evaluates the objective on the match's element subset chosen at the current point."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -253,7 +279,12 @@ class _BlockRun:
 
 def _gradient_step(state: _Trials, run: _BlockRun) -> None:
     block, params = run.block, run.params
-    terms = state.terms(names=run.names)
+    masks = None
+    if run.same_subset:                  # a hook evaluates elsewhere on the element subset chosen here
+        terms, masks = state.masked_terms(names=run.names)
+        masks = [m.detach() for m in masks]
+    else:
+        terms = state.terms(names=run.names)
     loss = _weighted(terms, run.weights)
     state.record(terms)
     state.observe(loss, block.select)
@@ -261,7 +292,10 @@ def _gradient_step(state: _Trials, run: _BlockRun) -> None:
     if block.hooks:
         def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
             probe = [v.detach().requires_grad_(True) for v in values]
-            probe_loss = _weighted(state.terms(_replace(state.vars, block.update, probe), run.names), run.weights)
+            moved = _replace(state.vars, block.update, probe)
+            probe_terms = state.terms(moved, run.names) if masks is None \
+                else state.masked_terms(moved, run.names, masks)[0]
+            probe_loss = _weighted(probe_terms, run.weights)
             state.observe(probe_loss, select=False)
             return state.gradients(probe_loss, probe)
 
@@ -311,7 +345,10 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
         aliases = [p if p.is_contiguous() else _flat(p) for p in params]
         optimizer = block.optimizer.build(params if lbfgs else aliases)
         scheduler = block.decay.build(optimizer, block.steps * schedule.rounds) if block.decay else None
-        runs.append(_BlockRun(block, objective.weights(block.terms), params, optimizer, scheduler, aliases))
+        weights = objective.weights(block.terms)
+        same_subset = any(h.same_subset for h in block.hooks) and "match" in weights \
+            and subset_of(objective.match) is not None
+        runs.append(_BlockRun(block, weights, params, optimizer, scheduler, aliases, same_subset))
     wait_for(state.alive.device)
     start = time.perf_counter()
     pending = 0

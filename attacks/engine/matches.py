@@ -6,6 +6,7 @@ Every match takes optional per-layer weights and an optional element subset (a m
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, replace
 from typing import Callable, ClassVar, Sequence
 
@@ -24,15 +25,19 @@ def _weights(weights: Sequence[float] | None, n: int) -> Sequence[float]:
     return weights
 
 
-def _masked(simulated: Tensors, observed: Tensors, subset: Subset | None) -> tuple[list, list]:
-    if subset is None:
-        return list(simulated), list(observed)
-    masks = subset(simulated, observed)
+def _masked(simulated: Tensors, observed: Tensors, subset: Subset | None,
+            masks: Sequence[torch.Tensor] | None = None) -> tuple[list, list]:
+    """Both sides times the subset's masks; `masks` given: those (a subset frozen at another point)."""
+    if masks is None:
+        if subset is None:
+            return list(simulated), list(observed)
+        masks = subset(simulated, observed)
     return [s * m for s, m in zip(simulated, masks)], [o * m for o, m in zip(observed, masks)]
 
 
-def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subset, mean: bool) -> torch.Tensor:
-    simulated, observed = _masked(simulated, observed, subset)
+def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subset, mean: bool,
+                 masks=None) -> torch.Tensor:
+    simulated, observed = _masked(simulated, observed, subset, masks)
     w = _weights(weights, len(simulated))
     reduce = torch.mean if mean else torch.sum
     return sum(wl * reduce(distance(s - o)) for wl, s, o in zip(w, simulated, observed))
@@ -47,8 +52,9 @@ class _Elementwise:
     mean: bool = False
     distance: ClassVar[Callable[[torch.Tensor], torch.Tensor]]
 
-    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        return _elementwise(type(self).distance, simulated, observed, self.weights, self.subset, self.mean)
+    def __call__(self, simulated: Tensors, observed: Tensors, masks: Sequence[torch.Tensor] | None = None
+                 ) -> torch.Tensor:
+        return _elementwise(type(self).distance, simulated, observed, self.weights, self.subset, self.mean, masks)
 
 
 class SquaredL2(_Elementwise):
@@ -74,8 +80,9 @@ class Cosine:
         if self.weights is not None and min(self.weights) < 0:
             raise ValueError(f"cosine layer weights must be non-negative, got {list(self.weights)}")
 
-    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        simulated, observed = _masked(simulated, observed, self.subset)
+    def __call__(self, simulated: Tensors, observed: Tensors, masks: Sequence[torch.Tensor] | None = None
+                 ) -> torch.Tensor:
+        simulated, observed = _masked(simulated, observed, self.subset, masks)
         s, o = _joined(simulated, self.weights), _joined(observed, self.weights)
         # elementwise products and sums: under vmap `@` turns into slow K=1 batched matmuls in the backward
         dot, norm_s, norm_o = (s * o).sum(), s.square().sum(), o.square().sum()
@@ -118,10 +125,13 @@ class Sum:
             return None, self.parts
         return subset, tuple((w, replace(part, subset=None)) for w, part in self.parts)
 
-    def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
+    def __call__(self, simulated: Tensors, observed: Tensors, masks: Sequence[torch.Tensor] | None = None
+                 ) -> torch.Tensor:
         subset, parts = self._shared
+        if subset is None and masks is not None:
+            raise ValueError("a sum of matches with different subsets cannot take one frozen subset")
         if subset is not None:
-            simulated, observed = _masked(simulated, observed, subset)
+            simulated, observed = _masked(simulated, observed, subset, masks)
         return sum(w * part(simulated, observed) for w, part in parts)
 
 
@@ -144,3 +154,27 @@ class TopMagnitude:
             threshold = torch.kthvalue(magnitude.flatten(), n - k + 1).values
             masks.append((magnitude >= threshold).to(s.dtype))
         return masks
+
+
+@dataclass(frozen=True)
+class GlobalTopMagnitude:
+    """Element subset: the ceil(`fraction` * n) entries with the largest |simulated| over the whole
+    flattened gradient, all layers together (FedLeak's Lambda as Alg. 1 states it; `TopMagnitude` is the
+    per-layer variant). Recomputed at every evaluation from the dummy gradient, not differentiated through.
+    """
+    fraction: float
+
+    def __call__(self, simulated: Tensors, observed: Tensors) -> list[torch.Tensor]:
+        magnitudes = [s.detach().abs() for s in simulated]
+        flat = torch.cat([m.reshape(-1) for m in magnitudes])
+        n = flat.numel()
+        k = min(n, max(1, math.ceil(self.fraction * n)))
+        threshold = torch.kthvalue(flat, n - k + 1).values      # linear-time selection, as in TopMagnitude
+        return [(m >= threshold).to(s.dtype) for m, s in zip(magnitudes, simulated)]
+
+
+def subset_of(match) -> Subset | None:
+    """The element subset a match compares (one shared by every part of a `Sum`), or None: all elements."""
+    if isinstance(match, Sum):
+        return match._shared[0]
+    return getattr(match, "subset", None)

@@ -7,6 +7,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from attacks.engine.matches import subset_of
+
 PriorFn = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -18,6 +20,9 @@ class Prior:
     variable: str
     fn: PriorFn
     weight: float
+    on_simulation: bool = False
+    """fn takes the simulator's recorded module outputs (`simulators.Simulated.outputs`, same forward pass as
+    the match) instead of `variables[variable]`."""
 
     def __post_init__(self) -> None:
         if self.name == "match":
@@ -57,12 +62,35 @@ class Objective:
         return every if terms is None else {k: w for k, w in every.items() if k in terms}
 
     def __call__(self, variables: Mapping[str, Any], target: Mapping[str, Any],
-                 terms: tuple[str, ...] | None = None) -> dict[str, torch.Tensor]:
-        """The named terms (None: all of them); a term left out is not computed, the simulator included."""
+                 terms: tuple[str, ...] | None = None, masks: list[torch.Tensor] | None = None
+                 ) -> dict[str, torch.Tensor]:
+        """The named terms (None: all of them); a term left out is not computed, the simulator included.
+
+        `masks` (from `with_masks`) replace the match's element subset: the subset chosen at one point,
+        reused at another (FedLeak's probe point, Alg. 1 line 8).
+        """
+        return self._terms(variables, target, terms, masks, select=False)[0]
+
+    def _terms(self, variables, target, terms, masks, select: bool) -> tuple[dict[str, torch.Tensor], Any]:
+        wanted = [p for p in self.priors if terms is None or p.name in terms]
+        matching = terms is None or "match" in terms
+        simulated = None
+        if matching or any(p.on_simulation for p in wanted):
+            simulated = self.simulator(variables, target.get("context", {}))
         out = {}
-        if terms is None or "match" in terms:
-            out["match"] = self.match(self.simulator(variables, target.get("context", {})), target["observed"])
-        for prior in self.priors:
-            if terms is None or prior.name in terms:
-                out[prior.name] = prior.fn(variables[prior.variable])
-        return out
+        if matching:
+            if select:
+                masks = subset_of(self.match)(simulated, target["observed"])
+            out["match"] = self.match(simulated, target["observed"]) if masks is None \
+                else self.match(simulated, target["observed"], masks=masks)
+        for prior in wanted:
+            out[prior.name] = prior.fn(simulated.outputs if prior.on_simulation else variables[prior.variable])
+        return out, masks
+
+    def with_masks(self, variables: Mapping[str, Any], target: Mapping[str, Any],
+                   terms: tuple[str, ...] | None = None) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+        """The terms (which must include the match) and the element subset the match chose for them, so
+        another evaluation can reuse it. Needs a match with a subset (`matches.subset_of`)."""
+        if subset_of(self.match) is None or (terms is not None and "match" not in terms):
+            raise ValueError("only a match over an element subset has masks to reuse")
+        return self._terms(variables, target, terms, None, select=True)

@@ -72,6 +72,8 @@ class StepDecay:
 
 class Hook:
     """Transforms gradients before the optimiser step and/or variables after it; identity by default."""
+    same_subset = False
+    """Whether `grad_at` should reuse the element subset the match chose at the current point."""
 
     def on_grads(self, grads: list[torch.Tensor], params: Sequence[torch.Tensor], grad_at: GradFn) -> list[torch.Tensor]:
         return grads
@@ -90,13 +92,15 @@ class SignedGradients(Hook):
 
 @dataclass(frozen=True)
 class BoxClamp(Hook):
-    """Project the block's variables into [low, high] after every step (pixel box [0,1])."""
+    """Project the block's variables into [low, high] after every step (pixel box [0,1]); with `first`,
+    only the block's first `first` variables (the images, not label logits updated beside them)."""
     low: float = 0.0
     high: float = 1.0
+    first: int | None = None
 
     def after_step(self, params):
         with torch.no_grad():
-            for p in params:
+            for p in params[:self.first]:
                 p.clamp_(self.low, self.high)
 
 
@@ -105,11 +109,14 @@ class GradientBlend(Hook):
     """FedLeak's gradient regularisation: d = (1 - w) grad D(x) + w grad D(x + k grad D/||grad D||).
 
     The probe point is taken per trial and per variable; `lookahead=True` probes along -grad instead
-    (the paper's appendix example) rather than +grad (its equations).
+    (the paper's appendix example) rather than +grad (its equations). With `same_subset` (Alg. 1 line 8)
+    a match over an element subset compares at the probe the elements it chose at x; without, it
+    chooses them again at the probe.
     """
     weight: float = 0.7
     k: float = 0.01
     lookahead: bool = False
+    same_subset: bool = True
 
     def on_grads(self, grads, params, grad_at):
         sign = -1.0 if self.lookahead else 1.0

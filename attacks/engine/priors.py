@@ -74,4 +74,10 @@ class ActivationL1:
         finally:
             for h in handles:
                 h.remove()
-        return sum(out.abs().sum() for _, _, out in seen)
+        return activation_l1([out for _, _, out in seen])
+
+
+def activation_l1(outputs: list[torch.Tensor]) -> torch.Tensor:
+    """sum_l ||F_l||_1 over recorded module outputs: `ActivationL1` without its own forward pass, for
+    `Prior(..., on_simulation=True)` with a simulator that records them (`FedSGDGradient(record=...)`)."""
+    return sum(out.abs().sum() for out in outputs)

@@ -6,6 +6,7 @@ Every simulator is a pure function of (variables, context) built with `torch.fun
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -71,22 +72,47 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits, labels)
 
 
-def _parameter_gradient(loss, params: Mapping[str, torch.Tensor], inputs: tuple[torch.Tensor, ...]
-                        ) -> dict[str, torch.Tensor]:
+def _parameter_gradient(loss, params: Mapping[str, torch.Tensor], inputs: tuple[torch.Tensor, ...],
+                        has_aux: bool = False):
     """grad_theta loss(theta) at `params`, differentiable with respect to `inputs` (and to `params` where
     they carry a graph, as FedAvg's later local steps do) as `torch.func.grad` would be.
 
     Under a `torch.func` transform (the engine's batched trials) it is `torch.func.grad`; outside one (a
     single trial) plain autograd with `create_graph` gives the same values bit for bit without the
     transform's per-operation dispatch (about a quarter of a ConvNet step, measured).
+    With `has_aux`, `loss` returns (value, aux) and this returns (gradient, aux), aux differentiable in `inputs`.
     """
     if peek_interpreter_stack() is not None:
-        return grad(loss)(dict(params))
+        return grad(loss, has_aux=has_aux)(dict(params))
     differentiable = torch.is_grad_enabled() and any(t.requires_grad for t in (*inputs, *params.values()))
     leaves = {k: v if v.requires_grad else v.detach().requires_grad_(True) for k, v in params.items()}
     with torch.enable_grad():
         value = loss(leaves)
-    return dict(zip(leaves, torch.autograd.grad(value, list(leaves.values()), create_graph=differentiable)))
+    value, aux = value if has_aux else (value, None)
+    grads = dict(zip(leaves, torch.autograd.grad(value, list(leaves.values()), create_graph=differentiable)))
+    return (grads, aux) if has_aux else grads
+
+
+class Simulated(list):
+    """A simulator's output tensors, with `outputs`: what it recorded on the way (module outputs), for
+    priors that would otherwise run the same forward pass again (`Prior(on_simulation=True)`)."""
+
+    def __init__(self, tensors, outputs: list[torch.Tensor]):
+        super().__init__(tensors)
+        self.outputs = outputs
+
+
+@contextlib.contextmanager
+def recording(model: nn.Module, kinds: tuple[type, ...]):
+    """Collect the output of every module of the given kinds during the forward passes inside the block."""
+    seen: list[torch.Tensor] = []
+    handles = [m.register_forward_hook(lambda m, i, out: seen.append(out)) for m in model.modules()
+               if isinstance(m, kinds)]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def _labels(variables: Variables, context: Mapping[str, object]) -> torch.Tensor:
@@ -98,17 +124,32 @@ def _labels(variables: Variables, context: Mapping[str, object]) -> torch.Tensor
 
 @dataclass(frozen=True)
 class FedSGDGradient:
-    """g = grad_theta CE(F(x; theta), y): the gradient one FedSGD client uploads for its batch."""
+    """g = grad_theta CE(F(x; theta), y): the gradient one FedSGD client uploads for its batch.
+
+    `record`: module kinds whose outputs in this forward pass come back as the result's `outputs`
+    (`Simulated`), so an activation prior reuses the pass instead of running its own (FedLeak's
+    activation L1: a third of its step, measured on the ConvNet at batch 8).
+    """
     model: nn.Module
+    record: tuple[type, ...] = ()
 
     def __call__(self, variables: Variables, context: Mapping[str, object]) -> list[torch.Tensor]:
         params, buffers = context["params"], context.get("buffers", {})
         x, y = variables["x"], _labels(variables, context)
 
-        def loss(p):
-            return task_loss(call(self.model, {**p, **buffers}, x), y)
+        if not self.record:
+            def loss(p):
+                return task_loss(call(self.model, {**p, **buffers}, x), y)
 
-        return list(_parameter_gradient(loss, params, (x, y)).values())
+            return list(_parameter_gradient(loss, params, (x, y)).values())
+
+        def recorded_loss(p):
+            with recording(self.model, self.record) as seen:
+                logits = call(self.model, {**p, **buffers}, x)
+            return task_loss(logits, y), list(seen)
+
+        grads, outputs = _parameter_gradient(recorded_loss, params, (x, y), has_aux=True)
+        return Simulated(grads.values(), outputs)
 
 
 @dataclass(frozen=True)

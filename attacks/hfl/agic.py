@@ -62,7 +62,7 @@ class AGIC(KnownLabelsFedAvg):
         objective = Objective(simulator=simulator, match=Cosine(weights=weights))
         target = {"observed": list(observation.update), "context": engine_context(observation, observation.labels)}
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
-                                  distribution=s.initial)
+                                  images=s.initial)
         schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations),))
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
                      description=f"agic {s.name} ({mode})")

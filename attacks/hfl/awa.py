@@ -107,13 +107,13 @@ class AWA(KnownLabelsFedAvg):
         dtype, device = observation.model.dtype, observation.model.device
         if s.bo_trials:
             x0 = initial_variables(observation, 2, seed, label_logits=False, init=init,
-                                  distribution=s.initial)["x"]
+                                  images=s.initial)["x"]
             trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, mode, progress)
             extras["bo"] = bo
             q_used = bo["q_star"]
         else:
             x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
-                                  distribution=s.initial)["x"]
+                                  images=s.initial)["x"]
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
             result, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress, f"awa {s.name} ({mode})")
             trials, history, seconds, steps, diverged = (result.best["x"], result.trace, result.seconds,

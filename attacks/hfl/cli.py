@@ -5,6 +5,7 @@ from typing import Optional
 
 import typer
 
+from attacks.hfl.fedleak_settings import LABEL_RULES, PROBE_SIGNS, SELECTIONS
 from attacks.hfl.experiment import (ATTACKS, KNOWN_LABELS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig, execute,
                                     model_names, prepare)
 from attacks.hfl.variables import TRIAL_MODES
@@ -32,7 +33,7 @@ def hfl_command(
     iterations: Optional[int] = ITERATIONS_OPTION,
     tv: Optional[float] = typer.Option(None, "--tv", help="invgrad: override the TV weight (default per dataset)."),
     defence: str = typer.Option("none", "--defence", help="Client defence on the upload: none, "
-                                "gaussian:sigma=S[,clip=C], topk:keep=F, quant:bits=N."),
+                                "gaussian:sigma=S[,clip=C], topk:keep=F, quant:bits=N, dp:epsilon=E[,delta=D]."),
     observe: str = typer.Option("fedsgd", "--observe", help=f"What the server sees: {' or '.join(OBSERVATIONS)} "
                                 "(FedAvg: the update after local SGD)."),
     local_lr: float = typer.Option(1e-4, "--local-lr", help="FedAvg local learning rate."),
@@ -50,6 +51,26 @@ def hfl_command(
                                             "before the GP (default: the preset's)."),
     target_epoch: Optional[int] = typer.Option(None, "--target-epoch", help="awa: the interpolated local epoch it "
                                                "attacks when E > 1 and B > 1 (default 1)."),
+    ratio: Optional[float] = typer.Option(None, "--ratio", help="fedleak: fraction R of gradient entries matched "
+                                          "(top-R% of |dummy gradient|; preset 0.5)."),
+    selection: Optional[str] = typer.Option(None, "--selection", help=f"fedleak: top-R% over the "
+                                            f"{' or per '.join(SELECTIONS)} gradient (preset global)."),
+    blend: Optional[float] = typer.Option(None, "--blend", help="fedleak: gradient-regularisation weight lambda' "
+                                          "in [0, 1] (0: off; preset 0.7)."),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help="fedleak: TV weight (preset 1e-5)."),
+    beta: Optional[float] = typer.Option(None, "--beta", help="fedleak: activation-L1 weight (preset 1e-4)."),
+    probe_step: Optional[float] = typer.Option(None, "--probe-step", help="fedleak: k, the probe step length "
+                                               "(preset 0.01)."),
+    probe: Optional[str] = typer.Option(None, "--probe", help=f"fedleak: probe direction, {' or '.join(PROBE_SIGNS)} "
+                                        "(+grad as the equations, or -grad as the appendix example; preset ascent)."),
+    label_rule: Optional[str] = typer.Option(None, "--label-rule", help=f"fedleak: {' or '.join(LABEL_RULES)} "
+                                             "(the counting rule, or FedLeak's column-sum rule; preset count)."),
+    no_refine: bool = typer.Option(False, "--no-refine", help="fedleak: keep the inferred labels fixed "
+                                   "(default: refine them jointly with the images)."),
+    clients: int = typer.Option(1, "--clients", help="fedleak: secure aggregation, the server sees the sum of this "
+                                "many clients' uploads (each --batch-size images)."),
+    pretrain_epochs: int = typer.Option(0, "--pretrain-epochs", help="Train the global model this many epochs on "
+                                        "the dataset's test split first (pretrained weights)."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
@@ -58,7 +79,10 @@ def hfl_command(
                        observe=observe, local_lr=local_lr, local_epochs=local_epochs,
                        local_batch_size=local_batch_size, labels=labels, trials=trials, seed=opts.seed,
                        device=opts.device,
-                       data_root=opts.root, bo_trials=bo_trials, bo_random=bo_random, target_epoch=target_epoch)
+                       data_root=opts.root, bo_trials=bo_trials, bo_random=bo_random, target_epoch=target_epoch,
+                       ratio=ratio, selection=selection, blend=blend, alpha=alpha, beta=beta, probe_step=probe_step,
+                       probe=probe, label_rule=label_rule, no_refine=no_refine, clients=clients,
+                       pretrain_epochs=pretrain_epochs)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

@@ -12,6 +12,9 @@ attacker may know which defence was used but not its randomness.
   the largest magnitude and zero the rest (DLG, Section 5, "gradient pruning"; per-layer threshold).
 - `quant:bits=N`: uniform symmetric quantisation per tensor to 2^(N-1) - 1 levels either side of 0,
   u <- round(u / s) * s with s = max|u| / (2^(N-1) - 1) (deterministic rounding; N >= 2).
+- `dp:epsilon=E[,delta=D]`: DP-SGD's Gaussian mechanism calibrated from a privacy budget as FedLeak
+  evaluates it (Sec. 5): clip to C = 1, then `gaussian` noise of sigma = C sqrt(2 ln(1/delta)) / E,
+  delta = 1e-5 by default.
 - `none`: upload as computed.
 
 Specs are `name[:key=value,...]`, one defence per run, parsed by `vfl.defences.parse_item` against
@@ -28,7 +31,7 @@ import torch
 from vfl.defences import parse_item
 from vfl.validate import Option
 
-__all__ = ["Defence", "NoDefence", "GaussianNoise", "TopK", "Quantise", "parse_defence"]
+__all__ = ["Defence", "NoDefence", "GaussianNoise", "TopK", "Quantise", "DPGaussian", "parse_defence"]
 
 Tensors = Sequence[torch.Tensor]
 
@@ -105,13 +108,34 @@ class Quantise:
         return f"quant:bits={self.bits}"
 
 
-Defence = NoDefence | GaussianNoise | TopK | Quantise
+@dataclass(frozen=True)
+class DPGaussian:
+    """GaussianNoise with clip C and sigma = C sqrt(2 ln(1/delta)) / epsilon (FedLeak's DP-SGD setting)."""
+    epsilon: float
+    delta: float = 1e-5
+    clip: float = 1.0
+
+    @property
+    def sigma(self) -> float:
+        return self.clip * math.sqrt(2 * math.log(1 / self.delta)) / self.epsilon
+
+    def __call__(self, upload: Tensors, generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
+        return GaussianNoise(self.sigma, self.clip)(upload, generator)
+
+    @property
+    def spec(self) -> str:
+        return f"dp:epsilon={self.epsilon:g}" + (f",delta={self.delta:g}" if self.delta != 1e-5 else "")
+
+
+Defence = NoDefence | GaussianNoise | TopK | Quantise | DPGaussian
 
 UPLOAD_DEFENCES: dict[str, dict[str, Option]] = {
     "none": {},
     "gaussian": {"sigma": Option(low=0, required=True), "clip": Option(low=0, low_open=True)},
     "topk": {"keep": Option(low=0, high=1, low_open=True, required=True)},
     "quant": {"bits": Option(integer=True, low=2, high=32, required=True)},
+    "dp": {"epsilon": Option(low=0, low_open=True, required=True), "delta": Option(low=0, high=1, low_open=True,
+                                                                                  high_open=True)},
 }
 """Upload defences: name -> option -> type and range, read by vfl.defences' one spec parser."""
 
@@ -127,4 +151,6 @@ def parse_defence(spec: str) -> Defence:
         return TopK(o["keep"])
     if item.name == "quant":
         return Quantise(o["bits"])
+    if item.name == "dp":
+        return DPGaussian(o["epsilon"], o.get("delta", 1e-5))
     return NoDefence()

@@ -20,6 +20,9 @@ from attacks.hfl.awa import AWA
 from attacks.hfl.awa_diagnostics import evaluation, save_figures, upload_diagnostics
 from attacks.hfl.awa_settings import AGICSettings, AWASettings, with_overrides
 from attacks.hfl.dlg import DLG
+from attacks.hfl.fedleak import FedLeak
+from attacks.hfl.fedleak_settings import LABEL_RULES, PROBE_SIGNS, SELECTIONS, FedLeakSettings
+from attacks.hfl.secagg import observe_clients
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
 from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
@@ -31,14 +34,15 @@ from vfl.errors import SplitlabError, lookup
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, check_hfl_input, hfl_model_spec
 from vfl.runs import Run
 from vfl.runtime import resolve_device
-from vfl.validate import check_int, check_number
+from vfl.hfl_training import pretrain
+from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["HFLConfig", "Prepared", "prepare", "execute", "make_attack", "ATTACKS", "OBSERVATIONS", "LABEL_KNOWLEDGE"]
 
-ATTACKS = ("dlg", "idlg", "invgrad", "awa", "agic")
+ATTACKS = ("dlg", "idlg", "invgrad", "fedleak", "awa", "agic")
 OBSERVATIONS = ("fedsgd", "fedavg")
 LABEL_KNOWLEDGE = ("recovered", "known")
-KNOWN_LABELS = ("invgrad", "awa", "agic")
+KNOWN_LABELS = ("invgrad", "fedleak", "awa", "agic")
 """Attacks that can be given the client's labels (--labels known)."""
 
 
@@ -55,7 +59,7 @@ class HFLConfig:
     """None: the attack's default preset (`attacks.presets.DEFAULT_PRESET`)."""
     restarts: int | None = None
     iterations: int | None = None
-    """L-BFGS steps for DLG/iDLG, Adam iterations for Inverting Gradients; None keeps the preset's."""
+    """L-BFGS steps for DLG/iDLG, Adam iterations for Inverting Gradients and FedLeak; None keeps the preset's."""
     tv: float | None = None
     """Inverting Gradients' TV weight; None takes the preset's, else the dataset's."""
     defence: str = "none"
@@ -77,6 +81,25 @@ class HFLConfig:
     """AWA: of the BO trials, the random ones; None keeps the preset's."""
     target_epoch: int | None = None
     """AWA: the interpolated epoch it attacks when E > 1 and B > 1; None keeps the preset's (1)."""
+    # FedLeak's knobs (None keeps the preset's value; see attacks.hfl.fedleak_settings)
+    ratio: float | None = None
+    """FedLeak: fraction R of gradient entries matched."""
+    selection: str | None = None
+    """FedLeak: top-R% over the whole gradient (global) or per layer."""
+    blend: float | None = None
+    """FedLeak: gradient-regularisation weight lambda' (0: off)."""
+    alpha: float | None = None
+    beta: float | None = None
+    probe_step: float | None = None
+    """FedLeak: k, the length of the probe step phi."""
+    probe: str | None = None
+    label_rule: str | None = None
+    no_refine: bool = False
+    """FedLeak: keep the inferred labels fixed instead of refining them jointly."""
+    clients: int = 1
+    """Secure aggregation: the server sees the sum of this many clients' uploads (fedleak only)."""
+    pretrain_epochs: int = 0
+    """Train the global model this many epochs on the dataset's test split first ("pretrained" weights)."""
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""
@@ -99,7 +122,29 @@ class HFLConfig:
             raise SplitlabError(f"--tv applies to invgrad only (attack {self.attack} has no prior)")
         settings = with_overrides(settings, bo_trials=self.bo_trials, bo_random=self.bo_random,
                                   target_epoch=self.target_epoch)
-        return settings
+        return self._fedleak(settings)
+
+    def _fedleak(self, settings: Settings) -> Settings:
+        """FedLeak's overrides, each checked; given to another attack they are an error."""
+        given = {"ratio": self.ratio, "selection": self.selection, "blend": self.blend, "alpha": self.alpha,
+                 "beta": self.beta, "probe-step": self.probe_step, "probe": self.probe,
+                 "label-rule": self.label_rule, "no-refine": self.no_refine or None}
+        given = {k: v for k, v in given.items() if v is not None}
+        if not isinstance(settings, FedLeakSettings):
+            if given:
+                raise SplitlabError(f"--{next(iter(given))} applies to fedleak only")
+            return settings
+        checks = {"ratio": lambda v: check_number("--ratio", v, low=0, high=1, low_open=True),
+                  "selection": lambda v: check_choice("--selection", v, SELECTIONS),
+                  "blend": lambda v: check_number("--blend", v, low=0, high=1),
+                  "alpha": lambda v: check_number("--alpha", v, low=0),
+                  "beta": lambda v: check_number("--beta", v, low=0),
+                  "probe-step": lambda v: check_number("--probe-step", v, low=0, low_open=True),
+                  "probe": lambda v: check_choice("--probe", v, PROBE_SIGNS),
+                  "label-rule": lambda v: check_choice("--label-rule", v, LABEL_RULES),
+                  "no-refine": lambda v: False}
+        fields = {"probe-step": "k", "label-rule": "label_rule", "no-refine": "refine_labels"}
+        return replace(settings, **{fields.get(k, k): checks[k](v) for k, v in given.items()})
 
     def validate(self) -> None:
         """Check names and numbers that need no data (before anything is loaded or written)."""
@@ -125,6 +170,10 @@ class HFLConfig:
         if self.local_batch_size is not None:
             check_int("--local-batch-size", self.local_batch_size, low=1)
         resolve_device(self.device)
+        check_int("--clients", self.clients, low=1, high=10_000)
+        if self.clients > 1 and self.attack != "fedleak":
+            raise SplitlabError("--clients (secure aggregation) applies to fedleak only")
+        check_int("--pretrain-epochs", self.pretrain_epochs, low=0, high=10_000)
 
 
 ATTACK_CLASSES = {
@@ -132,6 +181,7 @@ ATTACK_CLASSES = {
     InvGradSettings: InvertingGradients,
     AWASettings: AWA,
     AGICSettings: AGIC,
+    FedLeakSettings: FedLeak,
 }
 """Settings type -> attack class: `make_attack` dispatches on it (one line per attack)."""
 
@@ -168,9 +218,10 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     config.validate()
     settings = config.settings()
     data = datasets.load(config.dataset, "train", config.data_root)
-    if config.index + config.batch_size > len(data):
+    images = config.clients * config.batch_size                 # every aggregated client's batch
+    if config.index + images > len(data):
         raise SplitlabError(f"--batch-size {config.batch_size} from --index {config.index} needs "
-                            f"{config.index + config.batch_size} images but the {config.dataset} train split "
+                            f"{config.index + images} images but the {config.dataset} train split "
                             f"has {len(data)}")
     local_batch = config.local_batch_size
     if config.observe == "fedavg" and local_batch is not None and local_batch > config.batch_size:
@@ -178,18 +229,24 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     device = resolve_device(config.device)
     spec = datasets.dataset_spec(config.dataset)
     model = build_hfl_model(config.arch, spec.image_shape, spec.num_classes, seed=config.seed).to(device, dtype)
-    x = data.images[config.index:config.index + config.batch_size].to(device, dtype)
-    y = data.labels[config.index:config.index + config.batch_size].to(device)
+    if config.pretrain_epochs:
+        pretrain(model, datasets.load(config.dataset, "test", config.data_root), epochs=config.pretrain_epochs,
+                 seed=config.seed)
+    x = data.images[config.index:config.index + images].to(device, dtype)
+    y = data.labels[config.index:config.index + images].to(device)
     defence = parse_defence(config.defence)
     noise = torch.Generator().manual_seed(config.seed + 1)
     reveal = config.labels == "known"
     if config.observe == "fedsgd":
-        observation = observe_fedsgd(model, x, y, arch=config.arch, defence=defence, generator=noise,
-                                     reveal_labels=reveal)
+        def upload(x, y):
+            return observe_fedsgd(model, x, y, arch=config.arch, defence=defence, generator=noise,
+                                  reveal_labels=reveal)
     else:
-        observation = observe_fedavg(model, x, y, lr=config.local_lr, epochs=config.local_epochs,
-                                     batch_size=config.local_batch_size or config.batch_size, arch=config.arch,
-                                     defence=defence, generator=noise, reveal_labels=reveal)
+        def upload(x, y):
+            return observe_fedavg(model, x, y, lr=config.local_lr, epochs=config.local_epochs,
+                                  batch_size=config.local_batch_size or config.batch_size, arch=config.arch,
+                                  defence=defence, generator=noise, reveal_labels=reveal)
+    observation = observe_clients(upload, x, y, config.clients)
     attack = make_attack(settings)
     attack.check(observation)
     return Prepared(config, settings, attack, defence, observation, x, y, data.provenance, device)

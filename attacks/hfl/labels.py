@@ -25,7 +25,7 @@ from torch.func import functional_call
 
 from attacks.hfl.observations import FedSGDObservation, check_requirements
 
-__all__ = ["idlg_labels", "count_labels", "recover_labels"]
+__all__ = ["idlg_labels", "count_labels", "fedleak_labels", "recover_labels"]
 
 
 def _final_layer(observation: FedSGDObservation) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -65,6 +65,28 @@ def count_labels(observation: FedSGDObservation, *, probes: int = 64, seed: int 
     estimate = (batch * (mean_prediction.to(signal.device) - signal)).clamp_min(0)
     counts = _largest_remainder(estimate, batch)
     return torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
+
+
+def fedleak_labels(observation: FedSGDObservation) -> torch.Tensor:
+    """FedLeak's rule (Sec. 5, after GradInversion): s_j = column sum over features of the final layer's
+    weight gradient for class j (dL/dW is stored classes x features here, so a row sum). B <= N classes:
+    the B classes with the most negative s_j, ascending (distinct labels assumed). B > N: counts
+    c_j = floor(B (s_j - m) / sum_j (s_j - m)) with m = K max(dL/dW) (the paper's "max W" read as the
+    largest gradient entry, subtracted from each of the K summed entries), then one more sample at a
+    time of the class with the lowest s_j not yet topped up (cycling) until there are B. Shape (B,), sorted."""
+    weight_grad, _ = _final_layer(observation)
+    sums = weight_grad.double().sum(dim=1)
+    batch, classes = observation.batch_size, sums.numel()
+    if batch <= classes:
+        return torch.sort(torch.argsort(sums)[:batch]).values
+    shifted = sums - weight_grad.shape[1] * weight_grad.double().max()
+    counts = torch.floor(batch * shifted / shifted.sum()).long().clamp_min(0)
+    order = torch.argsort(sums)
+    i = 0
+    while int(counts.sum()) < batch:
+        counts[order[i % classes]] += 1
+        i += 1
+    return torch.repeat_interleave(torch.arange(classes, device=counts.device), counts)
 
 
 def _largest_remainder(estimate: torch.Tensor, total: int) -> torch.Tensor:

@@ -118,6 +118,8 @@ class Upload:
     """Number of examples the client trained on."""
     defence: str = "none"
     labels: torch.Tensor | None = None
+    clients: int = 1
+    """Clients whose uploads were summed into this one (secure aggregation, `attacks.hfl.secagg`)."""
     carries = frozenset()
     """Capabilities this kind of upload adds to the model's."""
 

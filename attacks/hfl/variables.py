@@ -7,23 +7,28 @@ import torch
 
 from attacks.hfl.observations import Observation
 
-__all__ = ["TRIAL_MODES", "initial_variables", "engine_context"]
+__all__ = ["TRIAL_MODES", "INITIALISATIONS", "initial_variables", "engine_context"]
 
 TRIAL_MODES = ("auto", "batched", "sequential")
 
 
+INITIALISATIONS = ("normal", "uniform")
+
+
 def initial_variables(observation: Observation, restarts: int, seed: int, *, label_logits: bool,
-                      init: Mapping[str, torch.Tensor] | None = None,
-                      distribution: str = "normal") -> dict[str, torch.Tensor]:
-    """x ~ N(0, 1) (or U(0, 1) with `distribution="uniform"`) of shape (R, B, C, H, W) (and label logits
-    ~ N(0, 1), (R, B, K), for DLG).
+                      init: Mapping[str, torch.Tensor] | None = None, images: str = "normal"
+                      ) -> dict[str, torch.Tensor]:
+    """x ~ N(0, 1) (`images="uniform"`: U(0, 1), FedLeak) of shape (R, B, C, H, W), and label logits
+    ~ N(0, 1), (R, B, K), for DLG.
 
     Drawn on the CPU from a generator seeded with `seed`, then moved to the model's device and dtype,
     so a seed gives the same start on every device and in both trial modes. `init` overrides any of them.
     """
+    if images not in INITIALISATIONS:
+        raise ValueError(f"unknown image initialisation {images!r}; use {' or '.join(INITIALISATIONS)}")
     model = observation.model
     generator = torch.Generator().manual_seed(seed)
-    draw = {"normal": torch.randn, "uniform": torch.rand}[distribution]
+    draw = torch.randn if images == "normal" else torch.rand
     variables = {"x": draw(restarts, observation.batch_size, *model.input_shape, generator=generator,
                            dtype=torch.float64)}
     if label_logits:

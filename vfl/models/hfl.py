@@ -11,6 +11,8 @@ dataset's channels, image size and number of classes.
   BN, bias-free convs, global average pool, Linear (He et al. 2016, as the IG/breaching zoos use it
   for CIFAR): 11,173,962 parameters for 3x32x32 and 10 classes.
 - `resnet10`: the same with BasicBlocks [1,1,1,1]: 4,902,090 parameters for 1-channel 10-class input.
+- `resnet10x3`: ResNet10 with every width times 3 (FedLeak, Table 8, "ResNet10_x3"; `ResNet(width=)`
+  takes any multiplier).
 
 Attacks run these models with BatchNorm in eval mode (running statistics fixed; at initialisation
 mean 0, variance 1), for the client that computes the upload and for the attacker alike, as
@@ -134,11 +136,13 @@ class ResNet(nn.Module):
     BasicBlocks with widths 64, 128, 256, 512 (stride 1, 2, 2, 2), global average pool, Linear.
     Convolutions are bias-free (BN follows); Kaiming-normal (fan_out) conv init as torchvision."""
 
-    def __init__(self, blocks: tuple[int, int, int, int], channels: int = 3, num_classes: int = 10):
+    def __init__(self, blocks: tuple[int, int, int, int], channels: int = 3, num_classes: int = 10, width: int = 1):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(channels, 64, 3, padding=1, bias=False), BatchNorm2d(64), nn.ReLU())
-        stages, cin = [], 64
-        for i, (n, cout) in enumerate(zip(blocks, (64, 128, 256, 512))):
+        widths = tuple(width * w for w in (64, 128, 256, 512))          # FedLeak's ResNet10_x3, _x5
+        self.stem = nn.Sequential(nn.Conv2d(channels, widths[0], 3, padding=1, bias=False), BatchNorm2d(widths[0]),
+                                  nn.ReLU())
+        stages, cin = [], widths[0]
+        for i, (n, cout) in enumerate(zip(blocks, widths)):
             layers = []
             for j in range(n):
                 layers.append(BasicBlock(cin, cout, stride=2 if (i > 0 and j == 0) else 1))
@@ -146,7 +150,7 @@ class ResNet(nn.Module):
             stages.append(nn.Sequential(*layers))
         self.stages = nn.Sequential(*stages)
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
+        self.fc = nn.Linear(widths[-1], num_classes)
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -179,6 +183,8 @@ HFL_MODELS: dict[str, HFLModelSpec] = {
                      "CIFAR-style ResNet-18 (He et al. 2016)"),
         HFLModelSpec("resnet10", lambda shape, k: ResNet((1, 1, 1, 1), shape[0], k), 8,
                      "CIFAR-style ResNet10, BasicBlocks [1,1,1,1]", total_params=4_902_090),
+        HFLModelSpec("resnet10x3", lambda shape, k: ResNet((1, 1, 1, 1), shape[0], k, width=3), 8,
+                     "ResNet10 at 3x width, 192-1536 channels (FedLeak's ResNet10_x3)", total_params=44_049_994),
     )
 }
 
