@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from attacks.hfl.settings import DLGSettings, InvGradSettings
+from attacks.hfl.tgias_settings import TGIAsSettings
 from attacks.split import fsha, unsplit
 from vfl.errors import SplitlabError, lookup
 
@@ -54,10 +55,17 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "8 restarts"),
     Preset("invgrad.quick", "invgrad", lambda: InvGradSettings("invgrad.quick", iterations=200, restarts=2),
            "ours: 200 iterations x 2 restarts (recognisable digits on the ConvNet at batch 1)"),
+    Preset("tgias-ro.paper", "tgias-ro", lambda: TGIAsSettings("tgias-ro.paper"),
+           "TGIAs-RO App. C.3: T = 10, coordinate-wise median, linear layer ramp, L-BFGS lr 1, R_l = one step of "
+           "max_iter 20, R_g = 300 (dlg.original's budget per copy)"),
+    Preset("tgias-ro.quick", "tgias-ro", lambda: TGIAsSettings("tgias-ro.quick", aggregator="joint", rounds=20,
+                                                               ramp=False),
+           "ours: the joint form (Eq. 5), T = 10, 20 L-BFGS steps of max_iter 20 (400 iterations), uniform layer "
+           "weights (the issue's calibration)"),
 )}
 
 DEFAULT_PRESET = {"unsplit": "unsplit.jast", "fsha": "fsha.quick", "dlg": "dlg.original", "idlg": "idlg.original",
-                  "invgrad": "invgrad.quick"}
+                  "invgrad": "invgrad.quick", "tgias-ro": "tgias-ro.quick"}
 """What a command runs without --preset: the paper's settings where they fit a laptop, else the quick ones."""
 
 

@@ -4,7 +4,7 @@ of blocks, and trials run together along a leading dimension.
     from attacks.engine import Objective, Block, Schedule, run
 """
 from attacks.engine.lbfgs import BatchedLBFGS
-from attacks.engine.loop import Block, EngineResult, Schedule, auto_mode, run
+from attacks.engine.loop import Block, Consensus, EngineResult, Schedule, auto_mode, run
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, TopMagnitude
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, GradientBlend, Hook, SignedGradients, StepDecay
@@ -17,4 +17,5 @@ __all__ = [
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp", "GradientBlend",
     "tv_l1", "tv_squared", "l2", "BNStatistics", "ActivationL1",
     "FedSGDGradient", "FedAvgUpdate", "CutActivations", "task_loss",
+    "Consensus",
 ]

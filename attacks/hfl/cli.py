@@ -33,15 +33,27 @@ def hfl_command(
     defence: str = typer.Option("none", "--defence", help="Client defence on the upload: none, "
                                 "gaussian:sigma=S[,clip=C], topk:keep=F, quant:bits=N."),
     observe: str = typer.Option("fedsgd", "--observe", help=f"What the server sees: {' or '.join(OBSERVATIONS)} "
-                                "(FedAvg: the update after local SGD)."),
+                                "(FedAvg: the update after local SGD; rounds: a FedSGD trace, tgias-ro)."),
     local_lr: float = typer.Option(1e-4, "--local-lr", help="FedAvg local learning rate."),
     local_epochs: int = typer.Option(1, "--local-epochs", help="FedAvg local epochs."),
     local_batch_size: Optional[int] = typer.Option(None, "--local-batch-size", help="FedAvg mini-batch size "
                                                    "(default: the whole batch)."),
-    labels: str = typer.Option("recovered", "--labels", help=f"invgrad: {' or '.join(LABEL_KNOWLEDGE)} "
-                               "(recovered: iDLG at batch 1, a counting rule at larger batches)."),
+    labels: str = typer.Option("recovered", "--labels", help=f"invgrad, tgias-ro: {' or '.join(LABEL_KNOWLEDGE)} "
+                               "(recovered: iDLG at batch 1, a counting rule at larger batches; tgias-ro: last-layer label "
+                               "optimisation)."),
     trials: str = typer.Option("auto", "--trials", help=f"Restarts {', '.join(TRIAL_MODES)} (auto: the faster mode by "
                                "the engine's measured rule)."),
+    temporal: Optional[int] = typer.Option(None, "--temporal", help="tgias-ro: temporal gradients T of the target "
+                                           "batch (default: the preset's, 10)."),
+    clients: int = typer.Option(4, "--clients", help="--observe rounds: FL clients K; client 0 holds the target batch."),
+    sample_fraction: float = typer.Option(1.0, "--sample-fraction", help="--observe rounds: fraction of clients "
+                                          "sampled per round."),
+    server_lr: float = typer.Option(0.1, "--server-lr", help="--observe rounds: the server's SGD learning rate."),
+    aggregator: Optional[str] = typer.Option(None, "--aggregator", help="tgias-ro: joint (Eq. 5) or Algorithm 1 "
+                                             "with mean, median, trimmed or krum (default: the preset's)."),
+    invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
+    invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (a trained model's "
+                                     "gradient), other-batch or noise."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
@@ -50,7 +62,8 @@ def hfl_command(
                        observe=observe, local_lr=local_lr, local_epochs=local_epochs,
                        local_batch_size=local_batch_size, labels=labels, trials=trials, seed=opts.seed,
                        device=opts.device,
-                       data_root=opts.root)
+                       data_root=opts.root, temporal=temporal, clients=clients, sample_fraction=sample_fraction,
+                       server_lr=server_lr, aggregator=aggregator, invalid=invalid, invalid_kind=invalid_kind)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

@@ -8,7 +8,7 @@ only) and writes the run directory.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -19,6 +19,9 @@ from attacks.hfl.dlg import DLG
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
 from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
+from attacks.hfl.tgias import TGIAsRO
+from attacks.hfl.tgias_experiment import observe_for, tgias_settings, validate_trace
+from attacks.hfl.tgias_settings import TGIAsSettings
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.presets import preset
@@ -31,8 +34,8 @@ from vfl.validate import check_int, check_number
 
 __all__ = ["HFLConfig", "Prepared", "prepare", "execute", "make_attack", "ATTACKS", "OBSERVATIONS", "LABEL_KNOWLEDGE"]
 
-ATTACKS = ("dlg", "idlg", "invgrad")
-OBSERVATIONS = ("fedsgd", "fedavg")
+ATTACKS = ("dlg", "idlg", "invgrad", "tgias-ro")
+OBSERVATIONS = ("fedsgd", "fedavg", "rounds")
 LABEL_KNOWLEDGE = ("recovered", "known")
 
 
@@ -65,6 +68,17 @@ class HFLConfig:
     seed: int = 0
     device: str = "auto"
     data_root: str | None = None
+    temporal: int | None = None
+    """tgias-ro: temporal gradients T (the trace runs until the target batch came back T times)."""
+    clients: int = 4
+    """--observe rounds: FL clients K (client 0 holds the target batch)."""
+    sample_fraction: float = 1.0
+    server_lr: float = 0.1
+    aggregator: str | None = None
+    """tgias-ro: joint (Eq. 5) or Algorithm 1's mean, median, trimmed, krum; None keeps the preset's."""
+    invalid: int = 0
+    """tgias-ro: how many of the T temporal gradients are invalid (the last ones)."""
+    invalid_kind: str = "other-batch"
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""
@@ -74,6 +88,8 @@ class HFLConfig:
             check_int("--restarts", self.restarts, low=1, high=10_000)
         if self.iterations is not None:
             check_int("--iterations", self.iterations, low=1, high=10_000_000)
+        if isinstance(settings, TGIAsSettings):
+            return tgias_settings(settings, self)
         if self.restarts is not None:
             settings = replace(settings, restarts=self.restarts)
         if self.iterations is not None:
@@ -98,8 +114,9 @@ class HFLConfig:
             raise SplitlabError(f"unknown observation {self.observe!r}; use --observe {' or '.join(OBSERVATIONS)}")
         if self.labels not in LABEL_KNOWLEDGE:
             raise SplitlabError(f"unknown label knowledge {self.labels!r}; use --labels {' or '.join(LABEL_KNOWLEDGE)}")
-        if self.labels == "known" and self.attack != "invgrad":
-            raise SplitlabError(f"--labels known applies to invgrad only ({self.attack} finds its labels itself)")
+        if self.labels == "known" and self.attack not in ("invgrad", "tgias-ro"):
+            raise SplitlabError(f"--labels known applies to invgrad and tgias-ro only ({self.attack} finds its "
+                                "labels itself)")
         if self.trials not in TRIAL_MODES:
             raise SplitlabError(f"unknown trials mode {self.trials!r}; use --trials {' or '.join(TRIAL_MODES)}")
         check_int("--batch-size", self.batch_size, low=1, high=100_000)
@@ -110,10 +127,19 @@ class HFLConfig:
         if self.local_batch_size is not None:
             check_int("--local-batch-size", self.local_batch_size, low=1)
         resolve_device(self.device)
+        validate_trace(self)
 
 
-def make_attack(settings: Settings) -> DLG | InvertingGradients:
-    return DLG(settings) if isinstance(settings, DLGSettings) else InvertingGradients(settings)
+ATTACK_BY_SETTINGS = {
+    DLGSettings: DLG,
+    InvGradSettings: InvertingGradients,
+    TGIAsSettings: TGIAsRO,
+}
+"""Settings type -> attack class: each attack adds its line."""
+
+
+def make_attack(settings: Settings):
+    return ATTACK_BY_SETTINGS[type(settings)](settings)
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,6 +155,8 @@ class Prepared:
     labels: torch.Tensor
     provenance: str
     device: torch.device
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Facts of the observation for metrics.json (e.g. a trace's rounds and alignment accuracy)."""
 
     def record(self) -> dict[str, Any]:
         """The resolved config for config.json."""
@@ -159,7 +187,11 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     defence = parse_defence(config.defence)
     noise = torch.Generator().manual_seed(config.seed + 1)
     reveal = config.labels == "known"
-    if config.observe == "fedsgd":
+    facts: dict[str, Any] = {}
+    if config.observe == "rounds":
+        trace, facts = observe_for(config, model, data, defence, reveal, settings.temporal)
+        observation = trace.log
+    elif config.observe == "fedsgd":
         observation = observe_fedsgd(model, x, y, arch=config.arch, defence=defence, generator=noise,
                                      reveal_labels=reveal)
     else:
@@ -168,7 +200,7 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
                                      defence=defence, generator=noise, reveal_labels=reveal)
     attack = make_attack(settings)
     attack.check(observation)
-    return Prepared(config, settings, attack, defence, observation, x, y, data.provenance, device)
+    return Prepared(config, settings, attack, defence, observation, x, y, data.provenance, device, facts)
 
 
 def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | Unavailable | None = None,
@@ -181,7 +213,8 @@ def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | 
     return attack_and_score(prepared.attack, prepared.observation, prepared.images, prepared.labels, run=run,
                             seed=c.seed, mode=c.trials, progress=progress, lpips=lpips, fid=fid,
                             extra={"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
-                                   "defence": prepared.defence.spec, "observation": prepared.observation.kind},
+                                   "defence": prepared.defence.spec, "observation": prepared.observation.kind,
+                                   **prepared.facts},
                             title=f"{prepared.attack.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, "
                                   f"defence {prepared.defence.spec}")
 
