@@ -163,24 +163,22 @@ def _flat(obs: FedSGDObservation) -> torch.Tensor:
 
 def align(uploads: Sequence[FedSGDObservation], *, threshold: float = 0.5,
           labels: Callable[[FedSGDObservation], torch.Tensor] = count_labels) -> list[int]:
-    """Cluster ids of the uploads: same label multiset, and cosine similarity >= `threshold` with the
-    cluster's latest member (gradients of one batch at nearby weights point the same way)."""
-    clusters: list[tuple[tuple[int, ...], int]] = []        # (multiset, index of latest member)
+    """Cluster ids of the uploads, in order: an upload joins the cluster of the same label multiset whose
+    latest member it is most cosine-similar to, if that similarity is >= `threshold` (gradients of one
+    batch at nearby weights point the same way), else it opens a new cluster."""
+    latest: list[tuple[tuple[int, ...], torch.Tensor]] = []       # (multiset, flat gradient of latest member)
     out = []
-    for i, obs in enumerate(uploads):
-        multiset = tuple(sorted(labels(obs).tolist()))
-        g = _flat(obs)
-        chosen = None
-        for c, (key, last) in enumerate(clusters):
-            if key == multiset and float(torch.nn.functional.cosine_similarity(g, _flat(uploads[last]), 0)) >= threshold:
-                chosen = c
-                break
-        if chosen is None:
-            clusters.append((multiset, i))
-            chosen = len(clusters) - 1
+    for obs in uploads:
+        multiset, g = tuple(sorted(labels(obs).tolist())), _flat(obs)
+        scores = [float(torch.nn.functional.cosine_similarity(g, h, 0)) if key == multiset else -2.0
+                  for key, h in latest]
+        best = max(range(len(scores)), key=scores.__getitem__, default=None)
+        if best is None or scores[best] < threshold:
+            latest.append((multiset, g))
+            out.append(len(latest) - 1)
         else:
-            clusters[chosen] = (multiset, i)
-        out.append(chosen)
+            latest[best] = (multiset, g)
+            out.append(best)
     return out
 
 
