@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, run
+from attacks.engine import LBFGS, Block, Consensus, Objective, Schedule, SquaredL2, run
 from attacks.engine.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 from attacks.hfl.aggregators import aggregator, krum, median, trimmed_mean
 from attacks.hfl.dlg import DLG
@@ -16,21 +16,10 @@ from attacks.hfl.observations import RoundLog, observe_fedsgd
 from attacks.hfl.tgias import TGIAsRO, layer_ramp
 from attacks.hfl.trace import align, alignment_accuracy, observe_trace
 from attacks.presets import names_for, settings as preset
-from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
 from splitlab.cli import app
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def mnist():
-    return datasets.load("mnist5k")
-
-
-@pytest.fixture(scope="module")
-def lenet():
-    return build_hfl_model("lenet", seed=0)
 
 
 # --- aggregators -------------------------------------------------------------------------------------
@@ -59,7 +48,7 @@ def test_the_median_breaks_down_at_half_outliers():
 
 
 def test_krum_returns_one_of_its_inputs_and_an_inlier():
-    centre, points = _inliers_and_outliers(3)
+    _, points = _inliers_and_outliers(3)
     out = krum(points, f=3)
     assert any(torch.equal(out, p) for p in points[3:])
     assert torch.equal(krum(points[:1], f=3), points[0])
