@@ -188,9 +188,13 @@ def _hfl(out, *args):
 
 def test_cli_run_records_the_trace(tmp_path):
     result = _hfl(tmp_path / "run", "--observe", "rounds", "--temporal", "2", "--iterations", "2", "--batch-size", "2",
-                  "--labels", "known", "--invalid", "1", "--invalid-kind", "noise", "--clients", "3")
+                  "--labels", "known", "--invalid", "1", "--invalid-kind", "noise", "--clients", "3",
+                  "--aggregator", "trimmed", "--trim-beta", "0", "--local-steps", "2", "--carry-state", "--layer-ramp")
     assert result.exit_code == 0, result.output
     m = json.loads(result.stdout)["metrics"]
+    preset_record = json.loads((tmp_path / "run" / "config.json").read_text())["config"]["preset"]
+    assert (preset_record["beta"], preset_record["local_steps"], preset_record["reset"], preset_record["ramp"]) == \
+        (0.0, 2, False, True) and m["steps"] == 4
     assert m["label_rule"] == "known" and m["invalid"] == 1 and m["invalid_kind"] == "noise"
     assert len(m["target_rounds"]) == 2 and m["extras"]["temporal"] == 2 and m["observation"] == "rounds"
 
@@ -203,6 +207,8 @@ def test_cli_run_records_the_trace(tmp_path):
     (["--observe", "rounds", "--invalid-kind", "zeros"], "--invalid-kind must be one of"),
     (["--observe", "rounds", "--restarts", "2"], "--restarts does not apply to tgias-ro"),
     (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
+    (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),
+    (["--observe", "rounds", "--local-steps", "0"], "--local-steps must be"),
 ])
 def test_bad_input_exits_2(tmp_path, args, message):
     result = _hfl(tmp_path / "run", *args)

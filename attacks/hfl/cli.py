@@ -54,6 +54,15 @@ def hfl_command(
     invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
     invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (a trained model's "
                                      "gradient), other-batch or noise."),
+    local_steps: Optional[int] = typer.Option(None, "--local-steps", help="tgias-ro Algorithm 1: R_l, L-BFGS steps "
+                                              "per copy per round (default: the preset's, 1)."),
+    layer_ramp: Optional[bool] = typer.Option(None, "--layer-ramp/--uniform-layers", help="tgias-ro: linearly "
+                                              "increasing layer weights or uniform ones (default: the preset's)."),
+    trim_beta: Optional[float] = typer.Option(None, "--trim-beta", help="tgias-ro trimmed mean: fraction dropped "
+                                              "at each end (default 0.3)."),
+    krum_f: Optional[int] = typer.Option(None, "--krum-f", help="tgias-ro Krum: invalid copies it expects (default 3)."),
+    carry_state: bool = typer.Option(False, "--carry-state", help="tgias-ro Algorithm 1: keep the L-BFGS state "
+                                     "across each aggregation (default: fresh every round)."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
@@ -63,7 +72,9 @@ def hfl_command(
                        local_batch_size=local_batch_size, labels=labels, trials=trials, seed=opts.seed,
                        device=opts.device,
                        data_root=opts.root, temporal=temporal, clients=clients, sample_fraction=sample_fraction,
-                       server_lr=server_lr, aggregator=aggregator, invalid=invalid, invalid_kind=invalid_kind)
+                       server_lr=server_lr, aggregator=aggregator, invalid=invalid, invalid_kind=invalid_kind,
+                       local_steps=local_steps, layer_ramp=layer_ramp, trim_beta=trim_beta, krum_f=krum_f,
+                       carry_state=carry_state)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

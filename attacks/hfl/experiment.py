@@ -79,6 +79,14 @@ class HFLConfig:
     invalid: int = 0
     """tgias-ro: how many of the T temporal gradients are invalid (the last ones)."""
     invalid_kind: str = "other-batch"
+    local_steps: int | None = None
+    """tgias-ro Algorithm 1: R_l, L-BFGS steps per copy per round; None keeps the preset's."""
+    layer_ramp: bool | None = None
+    """tgias-ro: linearly increasing layer weights (True) or uniform (False); None keeps the preset's."""
+    trim_beta: float | None = None
+    krum_f: int | None = None
+    carry_state: bool = False
+    """tgias-ro Algorithm 1: keep the L-BFGS state across the aggregation (default: fresh every round)."""
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""

@@ -26,7 +26,8 @@ paper's "trained" models are trained "with standard settings" (unstated); 5 epoc
 
 
 def tgias_settings(settings: TGIAsSettings, config) -> TGIAsSettings:
-    """The preset with the config's overrides: --temporal, --aggregator, --iterations (R_g)."""
+    """The preset with the config's overrides: --temporal, --aggregator, --iterations (R_g), --local-steps (R_l),
+    --layer-ramp, --trim-beta, --krum-f, --carry-state."""
     if config.restarts is not None:
         raise SplitlabError("--restarts does not apply to tgias-ro (Algorithm 1's trials are its temporal copies)")
     if config.tv is not None:
@@ -37,6 +38,17 @@ def tgias_settings(settings: TGIAsSettings, config) -> TGIAsSettings:
         settings = replace(settings, aggregator=check_choice("--aggregator", config.aggregator, FORMS))
     if config.iterations is not None:
         settings = replace(settings, rounds=config.iterations)
+    if config.local_steps is not None:
+        settings = replace(settings, local_steps=check_int("--local-steps", config.local_steps, low=1, high=100_000))
+    if config.layer_ramp is not None:
+        settings = replace(settings, ramp=config.layer_ramp)
+    if config.trim_beta is not None:
+        settings = replace(settings, beta=check_number("--trim-beta", config.trim_beta, low=0, high=0.5,
+                                                       high_open=True))
+    if config.krum_f is not None:
+        settings = replace(settings, krum_f=check_int("--krum-f", config.krum_f, low=0, high=1000))
+    if config.carry_state:
+        settings = replace(settings, reset=False)
     return settings
 
 
