@@ -209,6 +209,7 @@ def test_cli_run_records_the_trace(tmp_path):
     (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
     (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),
     (["--observe", "rounds", "--local-steps", "0"], "--local-steps must be"),
+    (["--observe", "rounds", "--aggregator", "median", "--trials", "sequential"], "applies to the joint form only"),
 ])
 def test_bad_input_exits_2(tmp_path, args, message):
     result = _hfl(tmp_path / "run", *args)

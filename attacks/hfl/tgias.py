@@ -104,8 +104,9 @@ class TGIAsRO:
             consensus = Consensus(("x",), lambda v: {"x": _agree(combine, v["x"]).expand_as(v["x"])}, reset=s.reset)
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.rounds, consensus=consensus)
             objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
-            result = run(objective, copies, target, schedule, mode="batched", per_trial_target=True,
-                         progress=progress, description=description)
+            # the engine refuses "sequential": the consensus needs every copy at once
+            result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
+                         per_trial_target=True, progress=progress, description=description)
             answer, mode_run = _agree(combine, result.best["x"]).unsqueeze(0), "batched"
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)

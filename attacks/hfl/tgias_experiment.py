@@ -49,6 +49,9 @@ def tgias_settings(settings: TGIAsSettings, config) -> TGIAsSettings:
         settings = replace(settings, krum_f=check_int("--krum-f", config.krum_f, low=0, high=1000))
     if config.carry_state:
         settings = replace(settings, reset=False)
+    if settings.aggregator != "joint" and config.trials == "sequential":
+        raise SplitlabError("--trials sequential applies to the joint form only (Algorithm 1 aggregates its copies "
+                            "between rounds, so they run together)")
     return settings
 
 
