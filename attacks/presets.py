@@ -12,6 +12,7 @@ from typing import Any, Callable
 from attacks.hfl.awa_settings import UNWEIGHTED, AGICSettings, AWASettings
 from attacks.hfl.settings import DLGSettings, InvGradSettings
 from attacks.hfl.fedleak_settings import FedLeakSettings
+from attacks.hfl.tgias_settings import TGIAsSettings
 from attacks.split import fsha, unsplit
 from vfl.errors import SplitlabError, lookup
 
@@ -75,11 +76,18 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            "beta 1e-4, probe +k grad/||grad|| (k = 0.01, ours), U(0,1) init, labels refined jointly"),
     Preset("fedleak.quick", "fedleak", lambda: FedLeakSettings("fedleak.quick", iterations=600, lr=0.1),
            "ours: fedleak.paper at Adam 0.1 for 600 iterations (lr 1e-4 cannot move a pixel far in a CPU budget)"),
+    Preset("tgias-ro.paper", "tgias-ro", lambda: TGIAsSettings("tgias-ro.paper"),
+           "TGIAs-RO App. C.3: T = 10, coordinate-wise median, linear layer ramp, L-BFGS lr 1, R_l = one step of "
+           "max_iter 20, R_g = 300 (dlg.original's budget per copy)"),
+    Preset("tgias-ro.quick", "tgias-ro", lambda: TGIAsSettings("tgias-ro.quick", aggregator="joint", rounds=20,
+                                                               ramp=False),
+           "ours: the joint form (Eq. 5), T = 10, 20 L-BFGS steps of max_iter 20 (400 iterations), uniform layer "
+           "weights (the issue's calibration)"),
 )}
 
 DEFAULT_PRESET = {"unsplit": "unsplit.jast", "fsha": "fsha.quick", "dlg": "dlg.original", "idlg": "idlg.original",
                   "invgrad": "invgrad.quick", "awa": "awa.quick", "agic": "agic.quick",
-                  "fedleak": "fedleak.quick"}
+                  "fedleak": "fedleak.quick", "tgias-ro": "tgias-ro.quick"}
 """What a command runs without --preset: the paper's settings where they fit a laptop, else the quick ones."""
 
 

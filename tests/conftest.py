@@ -20,3 +20,17 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    """mnist5k's train split (the HFL attacks' client batches)."""
+    from vfl import data as datasets
+    return datasets.load("mnist5k")
+
+
+@pytest.fixture(scope="module")
+def lenet():
+    """DLG's sigmoid LeNet, seed 0 (observations copy it; tests must not change it)."""
+    from vfl.models.hfl import build_hfl_model
+    return build_hfl_model("lenet", seed=0)

@@ -133,7 +133,7 @@ def test_fedleak_options_are_checked_and_dispatched():
     with pytest.raises(SplitlabError, match="fedleak only"):
         HFLConfig(attack="invgrad", arch="convnet", ratio=0.5).settings()
     with pytest.raises(SplitlabError, match="fedleak only"):
-        HFLConfig(attack="invgrad", arch="convnet", clients=2).validate()
+        HFLConfig(attack="invgrad", arch="convnet", secure_aggregation=2).validate()
 
 
 def test_the_activation_prior_on_the_simulators_pass_equals_its_own_forward_pass():

@@ -19,7 +19,6 @@ from attacks.metrics import label_accuracy, score
 from attacks.hfl.observations import (FedSGDObservation, check_requirements, observe_fedavg, observe_fedsgd,
                                       observe_rounds)
 from attacks.presets import PRESETS, names_for, settings as preset
-from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.models import describe_hfl
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, final_linear
@@ -29,16 +28,6 @@ runner = CliRunner()
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def mnist():
-    return datasets.load("mnist5k")
-
-
-@pytest.fixture(scope="module")
-def lenet():
-    return build_hfl_model("lenet", seed=0)
 
 
 def _psnr(model, x, y, settings, defence="none", seed=0):

@@ -38,8 +38,8 @@ ARCH_OPTION = typer.Option("cnn", "--arch", help="Architecture (see `splitlab mo
 CUT_OPTION = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut.")
 EPOCHS_OPTION = typer.Option(10, "--epochs", help="Training epochs.")
 ITERATIONS_OPTION = typer.Option(None, "--iterations", help="Override the preset's iteration count (UnSplit rounds, "
-                                 "FSHA protocol rounds, DLG/iDLG L-BFGS steps, Inverting Gradients and FedLeak "
-                                 "Adam steps).")
+                                 "FSHA protocol rounds, DLG/iDLG L-BFGS steps, Inverting Gradients, FedLeak, AWA and "
+                                 "AGIC Adam steps, TGIAs-RO global rounds R_g).")
 OVERWRITE_OPTION = typer.Option(False, "--overwrite", help="Empty a non-empty --out directory and write this run "
                                 "there (without it, a non-empty --out is refused).")
 LPIPS_OPTION = typer.Option(None, "--lpips-weights", help="AlexNet weights for LPIPS (default: the torch hub cache; "

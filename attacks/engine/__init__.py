@@ -4,7 +4,7 @@ of blocks, and trials run together along a leading dimension.
     from attacks.engine import Objective, Block, Schedule, run
 """
 from attacks.engine.lbfgs import BatchedLBFGS
-from attacks.engine.loop import Block, EngineResult, Schedule, auto_mode, run
+from attacks.engine.loop import Block, Consensus, EngineResult, Schedule, auto_mode, run
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, TopMagnitude
 from attacks.engine.matches import GlobalTopMagnitude, subset_of
 from attacks.engine.priors import activation_l1
@@ -25,4 +25,5 @@ __all__ = [
     "Bound", "Replication", "epoch_problem", "interpolated_path", "plan_replication",
     "EnhancedSquaredL2", "LayerGroups", "enhancement_counts", "ramp",
     "GlobalTopMagnitude", "subset_of", "activation_l1", "Simulated",
+    "Consensus",
 ]

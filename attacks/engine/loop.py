@@ -59,9 +59,28 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Consensus:
+    """Between rounds, overwrite variables of every trial with an agreement over the trials (TGIAs-RO's
+    data-space aggregation of its temporal copies): `combine(name -> (R, ...)) -> name -> (R, ...)`.
+
+    The values are written in place, so an optimiser may carry its state across the jump (`reset=False`)
+    or start afresh every round (`reset=True`; L-BFGS history carried over such a jump can blow up).
+    """
+    names: tuple[str, ...]
+    combine: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+    reset: bool = True
+
+
+@dataclass(frozen=True)
 class Schedule:
     blocks: tuple[Block, ...]
     rounds: int = 1
+    consensus: Consensus | None = None
+    """Called after every round (the last one included); None: the trials stay independent."""
+
+    def __post_init__(self) -> None:
+        if self.consensus is not None and self.consensus.reset and any(b.decay for b in self.blocks):
+            raise ValueError("a consensus that resets optimiser state cannot keep a step decay")
 
     @property
     def steps(self) -> int:
@@ -329,6 +348,18 @@ def _lbfgs_step(state: _Trials, run: _BlockRun) -> None:
         hook.after_step(params)
 
 
+def _agree(state: _Trials, runs: list[_BlockRun], consensus: Consensus) -> None:
+    """Overwrite the consensus variables in place (optimisers hold references to them), then rebuild
+    every block's optimiser if the consensus asks for fresh state."""
+    with torch.no_grad():
+        agreed = consensus.combine({k: state.vars[k].detach() for k in consensus.names})
+        for k in consensus.names:
+            state.vars[k].copy_(agreed[k])
+    if consensus.reset:
+        for r in runs:
+            r.optimizer = r.block.optimizer.build(r.params if isinstance(r.block.optimizer, LBFGS) else r.aliases)
+
+
 PROGRESS_EVERY = 64
 """Steps between progress-bar updates: a rich update per step costs more than a small model's step."""
 
@@ -364,6 +395,8 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
                 if pending == PROGRESS_EVERY:
                     bar.advance(pending)
                     pending = 0
+        if schedule.consensus is not None:
+            _agree(state, runs, schedule.consensus)
     bar.advance(pending)
     with torch.enable_grad():
         final_terms = {k: v.detach().view(state.trials) for k, v in state.terms().items()}
@@ -432,6 +465,8 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
         raise ValueError(f"unknown trials mode {mode!r}; use {', '.join(MODES)}")
     if mode == "auto":
         mode = auto_mode(variables)
+    if mode == "sequential" and schedule.consensus is not None:
+        raise ValueError("a consensus between rounds needs all trials together; run it batched")
     for block in schedule.blocks:                   # a misspelt term name fails here, before any work
         objective.weights(block.terms)
     trials = _leaves(variables, list(variables))[0].shape[0]

@@ -35,14 +35,14 @@ def hfl_command(
     defence: str = typer.Option("none", "--defence", help="Client defence on the upload: none, "
                                 "gaussian:sigma=S[,clip=C], topk:keep=F, quant:bits=N, dp:epsilon=E[,delta=D]."),
     observe: str = typer.Option("fedsgd", "--observe", help=f"What the server sees: {' or '.join(OBSERVATIONS)} "
-                                "(FedAvg: the update after local SGD)."),
+                                "(FedAvg: the update after local SGD; rounds: a FedSGD trace, tgias-ro)."),
     local_lr: float = typer.Option(1e-4, "--local-lr", help="FedAvg local learning rate."),
     local_epochs: int = typer.Option(1, "--local-epochs", help="FedAvg local epochs."),
     local_batch_size: Optional[int] = typer.Option(None, "--local-batch-size", help="FedAvg mini-batch size "
                                                    "(default: the whole batch)."),
     labels: str = typer.Option("recovered", "--labels", help=f"{', '.join(KNOWN_LABELS)}: "
                                f"{' or '.join(LABEL_KNOWLEDGE)} (recovered: iDLG at batch 1, a counting rule at "
-                               "larger batches; awa and agic need known)."),
+                               "larger batches; awa and agic need known; tgias-ro: last-layer label optimisation)."),
     trials: str = typer.Option("auto", "--trials", help=f"Restarts {', '.join(TRIAL_MODES)} (auto: the faster mode by "
                                "the engine's measured rule)."),
     bo_trials: Optional[int] = typer.Option(None, "--bo-trials", help="awa: Bayesian-optimisation trials over Q "
@@ -67,10 +67,30 @@ def hfl_command(
                                              "(the counting rule, or FedLeak's column-sum rule; preset count)."),
     no_refine: bool = typer.Option(False, "--no-refine", help="fedleak: keep the inferred labels fixed "
                                    "(default: refine them jointly with the images)."),
-    clients: int = typer.Option(1, "--clients", help="fedleak: secure aggregation, the server sees the sum of this "
-                                "many clients' uploads (each --batch-size images)."),
+    secure_aggregation: int = typer.Option(1, "--secure-aggregation", help="fedleak: the server sees only the sum "
+                                           "of this many clients' uploads (each --batch-size images)."),
     pretrain_epochs: int = typer.Option(0, "--pretrain-epochs", help="Train the global model this many epochs on "
                                         "the dataset's test split first (pretrained weights)."),
+    temporal: Optional[int] = typer.Option(None, "--temporal", help="tgias-ro: temporal gradients T of the target "
+                                           "batch (default: the preset's, 10)."),
+    clients: int = typer.Option(4, "--clients", help="--observe rounds: FL clients K; client 0 holds the target batch."),
+    sample_fraction: float = typer.Option(1.0, "--sample-fraction", help="--observe rounds: fraction of clients "
+                                          "sampled per round."),
+    server_lr: float = typer.Option(0.1, "--server-lr", help="--observe rounds: the server's SGD learning rate."),
+    aggregator: Optional[str] = typer.Option(None, "--aggregator", help="tgias-ro: joint (Eq. 5) or Algorithm 1 "
+                                             "with mean, median, trimmed or krum (default: the preset's)."),
+    invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
+    invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (a trained model's "
+                                     "gradient), other-batch or noise."),
+    local_steps: Optional[int] = typer.Option(None, "--local-steps", help="tgias-ro Algorithm 1: R_l, L-BFGS steps "
+                                              "per copy per round (default: the preset's, 1)."),
+    layer_ramp: Optional[bool] = typer.Option(None, "--layer-ramp/--uniform-layers", help="tgias-ro: linearly "
+                                              "increasing layer weights or uniform ones (default: the preset's)."),
+    trim_beta: Optional[float] = typer.Option(None, "--trim-beta", help="tgias-ro trimmed mean: fraction dropped "
+                                              "at each end (default 0.3)."),
+    krum_f: Optional[int] = typer.Option(None, "--krum-f", help="tgias-ro Krum: invalid copies it expects (default 3)."),
+    carry_state: bool = typer.Option(False, "--carry-state", help="tgias-ro Algorithm 1: keep the L-BFGS state "
+                                     "across each aggregation (default: fresh every round)."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
@@ -81,8 +101,12 @@ def hfl_command(
                        device=opts.device,
                        data_root=opts.root, bo_trials=bo_trials, bo_random=bo_random, target_epoch=target_epoch,
                        ratio=ratio, selection=selection, blend=blend, alpha=alpha, beta=beta, probe_step=probe_step,
-                       probe=probe, label_rule=label_rule, no_refine=no_refine, clients=clients,
-                       pretrain_epochs=pretrain_epochs)
+                       probe=probe, label_rule=label_rule, no_refine=no_refine, secure_aggregation=secure_aggregation,
+                       pretrain_epochs=pretrain_epochs,
+                       temporal=temporal, clients=clients, sample_fraction=sample_fraction,
+                       server_lr=server_lr, aggregator=aggregator, invalid=invalid, invalid_kind=invalid_kind,
+                       local_steps=local_steps, layer_ramp=layer_ramp, trim_beta=trim_beta, krum_f=krum_f,
+                       carry_state=carry_state)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

@@ -8,7 +8,7 @@ only) and writes the run directory.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -26,6 +26,9 @@ from attacks.hfl.secagg import observe_clients
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
 from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
+from attacks.hfl.tgias import TGIAsRO
+from attacks.hfl.tgias_experiment import observe_for, tgias_settings, validate_trace
+from attacks.hfl.tgias_settings import TGIAsSettings
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.presets import preset
@@ -39,10 +42,10 @@ from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["HFLConfig", "Prepared", "prepare", "execute", "make_attack", "ATTACKS", "OBSERVATIONS", "LABEL_KNOWLEDGE"]
 
-ATTACKS = ("dlg", "idlg", "invgrad", "fedleak", "awa", "agic")
-OBSERVATIONS = ("fedsgd", "fedavg")
+ATTACKS = ("dlg", "idlg", "invgrad", "fedleak", "awa", "agic", "tgias-ro")
+OBSERVATIONS = ("fedsgd", "fedavg", "rounds")
 LABEL_KNOWLEDGE = ("recovered", "known")
-KNOWN_LABELS = ("invgrad", "fedleak", "awa", "agic")
+KNOWN_LABELS = ("invgrad", "fedleak", "awa", "agic", "tgias-ro")
 """Attacks that can be given the client's labels (--labels known)."""
 
 
@@ -96,10 +99,29 @@ class HFLConfig:
     label_rule: str | None = None
     no_refine: bool = False
     """FedLeak: keep the inferred labels fixed instead of refining them jointly."""
-    clients: int = 1
+    secure_aggregation: int = 1
     """Secure aggregation: the server sees the sum of this many clients' uploads (fedleak only)."""
     pretrain_epochs: int = 0
     """Train the global model this many epochs on the dataset's test split first ("pretrained" weights)."""
+    temporal: int | None = None
+    """tgias-ro: temporal gradients T (the trace runs until the target batch came back T times)."""
+    clients: int = 4
+    """--observe rounds: FL clients K (client 0 holds the target batch)."""
+    sample_fraction: float = 1.0
+    server_lr: float = 0.1
+    aggregator: str | None = None
+    """tgias-ro: joint (Eq. 5) or Algorithm 1's mean, median, trimmed, krum; None keeps the preset's."""
+    invalid: int = 0
+    """tgias-ro: how many of the T temporal gradients are invalid (the last ones)."""
+    invalid_kind: str = "other-batch"
+    local_steps: int | None = None
+    """tgias-ro Algorithm 1: R_l, L-BFGS steps per copy per round; None keeps the preset's."""
+    layer_ramp: bool | None = None
+    """tgias-ro: linearly increasing layer weights (True) or uniform (False); None keeps the preset's."""
+    trim_beta: float | None = None
+    krum_f: int | None = None
+    carry_state: bool = False
+    """tgias-ro Algorithm 1: keep the L-BFGS state across the aggregation (default: fresh every round)."""
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""
@@ -109,6 +131,8 @@ class HFLConfig:
             check_int("--restarts", self.restarts, low=1, high=10_000)
         if self.iterations is not None:
             check_int("--iterations", self.iterations, low=1, high=10_000_000)
+        if isinstance(settings, TGIAsSettings):
+            return tgias_settings(settings, self)
         if self.restarts is not None:
             settings = replace(settings, restarts=self.restarts)
         if self.iterations is not None:
@@ -170,10 +194,11 @@ class HFLConfig:
         if self.local_batch_size is not None:
             check_int("--local-batch-size", self.local_batch_size, low=1)
         resolve_device(self.device)
-        check_int("--clients", self.clients, low=1, high=10_000)
-        if self.clients > 1 and self.attack != "fedleak":
-            raise SplitlabError("--clients (secure aggregation) applies to fedleak only")
+        check_int("--secure-aggregation", self.secure_aggregation, low=1, high=10_000)
+        if self.secure_aggregation > 1 and self.attack != "fedleak":
+            raise SplitlabError("--secure-aggregation applies to fedleak only")
         check_int("--pretrain-epochs", self.pretrain_epochs, low=0, high=10_000)
+        validate_trace(self)
 
 
 ATTACK_CLASSES = {
@@ -182,6 +207,7 @@ ATTACK_CLASSES = {
     AWASettings: AWA,
     AGICSettings: AGIC,
     FedLeakSettings: FedLeak,
+    TGIAsSettings: TGIAsRO,
 }
 """Settings type -> attack class: `make_attack` dispatches on it (one line per attack)."""
 
@@ -203,6 +229,8 @@ class Prepared:
     labels: torch.Tensor
     provenance: str
     device: torch.device
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Facts of the observation for metrics.json (e.g. a trace's rounds and alignment accuracy)."""
 
     def record(self) -> dict[str, Any]:
         """The resolved config for config.json."""
@@ -218,7 +246,7 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     config.validate()
     settings = config.settings()
     data = datasets.load(config.dataset, "train", config.data_root)
-    images = config.clients * config.batch_size                 # every aggregated client's batch
+    images = config.secure_aggregation * config.batch_size      # every aggregated client's batch
     if config.index + images > len(data):
         raise SplitlabError(f"--batch-size {config.batch_size} from --index {config.index} needs "
                             f"{config.index + images} images but the {config.dataset} train split "
@@ -237,19 +265,23 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     defence = parse_defence(config.defence)
     noise = torch.Generator().manual_seed(config.seed + 1)
     reveal = config.labels == "known"
-    if config.observe == "fedsgd":
-        def upload(x, y):
-            return observe_fedsgd(model, x, y, arch=config.arch, defence=defence, generator=noise,
-                                  reveal_labels=reveal)
+    facts: dict[str, Any] = {}
+    if config.observe == "rounds":
+        trace, facts = observe_for(config, model, data, defence, reveal, settings.temporal)
+        observation = trace.log
     else:
         def upload(x, y):
+            if config.observe == "fedsgd":
+                return observe_fedsgd(model, x, y, arch=config.arch, defence=defence, generator=noise,
+                                      reveal_labels=reveal)
             return observe_fedavg(model, x, y, lr=config.local_lr, epochs=config.local_epochs,
                                   batch_size=config.local_batch_size or config.batch_size, arch=config.arch,
                                   defence=defence, generator=noise, reveal_labels=reveal)
-    observation = observe_clients(upload, x, y, config.clients)
+
+        observation = observe_clients(upload, x, y, config.secure_aggregation)
     attack = make_attack(settings)
     attack.check(observation)
-    return Prepared(config, settings, attack, defence, observation, x, y, data.provenance, device)
+    return Prepared(config, settings, attack, defence, observation, x, y, data.provenance, device, facts)
 
 
 def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | Unavailable | None = None,
@@ -263,7 +295,7 @@ def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | 
                                seed=c.seed, mode=c.trials, progress=progress, lpips=lpips, fid=fid,
                                extra={"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
                                       "defence": prepared.defence.spec, "observation": prepared.observation.kind,
-                                      **upload_diagnostics(prepared.observation, prepared.settings)},
+                                      **upload_diagnostics(prepared.observation, prepared.settings), **prepared.facts},
                                title=f"{prepared.attack.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, "
                                      f"defence {prepared.defence.spec}", evaluate=evaluation)
     if run is not None:

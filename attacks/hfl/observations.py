@@ -161,6 +161,9 @@ class RoundLog:
     """The same client's FedSGD uploads over rounds, each with the global weights it was computed at."""
     rounds: tuple[FedSGDObservation, ...]
     kind = "rounds"
+    round_numbers: tuple[int, ...] = ()
+    """The FL round of each upload when the log is a sparse trace (other clients' rounds in between);
+    empty for consecutive rounds 0, 1, 2, ..."""
 
     @property
     def provides(self) -> frozenset[str]:

@@ -1,0 +1,124 @@
+"""TGIAs-RO: gradient inversion from T temporal gradients of the same batch, with robust aggregation.
+
+    Algorithm (Li et al., TGIAs-RO, Algorithm 1 and Eq. 5):
+      given the uploads g_t = grad_{w_t} L(w_t, D) of one batch at the global weights w_t, t = 1..T
+      Step I:  y <- known labels, or last-layer label optimisation on g_1
+      f_t(x) = sum_l omega_l || grad_{w_t^l} L(w_t; x, y) - g_t^l ||^2
+      joint:        x ~ N(0, 1);  L-BFGS on sum_t f_t(x) / T                           (Eq. 5)
+      Algorithm 1:  x^0 ~ N(0, 1)
+                    for s = 1..R_g:
+                      Step II  (all t at once): x_t <- x^{s-1};  R_l L-BFGS steps on f_t(x_t)
+                      Step III: x^s <- RobustAgg(x_1, ..., x_T)    (mean, median, trimmed, Krum)
+      return RobustAgg over the copies' best iterates (the joint form: its best iterate)
+
+Algorithm 1 runs the T copies as engine trials, each with its own target (`per_trial_target=True`), and
+Step III as the schedule's consensus between rounds. The joint form is one trial whose simulator
+evaluates the T gradients together (`attacks.engine.temporal`). Settings and sources:
+`attacks.hfl.tgias_settings.TGIAsSettings`; presets `tgias-ro.paper`, `tgias-ro.quick`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, run
+from attacks.engine.temporal import TemporalFedSGDGradient, TemporalSquaredL2
+from attacks.hfl.aggregators import aggregator
+from attacks.hfl.label_optimisation import optimise_labels
+from attacks.hfl.observations import RoundLog, check_requirements
+from attacks.hfl.tgias_settings import TGIAsSettings
+from attacks.hfl.variables import initial_variables
+from attacks.result import Reconstruction
+from vfl.errors import SplitlabError
+
+__all__ = ["TGIAsRO", "layer_ramp"]
+
+
+def layer_ramp(network: torch.nn.Module) -> list[float]:
+    """omega per parameter tensor: l / L for the l-th of the L modules that own parameters (input first)."""
+    owners = [name.rpartition(".")[0] for name, _ in network.named_parameters()]
+    order = list(dict.fromkeys(owners))
+    return [(order.index(o) + 1) / len(order) for o in owners]
+
+
+def _stack(tensors) -> torch.Tensor:
+    return torch.stack(list(tensors))
+
+
+@dataclass(frozen=True)
+class TGIAsRO:
+    settings: TGIAsSettings = TGIAsSettings("tgias-ro.paper")
+    name = "tgias-ro"
+    observes = "rounds"
+
+    @property
+    def requires(self) -> tuple[str, ...]:
+        return ("rounds", "gradient", "batch_size")
+
+    def check(self, observation) -> None:
+        check_requirements(self.name, self.requires, observation)
+        if "labels" not in observation.provides:
+            check_requirements(self.name, ("final_linear",), observation)
+        if len(observation.rounds) < self.settings.temporal:
+            raise SplitlabError(f"attack {self.name} uses {self.settings.temporal} temporal gradients but the log "
+                                f"holds {len(observation.rounds)}")
+
+    def labels(self, log: RoundLog, seed: int) -> tuple[torch.Tensor, str]:
+        """Known labels where the server has them, else last-layer label optimisation on the first upload."""
+        first = log.rounds[0]
+        if first.labels is not None:
+            return first.labels, "known"
+        return optimise_labels([first], steps=self.settings.label_steps, seed=seed), "optimised"
+
+    def __call__(self, observation: RoundLog, *, seed: int = 0, mode: str = "auto", progress: bool = False,
+                 init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+        self.check(observation)
+        s = self.settings
+        uploads = observation.rounds[:s.temporal]
+        labels, rule = self.labels(observation, seed)
+        network = observation.model.network
+        labels = labels.to(observation.model.device)
+        ramp = layer_ramp(network) if s.ramp else None
+        optimiser = LBFGS(lr=s.lr, max_iter=s.max_iter, history_size=s.history_size)
+        params = {k: _stack(u.model.params[k] for u in uploads) for k in observation.model.param_names}
+        buffers = dict(observation.model.buffers)
+        observed = [_stack(layer) for layer in zip(*(u.gradient for u in uploads))]
+        first = initial_variables(observation, 1, seed, label_logits=False, init=init)
+        description = f"{self.name} {s.name} {s.aggregator} T={s.temporal} ({mode})"
+        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=mode != "sequential"),
+                                    TemporalSquaredL2([1.0 / s.temporal] * s.temporal, ramp))
+        joint_target = {"observed": observed, "context": {"params": params, "buffers": buffers, "labels": labels}}
+        if s.aggregator == "joint":
+            schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.rounds)
+            result = run(joint_objective, first, joint_target, schedule, mode="batched", progress=progress,
+                         description=description)
+            answer, mode_run = result.best["x"], "batched" if mode != "sequential" else "sequential"
+        else:
+            combine = aggregator(s.aggregator, beta=s.beta, f=s.krum_f)
+            copies = {"x": first["x"].expand(s.temporal, *first["x"].shape[1:]).clone()}
+            target = {"observed": observed,
+                      "context": {"params": params, "buffers": {k: _stack([v] * s.temporal) for k, v in buffers.items()},
+                                  "labels": labels.expand(s.temporal, -1)}}
+            consensus = Consensus(("x",), lambda v: {"x": _agree(combine, v["x"]).expand_as(v["x"])}, reset=s.reset)
+            schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.rounds, consensus=consensus)
+            objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
+            # the engine refuses "sequential": the consensus needs every copy at once
+            result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
+                         per_trial_target=True, progress=progress, description=description)
+            answer, mode_run = _agree(combine, result.best["x"]).unsqueeze(0), "batched"
+        with torch.no_grad():
+            loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
+        diverged = ~torch.isfinite(loss)
+        return Reconstruction(attack=self.name, preset=s.name, trials=answer, loss=loss, history=result.trace,
+                              diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
+                              labels=labels.expand(1, -1), label_rule=rule, mode=mode_run,
+                              extras={"temporal": s.temporal, "aggregator": s.aggregator,
+                                      "copies_diverged": int(result.diverged.sum())})
+
+
+def _agree(combine, points: torch.Tensor) -> torch.Tensor:
+    """RobustAgg over the copies that are finite (a diverged copy holds no answer)."""
+    finite = points.flatten(1).isfinite().all(1)
+    return combine(points[finite]) if bool(finite.any()) else points[0]

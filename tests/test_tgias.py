@@ -1,0 +1,218 @@
+"""TGIAs-RO: data-space aggregators on synthetic points, the engine's consensus between rounds, the temporal
+simulator, the FL trace and its invalid gradients, label optimisation, alignment, T = 1 == iDLG, the CLI."""
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from attacks.engine import LBFGS, Block, Consensus, Objective, Schedule, SquaredL2, run
+from attacks.engine.temporal import TemporalFedSGDGradient, TemporalSquaredL2
+from attacks.hfl.aggregators import aggregator, krum, median, trimmed_mean
+from attacks.hfl.dlg import DLG
+from attacks.hfl.label_optimisation import optimise_labels
+from attacks.hfl.observations import RoundLog, observe_fedsgd
+from attacks.hfl.tgias import TGIAsRO, layer_ramp
+from attacks.hfl.trace import align, alignment_accuracy, observe_trace
+from attacks.presets import names_for, settings as preset
+from vfl.models.hfl import build_hfl_model
+from splitlab.cli import app
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+# --- aggregators -------------------------------------------------------------------------------------
+
+def _inliers_and_outliers(m, t=10, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    centre = torch.randn(3, 4, generator=g)
+    points = centre + 0.01 * torch.randn(t, 3, 4, generator=g)
+    points[:m] = 1e6 * torch.randn(m, 3, 4, generator=g)
+    return centre, points
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 3, 4])
+def test_the_median_ignores_fewer_than_half_outliers(m):
+    centre, points = _inliers_and_outliers(m)
+    inliers = points[m:]
+    out = median(points)
+    assert bool(((out >= inliers.min(0).values) & (out <= inliers.max(0).values)).all())
+    assert (out - centre).abs().max() < 0.1
+    assert (points.mean(0) - centre).abs().max() > 1e3 if m else True
+
+
+def test_the_median_breaks_down_at_half_outliers():
+    centre, points = _inliers_and_outliers(5)
+    assert (median(points) - centre).abs().max() > 1e3
+
+
+def test_krum_returns_one_of_its_inputs_and_an_inlier():
+    _, points = _inliers_and_outliers(3)
+    out = krum(points, f=3)
+    assert any(torch.equal(out, p) for p in points[3:])
+    assert torch.equal(krum(points[:1], f=3), points[0])
+
+
+def test_the_trimmed_mean_with_beta_zero_is_the_mean_and_trims_outliers():
+    _, points = _inliers_and_outliers(3)
+    assert torch.equal(trimmed_mean(points, 0.0), points.mean(0))
+    centre, points = _inliers_and_outliers(2)
+    assert (trimmed_mean(points, 0.3) - centre).abs().max() < 0.1
+    with pytest.raises(ValueError):
+        aggregator("geomedian")
+
+
+# --- engine: consensus between rounds, the temporal simulator ----------------------------------------
+
+def test_a_consensus_overwrites_every_trial_and_can_reset_the_optimiser():
+    target = {"observed": [torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])], "context": {}}
+    objective = Objective(lambda v, c: [v["x"]], SquaredL2())
+    start = {"x": torch.zeros(3, 2)}
+    mean = Consensus(("x",), lambda v: {"x": v["x"].mean(0).expand_as(v["x"])}, reset=True)
+    result = run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), rounds=3, consensus=mean),
+                 per_trial_target=True, progress=False)
+    final = result.final["x"]
+    assert torch.equal(final[0], final[1]) and torch.equal(final[1], final[2])
+    torch.testing.assert_close(final[0], torch.tensor([3.0, 4.0]))     # the consensus of three exact solves
+    with pytest.raises(ValueError, match="batched"):
+        run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), consensus=mean), mode="sequential",
+            per_trial_target=True, progress=False)
+
+
+def test_temporal_gradients_vectorised_equal_one_at_a_time(mnist, lenet):
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=3, arch="lenet")
+    params = {k: torch.stack([u.model.params[k] for u in trace.log.rounds]) for k in trace.log.model.param_names}
+    x = torch.randn(2, 1, 28, 28, requires_grad=True)
+    context = {"params": params, "buffers": {}, "labels": mnist.labels[:2]}
+    together = TemporalFedSGDGradient(lenet)({"x": x}, context)
+    apart = TemporalFedSGDGradient(lenet, vectorised=False)({"x": x}, context)
+    for a, b in zip(together, apart):
+        torch.testing.assert_close(a, b)
+    observed = [torch.stack(layer) for layer in zip(*(u.gradient for u in trace.log.rounds))]
+    match = TemporalSquaredL2([0.2, 0.3, 0.5], layer_ramp(lenet))
+    ga, = torch.autograd.grad(match(together, observed), x)
+    gb, = torch.autograd.grad(match(apart, observed), x)
+    torch.testing.assert_close(ga, gb)
+    assert layer_ramp(lenet) == [0.25, 0.25, 0.5, 0.5, 0.75, 0.75, 1.0, 1.0]
+
+
+# --- the FL trace ------------------------------------------------------------------------------------
+
+def test_other_clients_move_the_weights_between_sightings(mnist, lenet):
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=4, clients=4, server_lr=0.1, arch="lenet", seed=1)
+    log = trace.log
+    assert len(log.rounds) == 4 and list(log.round_numbers) == sorted(set(log.round_numbers))
+    assert len(trace.client_log) == len(trace.client_batches) and trace.client_batches.count(0) == 4
+    # one sighting per epoch of client 0's three local batches: never more than 5 rounds apart
+    assert all(0 < b - a <= 5 for a, b in zip(log.round_numbers, log.round_numbers[1:]))
+    for a, b in zip(log.rounds, log.rounds[1:]):
+        w_a, w_b = a.model.params["fc.weight"], b.model.params["fc.weight"]
+        own_step = w_a - 0.1 * a.named()["fc.weight"] / 4
+        assert not torch.allclose(w_b, own_step)        # other batches moved w as well
+    x, y = mnist.images[:2], mnist.labels[:2]
+    for u in log.rounds:                                  # every upload is the target batch's at its w_t
+        again = observe_fedsgd(u.model.network, x, y)
+        torch.testing.assert_close(list(again.gradient), list(u.gradient))
+
+
+@pytest.mark.parametrize("kind", ["other-batch", "noise", "trained"])
+def test_invalid_gradients_replace_the_last_m(mnist, lenet, kind):
+    trained = build_hfl_model("lenet", seed=5) if kind == "trained" else None
+    clean = observe_trace(lenet, mnist, batch_size=2, temporal=4, arch="lenet", seed=2)
+    dirty = observe_trace(lenet, mnist, batch_size=2, temporal=4, arch="lenet", seed=2, invalid=2,
+                          invalid_kind=kind, trained=trained)
+    x, y = mnist.images[:2], mnist.labels[:2]
+    for t, u in enumerate(dirty.log.rounds):
+        truth = observe_fedsgd(u.model.network, x, y).gradient
+        same = all(torch.allclose(a, b) for a, b in zip(truth, u.gradient))
+        if kind == "trained" and t >= 2:
+            assert same and torch.equal(u.model.params["fc.weight"], trained.fc.weight)
+        else:
+            assert same == (t < 2)
+    torch.testing.assert_close(list(dirty.log.rounds[0].gradient), list(clean.log.rounds[0].gradient))
+
+
+def test_alignment_by_label_multiset_and_cosine(mnist, lenet):
+    # a slowly moving model: one batch's gradients stay aligned (cosine > 0.999) while another batch with the same
+    # label multiset points elsewhere (cosine 0.98-0.99)
+    trace = observe_trace(lenet, mnist, batch_size=4, temporal=3, arch="lenet", reveal_labels=True, server_lr=1e-4)
+    clusters = align(trace.client_log, labels=lambda obs: obs.labels, threshold=0.995)
+    assert alignment_accuracy(clusters, trace.client_batches) == 1.0
+    one_label = align(trace.client_log, labels=lambda obs: torch.zeros(4), threshold=-1.0)
+    assert len(set(one_label)) == 1
+    assert alignment_accuracy([0, 0, 0, 0], [0, 1, 0, 1]) == pytest.approx(2 / 6)
+
+
+def test_label_optimisation_finds_a_batch_of_four(mnist, lenet):
+    x, y = mnist.images[8:12], mnist.labels[8:12]
+    labels = optimise_labels([observe_fedsgd(lenet, x, y)], steps=10, starts=4)
+    assert labels.tolist() == sorted(y.tolist())
+
+
+# --- the attack --------------------------------------------------------------------------------------
+
+def test_one_temporal_gradient_with_the_mean_and_carried_state_is_idlg(mnist, lenet):
+    x, y = mnist.images[5:6], mnist.labels[5:6]
+    upload = observe_fedsgd(lenet, x, y)
+    known = observe_fedsgd(lenet, x, y, reveal_labels=True)
+    idlg = DLG(replace(preset("idlg.original"), steps=6))(upload, seed=3)
+    settings = replace(preset("tgias-ro.paper"), temporal=1, aggregator="mean", rounds=6, ramp=False, reset=False)
+    ours = TGIAsRO(settings)(RoundLog((known,)), seed=3)
+    assert torch.equal(idlg.labels, ours.labels) and ours.label_rule == "known"
+    assert torch.equal(idlg.trials, ours.trials)
+    assert idlg.history["match"].shape == ours.history["match"].shape
+
+
+def test_algorithm_one_and_joint_run_and_agree_on_shapes(mnist, lenet):
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=3, arch="lenet", reveal_labels=True)
+    for agg in ("median", "krum", "joint"):
+        settings = replace(preset("tgias-ro.quick"), temporal=3, aggregator=agg, rounds=2)
+        rec = TGIAsRO(settings)(trace.log, seed=0)
+        assert rec.trials.shape == (1, 2, 1, 28, 28) and rec.steps == 2 and bool(torch.isfinite(rec.loss).all())
+        assert rec.extras["aggregator"] == agg
+
+
+def test_presets():
+    assert set(names_for("tgias-ro")) == {"tgias-ro.paper", "tgias-ro.quick"}
+    paper = preset("tgias-ro.paper")
+    assert (paper.temporal, paper.aggregator, paper.rounds, paper.local_steps, paper.max_iter, paper.ramp) == \
+        (10, "median", 300, 1, 20, True)
+    assert paper.iterations == preset("dlg.original").steps * preset("dlg.original").max_iter
+
+
+def _hfl(out, *args):
+    return CliRunner().invoke(app, ["hfl", "--json", "--device", "cpu", "--out", str(out), "--attack", "tgias-ro",
+                                    *args])
+
+
+def test_cli_run_records_the_trace(tmp_path):
+    result = _hfl(tmp_path / "run", "--observe", "rounds", "--temporal", "2", "--iterations", "2", "--batch-size", "2",
+                  "--labels", "known", "--invalid", "1", "--invalid-kind", "noise", "--clients", "3",
+                  "--aggregator", "trimmed", "--trim-beta", "0", "--local-steps", "2", "--carry-state", "--layer-ramp")
+    assert result.exit_code == 0, result.output
+    m = json.loads(result.stdout)["metrics"]
+    preset_record = json.loads((tmp_path / "run" / "config.json").read_text())["config"]["preset"]
+    assert (preset_record["beta"], preset_record["local_steps"], preset_record["reset"], preset_record["ramp"]) == \
+        (0.0, 2, False, True) and m["steps"] == 4
+    assert m["label_rule"] == "known" and m["invalid"] == 1 and m["invalid_kind"] == "noise"
+    assert len(m["target_rounds"]) == 2 and m["extras"]["temporal"] == 2 and m["observation"] == "rounds"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--observe", "fedsgd"], "use it with --observe rounds"),
+    (["--observe", "rounds", "--invalid", "11"], "--invalid 11 exceeds the 10 temporal gradients"),
+    (["--observe", "rounds", "--aggregator", "geomedian"], "--aggregator must be one of joint"),
+    (["--observe", "rounds", "--sample-fraction", "0"], "--sample-fraction must be"),
+    (["--observe", "rounds", "--invalid-kind", "zeros"], "--invalid-kind must be one of"),
+    (["--observe", "rounds", "--restarts", "2"], "--restarts does not apply to tgias-ro"),
+    (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
+    (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),
+    (["--observe", "rounds", "--local-steps", "0"], "--local-steps must be"),
+    (["--observe", "rounds", "--aggregator", "median", "--trials", "sequential"], "applies to the joint form only"),
+])
+def test_bad_input_exits_2(tmp_path, args, message):
+    result = _hfl(tmp_path / "run", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
