@@ -171,6 +171,8 @@ def test_awa_with_bo_keeps_every_trial_and_the_rerun(batch):
     assert rec.trials.shape == (4, 4, 1, 28, 28) and bo["rerun_trial"] == 3 and rec.extras["replication"] == "interpolation"
     assert rec.best_trial in (bo["best_trial"], 3)                 # the lower-f of the best trial and the re-run
     assert rec.history["match"].shape == (4, 4)
+    assert torch.equal(rec.initial[0], rec.initial[2]) and not torch.equal(rec.initial[0], rec.initial[3])
+    assert float(rec.initial.min()) >= 0 and float(rec.initial.max()) <= 1        # x ~ U(0, 1)
     metrics = score(rec, x, y)
     scores = bo_scores(bo, metrics["per_trial"])
     assert scores["rerun_psnr"] == metrics["per_trial"][3]["psnr"]

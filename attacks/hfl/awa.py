@@ -125,8 +125,14 @@ class AWA(KnownLabelsFedAvg):
         extras["f"] = float(f[ok].min()) if bool(ok.any()) else None
         labels = observation.labels.to(device).expand(trials.shape[0], -1)
         return Reconstruction(attack=self.name, preset=s.name, trials=trials, loss=f, history=history,
-                              diverged=diverged, seconds=seconds, steps=steps, initial=x0[:1].expand_as(trials)
-                              if s.bo_trials else x0, labels=labels, label_rule="known", mode=mode, extras=extras)
+                              diverged=diverged, seconds=seconds, steps=steps, initial=self._starts(x0, len(trials)),
+                              labels=labels, label_rule="known", mode=mode, extras=extras)
+
+    def _starts(self, x0: torch.Tensor, trials: int) -> torch.Tensor:
+        """Each trial's dummy start: x0 itself, or with BO x0[0] for every BO trial and x0[1] for the re-run."""
+        if not self.settings.bo_trials:
+            return x0
+        return torch.cat([x0[:1].expand(trials - 1, *x0.shape[1:]), x0[1:]])
 
     def _optimise(self, problem: _Problem, x0: torch.Tensor, seed: int, mode: str, progress: bool):
         """BO over Q: every trial starts from x0[0]; then the re-run with Q* from x0[1]."""
