@@ -2,12 +2,12 @@
 number comes from. Presets built from them are in the one registry, `attacks.presets`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from attacks.hfl.options import Option, integer
 from vfl.errors import SplitlabError
-from vfl.validate import check_int
 
-__all__ = ["AWASettings", "AGICSettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "with_overrides"]
+__all__ = ["AWASettings", "AGICSettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "OPTIONS"]
 
 TABLE_III = {
     # Q = (q_cv, q_bn, q_fc, q_en, p_mean, p_var) tuned by the paper's BO on ResNet-18 / CIFAR-10, per case (E, B)
@@ -71,6 +71,10 @@ class AWASettings:
 
     attack = "awa"
 
+    def __post_init__(self) -> None:
+        if self.bo_trials and self.bo_random > self.bo_trials:
+            raise SplitlabError(f"--bo-random {self.bo_random} exceeds --bo-trials {self.bo_trials}")
+
 
 @dataclass(frozen=True)
 class AGICSettings:
@@ -96,22 +100,6 @@ class AGICSettings:
     attack = "agic"
 
 
-def with_overrides(settings, *, bo_trials: int | None = None, bo_random: int | None = None,
-                   target_epoch: int | None = None):
-    """AWA settings with the CLI's BO and target-epoch overrides, every number checked (SplitlabError);
-    other attacks' settings unchanged, and refused overrides for them."""
-    given = {k: v for k, v in (("--bo-trials", bo_trials), ("--bo-random", bo_random),
-                               ("--target-epoch", target_epoch)) if v is not None}
-    if not isinstance(settings, AWASettings):
-        if given:
-            raise SplitlabError(f"{', '.join(given)} applies to awa only")
-        return settings
-    if bo_trials is not None:
-        settings = replace(settings, bo_trials=check_int("--bo-trials", bo_trials, low=0, high=10_000))
-    if bo_random is not None:
-        settings = replace(settings, bo_random=check_int("--bo-random", bo_random, low=1, high=10_000))
-    if target_epoch is not None:
-        settings = replace(settings, target_epoch=check_int("--target-epoch", target_epoch, low=1, high=100_000))
-    if settings.bo_trials and settings.bo_random > settings.bo_trials:
-        raise SplitlabError(f"--bo-random {settings.bo_random} exceeds --bo-trials {settings.bo_trials}")
-    return settings
+OPTIONS = tuple(Option(name, name, integer(low=low, high=high), ("awa",)) for name, low, high in (
+    ("bo_trials", 0, 10_000), ("bo_random", 1, 10_000), ("target_epoch", 1, 100_000)))
+"""`splitlab hfl` options that set AWA's settings (`attacks.hfl.options`)."""

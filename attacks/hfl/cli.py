@@ -1,6 +1,7 @@
 """`splitlab hfl`: reconstruct a client's batch from what an HFL server sees."""
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Optional
 
 import typer
@@ -94,19 +95,10 @@ def hfl_command(
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
-    config = HFLConfig(attack=attack, arch=arch, dataset=dataset, batch_size=batch_size, index=index,
-                       preset=preset_name, restarts=restarts, iterations=iterations, tv=tv, defence=defence,
-                       observe=observe, local_lr=local_lr, local_epochs=local_epochs,
-                       local_batch_size=local_batch_size, labels=labels, trials=trials, seed=opts.seed,
-                       device=opts.device,
-                       data_root=opts.root, bo_trials=bo_trials, bo_random=bo_random, target_epoch=target_epoch,
-                       ratio=ratio, selection=selection, blend=blend, alpha=alpha, beta=beta, probe_step=probe_step,
-                       probe=probe, label_rule=label_rule, no_refine=no_refine, secure_aggregation=secure_aggregation,
-                       pretrain_epochs=pretrain_epochs,
-                       temporal=temporal, clients=clients, sample_fraction=sample_fraction,
-                       server_lr=server_lr, aggregator=aggregator, invalid=invalid, invalid_kind=invalid_kind,
-                       local_steps=local_steps, layer_ramp=layer_ramp, trim_beta=trim_beta, krum_f=krum_f,
-                       carry_state=carry_state)
+    given = dict(locals())                               # every option, by its HFLConfig field name
+    given.update(no_refine=no_refine or None, carry_state=carry_state or None,    # a switch left off: not given
+                 preset=preset_name, seed=opts.seed, device=opts.device, data_root=opts.root)
+    config = HFLConfig(**{f.name: given[f.name] for f in fields(HFLConfig)})
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

@@ -8,41 +8,47 @@ only) and writes the run directory.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import torch
 
 from attacks.driver import Outcome, attack_and_score
-from attacks.hfl.defences import Defence, parse_defence
+from attacks.hfl import awa_settings, fedleak_settings, tgias_settings
 from attacks.hfl.agic import AGIC
 from attacks.hfl.awa import AWA
 from attacks.hfl.awa_diagnostics import evaluation, save_figures, upload_diagnostics
-from attacks.hfl.awa_settings import AGICSettings, AWASettings, with_overrides
+from attacks.hfl.awa_settings import AGICSettings, AWASettings
+from attacks.hfl.defences import Defence, parse_defence
 from attacks.hfl.dlg import DLG
 from attacks.hfl.fedleak import FedLeak
-from attacks.hfl.fedleak_settings import LABEL_RULES, PROBE_SIGNS, SELECTIONS, FedLeakSettings
-from attacks.hfl.secagg import observe_clients
+from attacks.hfl.fedleak_settings import FedLeakSettings
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
+from attacks.hfl.options import apply_options
+from attacks.hfl.secagg import observe_clients
 from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
 from attacks.hfl.tgias import TGIAsRO
-from attacks.hfl.tgias_experiment import observe_for, tgias_settings, validate_trace
+from attacks.hfl.tgias_experiment import observe_for, validate_trace
 from attacks.hfl.tgias_settings import TGIAsSettings
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.presets import preset
 from vfl import data as datasets
 from vfl.errors import SplitlabError, lookup
+from vfl.hfl_training import pretrain
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, check_hfl_input, hfl_model_spec
 from vfl.runs import Run
 from vfl.runtime import resolve_device
-from vfl.hfl_training import pretrain
-from vfl.validate import check_choice, check_int, check_number
+from vfl.validate import check_int, check_number
 
 __all__ = ["HFLConfig", "Prepared", "prepare", "execute", "make_attack", "ATTACKS", "OBSERVATIONS", "LABEL_KNOWLEDGE"]
 
 ATTACKS = ("dlg", "idlg", "invgrad", "fedleak", "awa", "agic", "tgias-ro")
+ATTACK_OPTIONS = fedleak_settings.OPTIONS + awa_settings.OPTIONS + tgias_settings.OPTIONS
+"""The attack-specific options of `splitlab hfl` (`attacks.hfl.options`)."""
+ITERATIONS_FIELD = {DLGSettings: "steps", TGIAsSettings: "rounds"}
+"""The settings field --iterations sets where it is not `iterations` (L-BFGS steps, global rounds)."""
 OBSERVATIONS = ("fedsgd", "fedavg", "rounds")
 LABEL_KNOWLEDGE = ("recovered", "known")
 KNOWN_LABELS = ("invgrad", "fedleak", "awa", "agic", "tgias-ro")
@@ -97,8 +103,8 @@ class HFLConfig:
     """FedLeak: k, the length of the probe step phi."""
     probe: str | None = None
     label_rule: str | None = None
-    no_refine: bool = False
-    """FedLeak: keep the inferred labels fixed instead of refining them jointly."""
+    no_refine: bool | None = None
+    """FedLeak: True keeps the inferred labels fixed instead of refining them jointly."""
     secure_aggregation: int = 1
     """Secure aggregation: the server sees the sum of this many clients' uploads (fedleak only)."""
     pretrain_epochs: int = 0
@@ -120,8 +126,8 @@ class HFLConfig:
     """tgias-ro: linearly increasing layer weights (True) or uniform (False); None keeps the preset's."""
     trim_beta: float | None = None
     krum_f: int | None = None
-    carry_state: bool = False
-    """tgias-ro Algorithm 1: keep the L-BFGS state across the aggregation (default: fresh every round)."""
+    carry_state: bool | None = None
+    """tgias-ro Algorithm 1: True keeps the L-BFGS state across the aggregation (default: fresh every round)."""
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""
@@ -129,46 +135,20 @@ class HFLConfig:
         settings = preset(self.preset, self.attack).settings()
         if self.restarts is not None:
             check_int("--restarts", self.restarts, low=1, high=10_000)
-        if self.iterations is not None:
-            check_int("--iterations", self.iterations, low=1, high=10_000_000)
-        if isinstance(settings, TGIAsSettings):
-            return tgias_settings(settings, self)
-        if self.restarts is not None:
+            if "restarts" not in {f.name for f in fields(settings)}:
+                raise SplitlabError(f"--restarts does not apply to {self.attack} (its trials are not restarts)")
             settings = replace(settings, restarts=self.restarts)
         if self.iterations is not None:
-            settings = replace(settings, steps=self.iterations) if isinstance(settings, DLGSettings) \
-                else replace(settings, iterations=self.iterations)
+            check_int("--iterations", self.iterations, low=1, high=10_000_000)
+            settings = replace(settings, **{ITERATIONS_FIELD.get(type(settings), "iterations"): self.iterations})
         if isinstance(settings, InvGradSettings):
             if self.tv is not None:
                 settings = replace(settings, tv=check_number("--tv", self.tv, low=0))
             settings = settings.for_dataset(self.dataset)
         elif self.tv is not None:
             raise SplitlabError(f"--tv applies to invgrad only (attack {self.attack} has no prior)")
-        settings = with_overrides(settings, bo_trials=self.bo_trials, bo_random=self.bo_random,
-                                  target_epoch=self.target_epoch)
-        return self._fedleak(settings)
-
-    def _fedleak(self, settings: Settings) -> Settings:
-        """FedLeak's overrides, each checked; given to another attack they are an error."""
-        given = {"ratio": self.ratio, "selection": self.selection, "blend": self.blend, "alpha": self.alpha,
-                 "beta": self.beta, "probe-step": self.probe_step, "probe": self.probe,
-                 "label-rule": self.label_rule, "no-refine": self.no_refine or None}
-        given = {k: v for k, v in given.items() if v is not None}
-        if not isinstance(settings, FedLeakSettings):
-            if given:
-                raise SplitlabError(f"--{next(iter(given))} applies to fedleak only")
-            return settings
-        checks = {"ratio": lambda v: check_number("--ratio", v, low=0, high=1, low_open=True),
-                  "selection": lambda v: check_choice("--selection", v, SELECTIONS),
-                  "blend": lambda v: check_number("--blend", v, low=0, high=1),
-                  "alpha": lambda v: check_number("--alpha", v, low=0),
-                  "beta": lambda v: check_number("--beta", v, low=0),
-                  "probe-step": lambda v: check_number("--probe-step", v, low=0, low_open=True),
-                  "probe": lambda v: check_choice("--probe", v, PROBE_SIGNS),
-                  "label-rule": lambda v: check_choice("--label-rule", v, LABEL_RULES),
-                  "no-refine": lambda v: False}
-        fields = {"probe-step": "k", "label-rule": "label_rule", "no-refine": "refine_labels"}
-        return replace(settings, **{fields.get(k, k): checks[k](v) for k, v in given.items()})
+        return apply_options(settings, self.attack, {o.name: getattr(self, o.name) for o in ATTACK_OPTIONS},
+                             ATTACK_OPTIONS)
 
     def validate(self) -> None:
         """Check names and numbers that need no data (before anything is loaded or written)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS"]
+from attacks.hfl.options import Option, choice, negated, number
+
+__all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "OPTIONS"]
 
 SELECTIONS = ("global", "layer")
 PROBE_SIGNS = ("ascent", "lookahead")
@@ -73,3 +75,17 @@ class FedLeakSettings:
     """The paper runs one reconstruction per batch."""
 
     attack = "fedleak"
+
+
+OPTIONS = tuple(Option(name, field, check, ("fedleak",)) for name, field, check in (
+    ("ratio", "ratio", number(low=0, high=1, low_open=True)),
+    ("selection", "selection", choice(SELECTIONS)),
+    ("blend", "blend", number(low=0, high=1)),
+    ("alpha", "alpha", number(low=0)),
+    ("beta", "beta", number(low=0)),
+    ("probe_step", "k", number(low=0, low_open=True)),
+    ("probe", "probe", choice(PROBE_SIGNS)),
+    ("label_rule", "label_rule", choice(LABEL_RULES)),
+    ("no_refine", "refine_labels", negated),
+))
+"""`splitlab hfl` options that set FedLeak's settings (`attacks.hfl.options`)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TGIAsSettings", "FORMS"]
+from attacks.hfl.options import Option, choice, flag, integer, negated, number
+
+__all__ = ["TGIAsSettings", "FORMS", "OPTIONS"]
 
 FORMS = ("joint", "mean", "median", "trimmed", "krum")
 """`joint`: Eq. 5 minimised directly; the others: Algorithm 1 with that data-space aggregator."""
@@ -68,3 +70,15 @@ class TGIAsSettings:
     @property
     def iterations(self) -> int:
         return self.rounds * self.local_steps * self.max_iter
+
+
+OPTIONS = tuple(Option(name, field, check, ("tgias-ro",)) for name, field, check in (
+    ("temporal", "temporal", integer(low=1, high=1000)),
+    ("aggregator", "aggregator", choice(FORMS)),
+    ("local_steps", "local_steps", integer(low=1, high=100_000)),
+    ("layer_ramp", "ramp", flag),
+    ("trim_beta", "beta", number(low=0, high=0.5, high_open=True)),
+    ("krum_f", "krum_f", integer(low=0, high=1000)),
+    ("carry_state", "reset", negated),
+))
+"""`splitlab hfl` options that set TGIAs-RO's settings (`attacks.hfl.options`)."""

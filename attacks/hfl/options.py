@@ -1,0 +1,64 @@
+"""Attack-specific `splitlab hfl` options: the settings field each one sets, how its value is checked and
+which attacks take it. `HFLConfig.settings` applies them all in one place, so an option given to an
+attack that does not take it is a one-line error instead of being silently ignored, and a new attack
+adds its options as one table in its settings module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from vfl.errors import SplitlabError
+from vfl.validate import check_choice, check_int, check_number
+
+__all__ = ["Option", "apply_options", "number", "integer", "choice", "negated", "flag"]
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    """The config field; the CLI flag is --name with dashes."""
+    field: str
+    """The settings field it sets."""
+    check: Callable[[str, Any], Any]
+    """(flag, value) -> the checked value (SplitlabError when out of range)."""
+    attacks: tuple[str, ...]
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def number(**bounds: Any) -> Callable[[str, Any], float]:
+    return lambda flag, value: check_number(flag, value, **bounds)
+
+
+def integer(**bounds: Any) -> Callable[[str, Any], int]:
+    return lambda flag, value: check_int(flag, value, **bounds)
+
+
+def choice(choices: Sequence[str]) -> Callable[[str, Any], str]:
+    return lambda flag, value: check_choice(flag, value, choices)
+
+
+def flag(_: str, value: Any) -> bool:
+    return bool(value)
+
+
+def negated(_: str, value: Any) -> bool:
+    """A switch that turns a setting off (--no-refine sets refine_labels False)."""
+    return not value
+
+
+def apply_options(settings: Any, attack: str, given: Mapping[str, Any], options: Sequence[Option]) -> Any:
+    """`settings` with every given option (value not None) checked and set, in one replace so that the
+    settings' own checks see the final combination; options of other attacks are refused."""
+    changes = {}
+    for option in options:
+        value = given.get(option.name)
+        if value is None:
+            continue
+        if attack not in option.attacks:
+            raise SplitlabError(f"{option.flag} applies to {' and '.join(option.attacks)} only, not {attack}")
+        changes[option.field] = option.check(option.flag, value)
+    return replace(settings, **changes) if changes else settings
