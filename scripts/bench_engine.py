@@ -233,6 +233,13 @@ def workloads(device: torch.device, args) -> list[Workload]:
         lambda: plain_fedleak(known.model.network, x0[0], yb, known.gradient, args.fedleak_iterations,
                               activations=True, blend=True, whole=True),
         lambda n, mode: FedLeak(replace(quick, restarts=n))(known, seed=0, mode=mode).mode))
+    # Inverting Gradients on the same batch and iterations: FedLeak's cost per iteration relative to it
+    ig8 = replace(ig, iterations=args.fedleak_iterations)
+    start_ig8 = initial_variables(known, 1, 0, label_logits=False)
+    rows.append(Workload(
+        "Inverting Gradients B=8 (same batch)", args.fedleak_iterations,
+        lambda: plain_invgrad(known.model.network, start_ig8["x"][0], yb, known.gradient, args.fedleak_iterations),
+        lambda n, mode: InvertingGradients(replace(ig8, restarts=n))(known, seed=0, mode=mode).mode))
     return rows
 
 
@@ -320,11 +327,16 @@ def main() -> None:
         print(f"{r['workload']:<{width}}  {r['steps']:>5}  {ms['plain']:>8.2f}  {ms['one']:>8.2f}  "
               f"{r['one_vs_plain']:>6.2f}x  {ms['batched']:>8.2f}  {ms['sequential']:>8.2f}  "
               f"{r['batched_speedup']:>7.2f}x  {r['auto']}")
-    for r in rows:
-        if r["workload"].startswith("FedLeak attack"):
-            print(f"\nFedLeak attack, {args.restarts} restarts at batch 8: batched is {r['batched_speedup']:.2f}x "
-                  f"faster than sequential ({r['ms_per_trial_step']['batched']:.1f} vs "
-                  f"{r['ms_per_trial_step']['sequential']:.1f} ms per trial-step; target >= 1.5x)")
+    named = {r["workload"].split(" (")[0]: r for r in rows}
+    fedleak, ig8 = named.get("FedLeak attack B=8"), named.get("Inverting Gradients B=8")
+    if fedleak:
+        ms = fedleak["ms_per_trial_step"]
+        print(f"\nFedLeak attack, {args.restarts} restarts at batch 8: batched is {fedleak['batched_speedup']:.2f}x "
+              f"faster than sequential ({ms['batched']:.1f} vs {ms['sequential']:.1f} ms per trial-step; "
+              "target >= 1.5x)")
+    if fedleak and ig8:
+        print(f"FedLeak / Inverting Gradients per iteration, one restart at batch 8: "
+              f"{fedleak['ms_per_trial_step']['one'] / ig8['ms_per_trial_step']['one']:.2f}x")
     if args.profile:
         attack = next(w for w in workloads(device, args) if w.name.startswith("FedLeak attack"))
         parts = profile_fedleak(attack, args.restarts)
