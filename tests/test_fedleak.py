@@ -150,3 +150,12 @@ def test_the_activation_prior_on_the_simulators_pass_equals_its_own_forward_pass
     torch.testing.assert_close(torch.autograd.grad(shared, x)[0], torch.autograd.grad(own, x)[0])
     for a, b in zip(simulated, FedSGDGradient(obs.model.network)({"x": x}, context)):
         torch.testing.assert_close(a, b)
+
+
+def test_the_activation_prior_needs_relu_outputs():
+    lenet = build_hfl_model("lenet", seed=0)
+    x, y = torch.rand(2, 1, 28, 28), torch.tensor([1, 2])
+    observation = observe_fedsgd(lenet, x, y, arch="lenet")
+    with pytest.raises(SplitlabError, match="has none; use --beta 0"):
+        FedLeak(preset("fedleak.quick")).check(observation)
+    FedLeak(replace(preset("fedleak.quick"), beta=0.0)).check(observation)

@@ -84,6 +84,9 @@ class FedLeak:
         check_requirements(self.name, self.requirements(observation), observation)
         if self.settings.fedavg == "unroll" and observation.kind == "fedavg" and observation.clients > 1:
             raise SplitlabError("fedleak cannot unroll the local steps of a secure aggregate; use its gradient model")
+        if self.settings.beta > 0 and not any(isinstance(m, nn.ReLU) for m in observation.model.network.modules()):
+            raise SplitlabError(f"fedleak's activation prior (beta {self.settings.beta}) reads ReLU outputs, and model "
+                                f"{observation.model.arch} has none; use --beta 0 or a ReLU model (convnet, resnet10)")
 
     def __call__(self, observation: FedSGDObservation | FedAvgObservation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
