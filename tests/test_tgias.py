@@ -10,10 +10,11 @@ from typer.testing import CliRunner
 from attacks.engine import LBFGS, Block, Consensus, Objective, Schedule, SquaredL2, run
 from attacks.engine.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 from attacks.hfl.aggregators import aggregator, krum, median, trimmed_mean
+from attacks.hfl.aggregators import mean as mean_of
 from attacks.hfl.dlg import DLG
 from attacks.hfl.label_optimisation import optimise_labels
 from attacks.hfl.observations import RoundLog, observe_fedsgd
-from attacks.hfl.tgias import TGIAsRO, layer_ramp
+from attacks.hfl.tgias import TGIAsRO, _agree, layer_ramp
 from attacks.hfl.trace import align, alignment_accuracy, observe_trace
 from attacks.presets import names_for, settings as preset
 from vfl.models.hfl import build_hfl_model
@@ -69,7 +70,7 @@ def test_a_consensus_overwrites_every_trial_and_can_reset_the_optimiser():
     target = {"observed": [torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])], "context": {}}
     objective = Objective(lambda v, c: [v["x"]], SquaredL2())
     start = {"x": torch.zeros(3, 2)}
-    mean = Consensus(("x",), lambda v: {"x": v["x"].mean(0).expand_as(v["x"])}, reset=True)
+    mean = Consensus(("x",), lambda v, alive: {"x": v["x"].mean(0).expand_as(v["x"])}, reset=True)
     result = run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), rounds=3, consensus=mean),
                  per_trial_target=True, progress=False)
     final = result.final["x"]
@@ -78,6 +79,34 @@ def test_a_consensus_overwrites_every_trial_and_can_reset_the_optimiser():
     with pytest.raises(ValueError, match="batched"):
         run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), consensus=mean), mode="sequential",
             per_trial_target=True, progress=False)
+
+
+def test_reset_rebuilds_the_optimiser_and_a_diverged_trial_does_not_vote():
+    # an ill-conditioned quadratic that two L-BFGS iterations per round do not solve: carried curvature differs
+    scale = torch.tensor([1.0, 30.0])
+    target = {"observed": [torch.tensor([[1.0, 2.0], [3.0, 4.0]])], "context": {}}
+    objective = Objective(lambda v, c: [v["x"] * scale], SquaredL2())
+    seen = []
+
+    def mean(v, alive):
+        seen.append(alive.tolist())
+        return {"x": v["x"][alive].mean(0).expand_as(v["x"])}
+
+    finals = {}
+    for reset in (True, False):
+        schedule = Schedule((Block(("x",), LBFGS(max_iter=2), 1),), rounds=3, consensus=Consensus(("x",), mean, reset))
+        finals[reset] = run(objective, {"x": torch.zeros(2, 2)}, target, schedule, per_trial_target=True,
+                            progress=False).final["x"]
+    assert not torch.allclose(finals[True], finals[False])
+    nan_target = {"observed": [torch.tensor([[1.0, 2.0], [float("nan"), 4.0]])], "context": {}}
+    seen.clear()
+    result = run(objective, {"x": torch.zeros(2, 2)}, nan_target,
+                 Schedule((Block(("x",), LBFGS(max_iter=2), 1),), rounds=2, consensus=Consensus(("x",), mean)),
+                 per_trial_target=True, progress=False)
+    assert seen[0] == [True, False]                      # the diverged copy is offered as not alive
+    assert torch.isfinite(result.final["x"]).all()       # and the agreed point comes from the live one
+    points = torch.tensor([[0.0], [1.0], [100.0]])
+    assert _agree(mean_of, points, torch.tensor([True, True, False])).item() == 0.5
 
 
 def test_temporal_gradients_vectorised_equal_one_at_a_time(mnist, lenet):
@@ -201,6 +230,9 @@ def test_cli_run_records_the_trace(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--observe", "fedsgd"], "use it with --observe rounds"),
+    (["--observe", "rounds", "--trim-beta", "0.2"], "--trim-beta does not apply to --aggregator joint"),
+    (["--observe", "rounds", "--aggregator", "krum", "--temporal", "4", "--krum-f", "3"], "needs T >= f + 3"),
+    (["--observe", "rounds", "--carry-state"], "--carry-state does not apply to --aggregator joint"),
     (["--observe", "rounds", "--invalid", "11"], "--invalid 11 exceeds the 10 temporal gradients"),
     (["--observe", "rounds", "--aggregator", "geomedian"], "--aggregator must be one of joint"),
     (["--observe", "rounds", "--sample-fraction", "0"], "--sample-fraction must be"),

@@ -12,6 +12,8 @@ p_mean, p_var) is a tensor in the target, so several Q values run as batched tri
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -86,6 +88,7 @@ class LayerGroups:
         ramps = {k: iter(ramp(q, self.count(k))) for k, q in zip(KINDS, (q_cv, q_bn, q_fc)) if self.count(k)}
         return [next(ramps[k]) for k in self.kinds]
 
+    @functools.lru_cache(maxsize=8)                   # built once per device and dtype, not at every evaluation
     def _ramp_tables(self, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(kind index, fraction) per layer: the ramp is 1 + (q_kind - 1) * fraction, fraction = (i-1)/(L_k-1)
         (1 for a type with one layer, which gives q_kind)."""

@@ -61,13 +61,15 @@ class Block:
 @dataclass(frozen=True)
 class Consensus:
     """Between rounds, overwrite variables of every trial with an agreement over the trials (TGIAs-RO's
-    data-space aggregation of its temporal copies): `combine(name -> (R, ...)) -> name -> (R, ...)`.
+    data-space aggregation of its temporal copies): `combine(name -> (R, ...), alive (R,) bool) -> name ->
+    (R, ...)`; a trial that diverged is not alive and must not vote.
 
     The values are written in place, so an optimiser may carry its state across the jump (`reset=False`)
-    or start afresh every round (`reset=True`; L-BFGS history carried over such a jump can blow up).
+    or start afresh every round (`reset=True`; L-BFGS history carried over such a jump can blow up). With
+    a reset, every trial starts the next round alive from the agreed point.
     """
     names: tuple[str, ...]
-    combine: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]
+    combine: Callable[[dict[str, torch.Tensor], torch.Tensor], dict[str, torch.Tensor]]
     reset: bool = True
 
 
@@ -352,10 +354,11 @@ def _agree(state: _Trials, runs: list[_BlockRun], consensus: Consensus) -> None:
     """Overwrite the consensus variables in place (optimisers hold references to them), then rebuild
     every block's optimiser if the consensus asks for fresh state."""
     with torch.no_grad():
-        agreed = consensus.combine({k: state.vars[k].detach() for k in consensus.names})
+        agreed = consensus.combine({k: state.vars[k].detach() for k in consensus.names}, state.alive.clone())
         for k in consensus.names:
             state.vars[k].copy_(agreed[k])
     if consensus.reset:
+        state.alive.fill_(True)
         for r in runs:
             r.optimizer = r.block.optimizer.build(r.params if isinstance(r.block.optimizer, LBFGS) else r.aliases)
 

@@ -73,7 +73,8 @@ class AWASettings:
 
     def __post_init__(self) -> None:
         if self.bo_trials and self.bo_random > self.bo_trials:
-            raise SplitlabError(f"--bo-random {self.bo_random} exceeds --bo-trials {self.bo_trials}")
+            raise SplitlabError(f"BO random trials {self.bo_random} exceed its {self.bo_trials} trials "
+                                f"(preset {self.name}; set --bo-random and --bo-trials)")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ def hfl_command(
                                                    "(default: the whole batch)."),
     labels: str = typer.Option("recovered", "--labels", help=f"{', '.join(KNOWN_LABELS)}: "
                                f"{' or '.join(LABEL_KNOWLEDGE)} (recovered: iDLG at batch 1, a counting rule at "
-                               "larger batches; awa and agic need known; tgias-ro: last-layer label optimisation)."),
+                               "larger batches; fedleak: its --label-rule; awa and agic need known; tgias-ro: "
+                               "last-layer label optimisation)."),
     trials: str = typer.Option("auto", "--trials", help=f"Restarts {', '.join(TRIAL_MODES)} (auto: the faster mode by "
                                "the engine's measured rule)."),
     bo_trials: Optional[int] = typer.Option(None, "--bo-trials", help="awa: Bayesian-optimisation trials over Q "
@@ -83,8 +84,8 @@ def hfl_command(
     invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
     invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (a trained model's "
                                      "gradient), other-batch or noise."),
-    local_steps: Optional[int] = typer.Option(None, "--local-steps", help="tgias-ro Algorithm 1: R_l, L-BFGS steps "
-                                              "per copy per round (default: the preset's, 1)."),
+    local_steps: Optional[int] = typer.Option(None, "--local-steps", help="tgias-ro: R_l, L-BFGS steps per round "
+                                              "(per copy in Algorithm 1; default: the preset's, 1)."),
     layer_ramp: Optional[bool] = typer.Option(None, "--layer-ramp/--uniform-layers", help="tgias-ro: linearly "
                                               "increasing layer weights or uniform ones (default: the preset's)."),
     trim_beta: Optional[float] = typer.Option(None, "--trim-beta", help="tgias-ro trimmed mean: fraction dropped "

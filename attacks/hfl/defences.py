@@ -109,18 +109,15 @@ class Quantise:
 
 
 @dataclass(frozen=True)
-class DPGaussian:
-    """GaussianNoise with clip C and sigma = C sqrt(2 ln(1/delta)) / epsilon (FedLeak's DP-SGD setting)."""
-    epsilon: float
+class DPGaussian(GaussianNoise):
+    """GaussianNoise with clip C and sigma = C sqrt(2 ln(1/delta)) / epsilon (FedLeak's DP-SGD setting);
+    build it with `DPGaussian.of(epsilon, delta, clip)`."""
+    epsilon: float = 1.0
     delta: float = 1e-5
-    clip: float = 1.0
 
-    @property
-    def sigma(self) -> float:
-        return self.clip * math.sqrt(2 * math.log(1 / self.delta)) / self.epsilon
-
-    def __call__(self, upload: Tensors, generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
-        return GaussianNoise(self.sigma, self.clip)(upload, generator)
+    @classmethod
+    def of(cls, epsilon: float, delta: float = 1e-5, clip: float = 1.0) -> "DPGaussian":
+        return cls(clip * math.sqrt(2 * math.log(1 / delta)) / epsilon, clip, epsilon, delta)
 
     @property
     def spec(self) -> str:
@@ -152,5 +149,5 @@ def parse_defence(spec: str) -> Defence:
     if item.name == "quant":
         return Quantise(o["bits"])
     if item.name == "dp":
-        return DPGaussian(o["epsilon"], o.get("delta", 1e-5))
+        return DPGaussian.of(o["epsilon"], o.get("delta", 1e-5))
     return NoDefence()

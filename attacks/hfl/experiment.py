@@ -68,7 +68,8 @@ class HFLConfig:
     """None: the attack's default preset (`attacks.presets.DEFAULT_PRESET`)."""
     restarts: int | None = None
     iterations: int | None = None
-    """L-BFGS steps for DLG/iDLG, Adam iterations for Inverting Gradients and FedLeak; None keeps the preset's."""
+    """L-BFGS steps for DLG/iDLG, Adam iterations for Inverting Gradients, FedLeak, AWA and AGIC, global
+    rounds R_g for TGIAs-RO; None keeps the preset's."""
     tv: float | None = None
     """Inverting Gradients' TV weight; None takes the preset's, else the dataset's."""
     defence: str = "none"
@@ -179,6 +180,12 @@ class HFLConfig:
             raise SplitlabError("--secure-aggregation applies to fedleak only")
         check_int("--pretrain-epochs", self.pretrain_epochs, low=0, high=10_000)
         validate_trace(self)
+        if self.attack == "awa":
+            settings = self.settings()
+            if not settings.bo_trials and self.bo_random is not None:
+                raise SplitlabError("--bo-random applies to a Bayesian optimisation: give --bo-trials too")
+            if settings.bo_trials and self.restarts is not None:
+                raise SplitlabError("--restarts does not apply with --bo-trials (the BO trials are the restarts)")
 
 
 ATTACK_CLASSES = {
@@ -270,10 +277,11 @@ def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | 
     c = prepared.config
     if run is not None:
         run.log(f"{prepared.attack.name} ({prepared.settings.name}) on {c.arch}, {c.dataset} images "
-                f"{c.index}..{c.index + c.batch_size - 1}, defence {prepared.defence.spec}, {c.trials} trials")
+                f"{c.index}..{c.index + len(prepared.labels) - 1}, defence {prepared.defence.spec}, {c.trials} trials")
     outcome = attack_and_score(prepared.attack, prepared.observation, prepared.images, prepared.labels, run=run,
                                seed=c.seed, mode=c.trials, progress=progress, lpips=lpips, fid=fid,
                                extra={"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
+                                      "secure_aggregation": c.secure_aggregation,
                                       "defence": prepared.defence.spec, "observation": prepared.observation.kind,
                                       **upload_diagnostics(prepared.observation, prepared.settings), **prepared.facts},
                                title=f"{prepared.attack.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, "

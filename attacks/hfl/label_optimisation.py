@@ -33,8 +33,11 @@ def _last_layer(obs: FedSGDObservation) -> tuple[torch.Tensor, torch.Tensor | No
 
 def _one_start(layers, batch: int, classes: int, features: int, generator: torch.Generator, steps: int,
                max_iter: int) -> tuple[float, torch.Tensor]:
-    u = torch.randn(len(layers), batch, features, generator=generator, dtype=torch.float64).requires_grad_(True)
-    logits = torch.randn(batch, classes, generator=generator, dtype=torch.float64).requires_grad_(True)
+    device = layers[0][0].device              # drawn on the CPU (same start on every device), used beside w
+    u = torch.randn(len(layers), batch, features, generator=generator, dtype=torch.float64).to(device)
+    logits = torch.randn(batch, classes, generator=generator, dtype=torch.float64).to(device)
+    u.requires_grad_(True)
+    logits.requires_grad_(True)
 
     def loss() -> torch.Tensor:
         y, h = torch.softmax(logits, -1), torch.sigmoid(u)

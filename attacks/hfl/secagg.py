@@ -28,8 +28,10 @@ def aggregate(uploads: Sequence[Upload]) -> Upload:
     field = "gradient" if first.kind == "fedsgd" else "update"
     summed = tuple(torch.stack(parts).sum(0) for parts in zip(*(getattr(u, field) for u in uploads)))
     labels = None if first.labels is None else torch.cat([u.labels for u in uploads])
+    # one client's per-epoch weights (evaluation only) do not describe a sum of clients' training
+    path = {"epoch_params": None} if first.kind == "fedavg" and len(uploads) > 1 else {}
     return replace(first, **{field: summed}, batch_size=sum(u.batch_size for u in uploads), labels=labels,
-                   clients=sum(u.clients for u in uploads))
+                   clients=sum(u.clients for u in uploads), **path)
 
 
 def observe_clients(observe: Callable[[torch.Tensor, torch.Tensor], Upload], x: torch.Tensor, y: torch.Tensor,

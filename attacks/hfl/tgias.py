@@ -101,13 +101,14 @@ class TGIAsRO:
             target = {"observed": observed,
                       "context": {"params": params, "buffers": {k: _stack([v] * s.temporal) for k, v in buffers.items()},
                                   "labels": labels.expand(s.temporal, -1)}}
-            consensus = Consensus(("x",), lambda v: {"x": _agree(combine, v["x"]).expand_as(v["x"])}, reset=s.reset)
+            consensus = Consensus(("x",), lambda v, alive: {"x": _agree(combine, v["x"], alive).expand_as(v["x"])},
+                                  reset=s.reset)
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.rounds, consensus=consensus)
             objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
             # the engine refuses "sequential": the consensus needs every copy at once
             result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
                          per_trial_target=True, progress=progress, description=description)
-            answer, mode_run = _agree(combine, result.best["x"]).unsqueeze(0), "batched"
+            answer, mode_run = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0), "batched"
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
         diverged = ~torch.isfinite(loss)
@@ -118,7 +119,8 @@ class TGIAsRO:
                                       "copies_diverged": int(result.diverged.sum())})
 
 
-def _agree(combine, points: torch.Tensor) -> torch.Tensor:
-    """RobustAgg over the copies that are finite (a diverged copy holds no answer)."""
-    finite = points.flatten(1).isfinite().all(1)
-    return combine(points[finite]) if bool(finite.any()) else points[0]
+def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+    """RobustAgg over the copies that are alive and finite (a diverged copy holds no answer and does not
+    vote). One host read per aggregation: the number of voters sets the aggregate's input shape."""
+    voters = alive & points.flatten(1).isfinite().all(1)
+    return combine(points[voters]) if bool(voters.any()) else points[0]

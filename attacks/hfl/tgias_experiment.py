@@ -48,6 +48,14 @@ def validate_trace(config) -> None:
     settings = config.settings()
     if config.invalid > settings.temporal:
         raise SplitlabError(f"--invalid {config.invalid} exceeds the {settings.temporal} temporal gradients")
+    applies = {"trim_beta": settings.aggregator == "trimmed", "krum_f": settings.aggregator == "krum",
+               "carry_state": settings.aggregator != "joint"}
+    for name, ok in applies.items():
+        if getattr(config, name) is not None and not ok:
+            raise SplitlabError(f"--{name.replace('_', '-')} does not apply to --aggregator {settings.aggregator}")
+    if settings.aggregator == "krum" and settings.krum_f > settings.temporal - 3:
+        raise SplitlabError(f"Krum with f = {settings.krum_f} needs T >= f + 3 temporal gradients, not "
+                            f"{settings.temporal}; lower --krum-f or raise --temporal")
     if settings.aggregator != "joint" and config.trials == "sequential":
         raise SplitlabError("--trials sequential applies to the joint form only (Algorithm 1 aggregates its copies "
                             "between rounds, so they run together)")
