@@ -87,6 +87,6 @@ def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool =
     """Gradient inversion by an HFL server (`HFLConfig` fields as keywords: arch, preset, batch_size, ...)."""
     from attacks.hfl.experiment import HFLConfig, execute, prepare
 
-    prepared = prepare(HFLConfig(attack=attack, **config))
+    prepared = prepare(HFLConfig.of(attack=attack, **config))
     with _run("hfl", prepared.record(), out, overwrite) as run:
         return execute(prepared, run, progress=progress)

@@ -207,17 +207,17 @@ def test_agic_weights_rise_over_conv_and_fc_and_it_runs_every_case(batch):
 
 def test_cli_checks_for_the_fedavg_attacks(tmp_path):
     base = dict(attack="awa", arch="convnet", observe="fedavg", batch_size=4, labels="known")
-    HFLConfig(**base, bo_trials=4, bo_random=2).validate()
+    HFLConfig.of(**base, bo_trials=4, bo_random=2).validate()
     with pytest.raises(SplitlabError, match="BO random trials 5 exceed its 4 trials"):
-        HFLConfig(**base, bo_trials=4, bo_random=5).validate()
+        HFLConfig.of(**base, bo_trials=4, bo_random=5).validate()
     with pytest.raises(SplitlabError, match="applies to awa only"):
-        HFLConfig(**{**base, "attack": "agic"}, bo_trials=4).validate()
+        HFLConfig.of(**{**base, "attack": "agic"}, bo_trials=4).validate()
     with pytest.raises(SplitlabError, match="give --bo-trials too"):
-        HFLConfig(**base, bo_random=3).validate()
+        HFLConfig.of(**base, bo_random=3).validate()
     with pytest.raises(SplitlabError, match="the BO trials are the restarts"):
-        HFLConfig(**base, bo_trials=4, bo_random=2, restarts=2).validate()
+        HFLConfig.of(**base, bo_trials=4, bo_random=2, restarts=2).validate()
     with pytest.raises(SplitlabError, match="--labels known applies to"):
-        HFLConfig(**{**base, "attack": "dlg", "observe": "fedsgd"}).validate()
+        HFLConfig.of(**{**base, "attack": "dlg", "observe": "fedsgd"}).validate()
     args = ["hfl", "--attack", "awa", "--preset", "awa.dlg", "--arch", "convnet", "--observe", "fedavg",
             "--batch-size", "4", "--local-epochs", "2", "--local-batch-size", "2", "--labels", "known",
             "--out", str(tmp_path / "dlg")]

@@ -120,7 +120,7 @@ def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
 
 
 def test_fedleak_options_are_checked_and_dispatched():
-    config = HFLConfig(attack="fedleak", arch="convnet", batch_size=8, ratio=0.3, blend=0.0, probe="lookahead",
+    config = HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, ratio=0.3, blend=0.0, probe="lookahead",
                        selection="layer", label_rule="fedleak", no_refine=True)
     s = config.settings()
     assert (s.ratio, s.blend, s.probe, s.selection, s.label_rule, s.refine_labels) == \
@@ -129,11 +129,11 @@ def test_fedleak_options_are_checked_and_dispatched():
     for bad in (dict(ratio=0.0), dict(ratio=1.5), dict(blend=-0.1), dict(selection="row"), dict(probe="down"),
                 dict(label_rule="magic"), dict(alpha=-1.0)):
         with pytest.raises(SplitlabError):
-            HFLConfig(attack="fedleak", arch="convnet", batch_size=8, **bad).settings()
+            HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, **bad).settings()
     with pytest.raises(SplitlabError, match="fedleak only"):
-        HFLConfig(attack="invgrad", arch="convnet", ratio=0.5).settings()
+        HFLConfig.of(attack="invgrad", arch="convnet", ratio=0.5).settings()
     with pytest.raises(SplitlabError, match="fedleak only"):
-        HFLConfig(attack="invgrad", arch="convnet", secure_aggregation=2).validate()
+        HFLConfig.of(attack="invgrad", arch="convnet", secure_aggregation=2).validate()
 
 
 def test_the_activation_prior_on_the_simulators_pass_equals_its_own_forward_pass():

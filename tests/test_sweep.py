@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from splitlab.cli import app

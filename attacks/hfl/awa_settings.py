@@ -101,6 +101,10 @@ class AGICSettings:
     attack = "agic"
 
 
-OPTIONS = tuple(Option(name, name, integer(low=low, high=high), ("awa",)) for name, low, high in (
-    ("bo_trials", 0, 10_000), ("bo_random", 1, 10_000), ("target_epoch", 1, 100_000)))
+OPTIONS = tuple(Option(name, name, integer(low=low, high=high), ("awa",), "awa: " + text)
+                for name, low, high, text in (
+    ("bo_trials", 0, 10_000, "Bayesian-optimisation trials over Q (0: the preset's fixed Q; default: the preset's)."),
+    ("bo_random", 1, 10_000, "of the BO trials, how many are random before the GP (default: the preset's)."),
+    ("target_epoch", 1, 100_000, "the interpolated local epoch it attacks when E > 1 and B > 1 (default 1)."),
+))
 """`splitlab hfl` options that set AWA's settings (`attacks.hfl.options`)."""

@@ -1,14 +1,16 @@
 """`splitlab hfl`: reconstruct a client's batch from what an HFL server sees."""
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Optional
+import functools
+import inspect
+import typing
+from typing import Callable, Optional
 
 import typer
 
-from attacks.hfl.fedleak_settings import LABEL_RULES, PROBE_SIGNS, SELECTIONS
-from attacks.hfl.experiment import (ATTACKS, KNOWN_LABELS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig, execute,
-                                    model_names, prepare)
+from attacks.hfl.experiment import (ATTACK_OPTIONS, ATTACKS, KNOWN_LABELS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig,
+                                    execute, model_names, prepare)
+from attacks.hfl.options import Option, negated
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import load_fid, load_lpips
 from attacks.presets import DEFAULT_PRESET, PRESETS
@@ -20,7 +22,41 @@ __all__ = ["hfl_command", "register"]
 HFL_PRESETS = [name for name, p in PRESETS.items() if p.attack in ATTACKS]
 
 
+def with_attack_options(fn: Callable) -> Callable:
+    """Give the command one CLI option per entry of `ATTACK_OPTIONS` (declared once, in each attack's settings
+    module) and hand their values to it as `attack_options`; a switch left off counts as not given."""
+    def parameter(option: Option) -> inspect.Parameter:
+        if option.check is negated:                     # a single switch: off is not given
+            default, annotation = typer.Option(False, option.flag, help=option.help), bool
+        else:
+            default = typer.Option(None, option.flags or option.flag, help=option.help)
+            annotation = Optional[option.kind]
+        return inspect.Parameter(option.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                 annotation=annotation)
+
+    hints = typing.get_type_hints(fn)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(fn).parameters.values() if p.name != "attack_options"]
+    extra = [parameter(o) for o in ATTACK_OPTIONS]
+
+    switches = [o.name for o in ATTACK_OPTIONS if o.check is negated]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        values = {o.name: kwargs.pop(o.name) for o in ATTACK_OPTIONS}
+        values.update({name: values[name] or None for name in switches})
+        return fn(*args, attack_options=values, **kwargs)
+
+    opts = [p for p in own if p.name == "opts"]
+    command.__signature__ = inspect.Signature([p for p in own if p.name != "opts"] + extra + opts,
+                                              return_annotation=None)
+    command.__annotations__ = {p.name: p.annotation for p in own + extra}
+    del command.__wrapped__
+    return command
+
+
 @with_run_options(*RUN, *METRIC_WEIGHTS)
+@with_attack_options
 def hfl_command(
     attack: str = typer.Option("dlg", "--attack", help=f"Attack: {', '.join(ATTACKS)}."),
     arch: str = typer.Option("lenet", "--arch", help=f"Global model: {model_names()} (see `splitlab models`)."),
@@ -47,59 +83,24 @@ def hfl_command(
                                "last-layer label optimisation)."),
     trials: str = typer.Option("auto", "--trials", help=f"Restarts {', '.join(TRIAL_MODES)} (auto: the faster mode by "
                                "the engine's measured rule)."),
-    bo_trials: Optional[int] = typer.Option(None, "--bo-trials", help="awa: Bayesian-optimisation trials over Q "
-                                            "(0: the preset's fixed Q; default: the preset's)."),
-    bo_random: Optional[int] = typer.Option(None, "--bo-random", help="awa: of the BO trials, how many are random "
-                                            "before the GP (default: the preset's)."),
-    target_epoch: Optional[int] = typer.Option(None, "--target-epoch", help="awa: the interpolated local epoch it "
-                                               "attacks when E > 1 and B > 1 (default 1)."),
-    ratio: Optional[float] = typer.Option(None, "--ratio", help="fedleak: fraction R of gradient entries matched "
-                                          "(top-R% of |dummy gradient|; preset 0.5)."),
-    selection: Optional[str] = typer.Option(None, "--selection", help=f"fedleak: top-R% over the "
-                                            f"{' or per '.join(SELECTIONS)} gradient (preset global)."),
-    blend: Optional[float] = typer.Option(None, "--blend", help="fedleak: gradient-regularisation weight lambda' "
-                                          "in [0, 1] (0: off; preset 0.7)."),
-    alpha: Optional[float] = typer.Option(None, "--alpha", help="fedleak: TV weight (preset 1e-5)."),
-    beta: Optional[float] = typer.Option(None, "--beta", help="fedleak: activation-L1 weight (preset 1e-4)."),
-    probe_step: Optional[float] = typer.Option(None, "--probe-step", help="fedleak: k, the probe step length "
-                                               "(preset 0.01)."),
-    probe: Optional[str] = typer.Option(None, "--probe", help=f"fedleak: probe direction, {' or '.join(PROBE_SIGNS)} "
-                                        "(+grad as the equations, or -grad as the appendix example; preset ascent)."),
-    label_rule: Optional[str] = typer.Option(None, "--label-rule", help=f"fedleak: {' or '.join(LABEL_RULES)} "
-                                             "(the counting rule, or FedLeak's column-sum rule; preset count)."),
-    no_refine: bool = typer.Option(False, "--no-refine", help="fedleak: keep the inferred labels fixed "
-                                   "(default: refine them jointly with the images)."),
     secure_aggregation: int = typer.Option(1, "--secure-aggregation", help="fedleak: the server sees only the sum "
                                            "of this many clients' uploads (each --batch-size images)."),
     pretrain_epochs: int = typer.Option(0, "--pretrain-epochs", help="Train the global model this many epochs on "
                                         "the dataset's test split first (pretrained weights)."),
-    temporal: Optional[int] = typer.Option(None, "--temporal", help="tgias-ro: temporal gradients T of the target "
-                                           "batch (default: the preset's, 10)."),
     clients: int = typer.Option(4, "--clients", help="--observe rounds: FL clients K; client 0 holds the target batch."),
     sample_fraction: float = typer.Option(1.0, "--sample-fraction", help="--observe rounds: fraction of clients "
                                           "sampled per round."),
     server_lr: float = typer.Option(0.1, "--server-lr", help="--observe rounds: the server's SGD learning rate."),
-    aggregator: Optional[str] = typer.Option(None, "--aggregator", help="tgias-ro: joint (Eq. 5) or Algorithm 1 "
-                                             "with mean, median, trimmed or krum (default: the preset's)."),
     invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
     invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (a trained model's "
                                      "gradient), other-batch or noise."),
-    local_steps: Optional[int] = typer.Option(None, "--local-steps", help="tgias-ro: R_l, L-BFGS steps per round "
-                                              "(per copy in Algorithm 1; default: the preset's, 1)."),
-    layer_ramp: Optional[bool] = typer.Option(None, "--layer-ramp/--uniform-layers", help="tgias-ro: linearly "
-                                              "increasing layer weights or uniform ones (default: the preset's)."),
-    trim_beta: Optional[float] = typer.Option(None, "--trim-beta", help="tgias-ro trimmed mean: fraction dropped "
-                                              "at each end (default 0.3)."),
-    krum_f: Optional[int] = typer.Option(None, "--krum-f", help="tgias-ro Krum: invalid copies it expects (default 3)."),
-    carry_state: bool = typer.Option(False, "--carry-state", help="tgias-ro Algorithm 1: keep the L-BFGS state "
-                                     "across each aggregation (default: fresh every round)."),
     opts: RunOptions = RunOptions(),
+    attack_options: dict | None = None,
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
-    given = dict(locals())                               # every option, by its HFLConfig field name
-    given.update(no_refine=no_refine or None, carry_state=carry_state or None,    # a switch left off: not given
-                 preset=preset_name, seed=opts.seed, device=opts.device, data_root=opts.root)
-    config = HFLConfig(**{f.name: given[f.name] for f in fields(HFLConfig)})
+    given = {k: v for k, v in locals().items() if k not in ("preset_name", "opts", "attack_options")}
+    config = HFLConfig.of(**given, **attack_options, preset=preset_name, seed=opts.seed, device=opts.device,
+                          data_root=opts.root)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
     run = Run.create("hfl", prepared.record(), opts.out, overwrite=opts.overwrite)

@@ -29,7 +29,7 @@ from attacks.hfl.options import apply_options
 from attacks.hfl.secagg import observe_clients
 from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
 from attacks.hfl.tgias import TGIAsRO
-from attacks.hfl.tgias_experiment import observe_for, validate_trace
+from attacks.hfl.tgias_experiment import TRACE_OPTIONS, TraceOptions, observe_for, validate_trace
 from attacks.hfl.tgias_settings import TGIAsSettings
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
@@ -85,50 +85,24 @@ class HFLConfig:
     seed: int = 0
     device: str = "auto"
     data_root: str | None = None
-    bo_trials: int | None = None
-    """AWA: Bayesian-optimisation trials (0: the preset's fixed Q); None keeps the preset's."""
-    bo_random: int | None = None
-    """AWA: of the BO trials, the random ones; None keeps the preset's."""
-    target_epoch: int | None = None
-    """AWA: the interpolated epoch it attacks when E > 1 and B > 1; None keeps the preset's (1)."""
-    # FedLeak's knobs (None keeps the preset's value; see attacks.hfl.fedleak_settings)
-    ratio: float | None = None
-    """FedLeak: fraction R of gradient entries matched."""
-    selection: str | None = None
-    """FedLeak: top-R% over the whole gradient (global) or per layer."""
-    blend: float | None = None
-    """FedLeak: gradient-regularisation weight lambda' (0: off)."""
-    alpha: float | None = None
-    beta: float | None = None
-    probe_step: float | None = None
-    """FedLeak: k, the length of the probe step phi."""
-    probe: str | None = None
-    label_rule: str | None = None
-    no_refine: bool | None = None
-    """FedLeak: True keeps the inferred labels fixed instead of refining them jointly."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Attack-specific options by name (`ATTACK_OPTIONS`, e.g. {"ratio": 0.5}); None keeps the preset's."""
     secure_aggregation: int = 1
     """Secure aggregation: the server sees the sum of this many clients' uploads (fedleak only)."""
     pretrain_epochs: int = 0
     """Train the global model this many epochs on the dataset's test split first ("pretrained" weights)."""
-    temporal: int | None = None
-    """tgias-ro: temporal gradients T (the trace runs until the target batch came back T times)."""
-    clients: int = 4
-    """--observe rounds: FL clients K (client 0 holds the target batch)."""
-    sample_fraction: float = 1.0
-    server_lr: float = 0.1
-    aggregator: str | None = None
-    """tgias-ro: joint (Eq. 5) or Algorithm 1's mean, median, trimmed, krum; None keeps the preset's."""
-    invalid: int = 0
-    """tgias-ro: how many of the T temporal gradients are invalid (the last ones)."""
-    invalid_kind: str = "other-batch"
-    local_steps: int | None = None
-    """tgias-ro Algorithm 1: R_l, L-BFGS steps per copy per round; None keeps the preset's."""
-    layer_ramp: bool | None = None
-    """tgias-ro: linearly increasing layer weights (True) or uniform (False); None keeps the preset's."""
-    trim_beta: float | None = None
-    krum_f: int | None = None
-    carry_state: bool | None = None
-    """tgias-ro Algorithm 1: True keeps the L-BFGS state across the aggregation (default: fresh every round)."""
+    trace: TraceOptions = TraceOptions()
+    """--observe rounds: the FL trace the server logs."""
+
+    @classmethod
+    def of(cls, **values: Any) -> "HFLConfig":
+        """The config from flat option values (as the CLI and sweeps give them): attack options go to
+        `options`, the trace's to `trace`."""
+        attack_names = {o.name for o in ATTACK_OPTIONS}
+        options = {k: v for k, v in values.items() if k in attack_names and v is not None}
+        trace = TraceOptions(**{k: v for k, v in values.items() if k in TRACE_OPTIONS})
+        return cls(**{k: v for k, v in values.items() if k not in attack_names and k not in TRACE_OPTIONS},
+                   options=options, trace=trace)
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""
@@ -148,8 +122,11 @@ class HFLConfig:
             settings = settings.for_dataset(self.dataset)
         elif self.tv is not None:
             raise SplitlabError(f"--tv applies to invgrad only (attack {self.attack} has no prior)")
-        return apply_options(settings, self.attack, {o.name: getattr(self, o.name) for o in ATTACK_OPTIONS},
-                             ATTACK_OPTIONS)
+        unknown = set(self.options) - {o.name for o in ATTACK_OPTIONS}
+        if unknown:
+            raise SplitlabError(f"unknown attack option {sorted(unknown)[0]!r}; the attack options are "
+                                + ", ".join(o.name for o in ATTACK_OPTIONS))
+        return apply_options(settings, self.attack, self.options, ATTACK_OPTIONS)
 
     def validate(self) -> None:
         """Check names and numbers that need no data (before anything is loaded or written)."""
@@ -182,7 +159,7 @@ class HFLConfig:
         validate_trace(self)
         if self.attack == "awa":
             settings = self.settings()
-            if not settings.bo_trials and self.bo_random is not None:
+            if not settings.bo_trials and self.options.get("bo_random") is not None:
                 raise SplitlabError("--bo-random applies to a Bayesian optimisation: give --bo-trials too")
             if settings.bo_trials and self.restarts is not None:
                 raise SplitlabError("--restarts does not apply with --bo-trials (the BO trials are the restarts)")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Mapping
 
 import torch
@@ -33,7 +32,7 @@ from attacks.engine import (L1, ActivationL1, Adam, Block, BoxClamp, Cosine, Fed
                             activation_l1, run, tv_l1)
 from attacks.hfl.fedleak_settings import FedLeakSettings
 from attacks.hfl.labels import count_labels, fedleak_labels
-from attacks.hfl.observations import FedAvgObservation, FedSGDObservation, Observation, check_requirements
+from attacks.hfl.observations import FedAvgObservation, FedSGDObservation, Observation, UploadAttack, upload_needs
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
@@ -67,21 +66,13 @@ def infer_labels(observation: FedSGDObservation | FedAvgObservation, rule: str) 
 
 
 @dataclass(frozen=True)
-class FedLeak:
+class FedLeak(UploadAttack):
     settings: FedLeakSettings = FedLeakSettings("fedleak.paper")
     name = "fedleak"
-    observes = "fedsgd or fedavg"
-    requires = MappingProxyType({
-        "fedsgd": ("gradient", "batch_size"),          # + final_linear unless the server knows the labels
-        "fedavg": ("update", "batch_size", "local_hyperparameters"),
-    })
-
-    def requirements(self, observation: Observation) -> tuple[str, ...]:
-        needs = self.requires.get(observation.kind, self.requires["fedsgd"])
-        return needs if "labels" in observation.provides else needs + ("final_linear",)
+    requires = upload_needs()
 
     def check(self, observation: Observation) -> None:
-        check_requirements(self.name, self.requirements(observation), observation)
+        super().check(observation)
         if self.settings.fedavg == "unroll" and observation.kind == "fedavg" and observation.clients > 1:
             raise SplitlabError("fedleak cannot unroll the local steps of a secure aggregate; use its gradient model")
         if self.settings.beta > 0 and not any(isinstance(m, nn.ReLU) for m in observation.model.network.modules()):

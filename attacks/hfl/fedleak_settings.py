@@ -77,15 +77,19 @@ class FedLeakSettings:
     attack = "fedleak"
 
 
-OPTIONS = tuple(Option(name, field, check, ("fedleak",)) for name, field, check in (
-    ("ratio", "ratio", number(low=0, high=1, low_open=True)),
-    ("selection", "selection", choice(SELECTIONS)),
-    ("blend", "blend", number(low=0, high=1)),
-    ("alpha", "alpha", number(low=0)),
-    ("beta", "beta", number(low=0)),
-    ("probe_step", "k", number(low=0, low_open=True)),
-    ("probe", "probe", choice(PROBE_SIGNS)),
-    ("label_rule", "label_rule", choice(LABEL_RULES)),
-    ("no_refine", "refine_labels", negated),
+OPTIONS = tuple(Option(name, field, check, ("fedleak",), "fedleak: " + text) for name, field, check, text in (
+    ("ratio", "ratio", number(low=0, high=1, low_open=True),
+     "fraction R of gradient entries matched (top-R% of |dummy gradient|; preset 0.5)."),
+    ("selection", "selection", choice(SELECTIONS), f"top-R% over the {' or per '.join(SELECTIONS)} gradient "
+     "(preset global)."),
+    ("blend", "blend", number(low=0, high=1), "gradient-regularisation weight lambda' in [0, 1] (0: off; preset 0.7)."),
+    ("alpha", "alpha", number(low=0), "TV weight (preset 1e-5)."),
+    ("beta", "beta", number(low=0), "activation-L1 weight (preset 1e-4)."),
+    ("probe_step", "k", number(low=0, low_open=True), "k, the probe step length (preset 0.01)."),
+    ("probe", "probe", choice(PROBE_SIGNS), f"probe direction, {' or '.join(PROBE_SIGNS)} (+grad as the equations, "
+     "or -grad as the appendix example; preset ascent)."),
+    ("label_rule", "label_rule", choice(LABEL_RULES), f"{' or '.join(LABEL_RULES)} (the counting rule, or FedLeak's "
+     "column-sum rule; preset count)."),
+    ("no_refine", "refine_labels", negated, "keep the inferred labels fixed (default: refine them jointly)."),
 ))
 """`splitlab hfl` options that set FedLeak's settings (`attacks.hfl.options`)."""

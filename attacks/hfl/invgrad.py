@@ -15,7 +15,6 @@ Settings and their sources: `attacks.hfl.settings.InvGradSettings`; presets `inv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Mapping
 
 import torch
@@ -23,7 +22,7 @@ import torch
 from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
                             SignedGradients, StepDecay, run, tv_l1)
 from attacks.hfl.labels import recover_labels
-from attacks.hfl.observations import Observation, check_requirements
+from attacks.hfl.observations import Observation, UploadAttack, upload_needs
 from attacks.hfl.settings import InvGradSettings
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
@@ -35,23 +34,10 @@ DEFAULT_TV = 1e-4
 
 
 @dataclass(frozen=True)
-class InvertingGradients:
+class InvertingGradients(UploadAttack):
     settings: InvGradSettings = InvGradSettings("invgrad.paper")
     name = "invgrad"
-    observes = "fedsgd or fedavg"
-    requires = MappingProxyType({
-        "fedsgd": ("gradient", "batch_size"),          # + final_linear unless the server knows the labels
-        "fedavg": ("update", "batch_size", "local_hyperparameters", "labels"),
-    })
-
-    def requirements(self, observation: Observation) -> tuple[str, ...]:
-        if observation.kind == "fedavg":
-            return self.requires["fedavg"]
-        needs = self.requires["fedsgd"]
-        return needs if "labels" in observation.provides else needs + ("final_linear",)
-
-    def check(self, observation: Observation) -> None:
-        check_requirements(self.name, self.requirements(observation), observation)
+    requires = upload_needs("labels")                  # FedAvg: the unrolled steps need the labels
 
     def __call__(self, observation: Observation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:

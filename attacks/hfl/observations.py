@@ -34,7 +34,7 @@ from vfl.errors import SplitlabError
 from vfl.models.hfl import final_linear
 
 __all__ = ["CAPABILITIES", "ModelView", "FedSGDObservation", "FedAvgObservation", "RoundLog", "Observation",
-           "check_requirements", "observe_fedsgd", "observe_fedavg", "observe_rounds", "local_sgd"]
+           "check_requirements", "UploadAttack", "upload_needs", "observe_fedsgd", "observe_fedavg", "observe_rounds", "local_sgd"]
 
 CAPABILITIES = {
     "weights": "the model's weights",
@@ -188,6 +188,28 @@ def check_requirements(attack: str, requires: Sequence[str], observation: Observ
         what = "; ".join(CAPABILITIES.get(m, m) for m in missing)
         raise SplitlabError(f"attack {attack} needs {what}, which this {observation.kind} observation "
                             f"(model {observation.model.arch}) does not provide")
+
+
+class UploadAttack:
+    """Requirements of an attack on one FedSGD gradient or FedAvg update (Inverting Gradients, FedLeak):
+    `requires` maps the upload's kind to what it needs, plus the final linear layer whenever the server
+    must recover the labels from it (they are not in the observation)."""
+    observes = "fedsgd or fedavg"
+    name: str
+    requires: Mapping[str, tuple[str, ...]]
+
+    def requirements(self, observation: Observation) -> tuple[str, ...]:
+        needs = self.requires[observation.kind]
+        return needs if "labels" in observation.provides else needs + ("final_linear",)
+
+    def check(self, observation: Observation) -> None:
+        check_requirements(self.name, self.requirements(observation), observation)
+
+
+def upload_needs(*fedavg_extra: str) -> Mapping[str, tuple[str, ...]]:
+    """`UploadAttack.requires`: the upload and the batch size, and for FedAvg also `fedavg_extra`."""
+    return MappingProxyType({"fedsgd": ("gradient", "batch_size"),
+                             "fedavg": ("update", "batch_size", "local_hyperparameters", *fedavg_extra)})
 
 
 # --- the client simulator ----------------------------------------------------------------------------

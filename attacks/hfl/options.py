@@ -21,33 +21,43 @@ class Option:
     field: str
     """The settings field it sets."""
     check: Callable[[str, Any], Any]
-    """(flag, value) -> the checked value (SplitlabError when out of range)."""
+    """(flag, value) -> the checked value (SplitlabError when out of range); its `kind` is the value's type."""
     attacks: tuple[str, ...]
+    help: str = ""
+    flags: str | None = None
+    """The CLI declaration where it is not --name (a pair of switches: "--on/--off")."""
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
+    @property
+    def kind(self) -> type:
+        return self.check.kind
+
+
+def _kind(kind: type, check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+    check.kind = kind
+    return check
+
 
 def number(**bounds: Any) -> Callable[[str, Any], float]:
-    return lambda flag, value: check_number(flag, value, **bounds)
+    return _kind(float, lambda flag, value: check_number(flag, value, **bounds))
 
 
 def integer(**bounds: Any) -> Callable[[str, Any], int]:
-    return lambda flag, value: check_int(flag, value, **bounds)
+    return _kind(int, lambda flag, value: check_int(flag, value, **bounds))
 
 
 def choice(choices: Sequence[str]) -> Callable[[str, Any], str]:
-    return lambda flag, value: check_choice(flag, value, choices)
+    return _kind(str, lambda flag, value: check_choice(flag, value, choices))
 
 
-def flag(_: str, value: Any) -> bool:
-    return bool(value)
+flag = _kind(bool, lambda _, value: bool(value))
+"""A pair of switches (--layer-ramp/--uniform-layers): the value as given."""
 
-
-def negated(_: str, value: Any) -> bool:
-    """A switch that turns a setting off (--no-refine sets refine_labels False)."""
-    return not value
+negated = _kind(bool, lambda _, value: not value)
+"""A single switch that turns a setting off (--no-refine sets refine_labels False)."""
 
 
 def apply_options(settings: Any, attack: str, given: Mapping[str, Any], options: Sequence[Option]) -> Any:

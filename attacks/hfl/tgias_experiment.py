@@ -3,7 +3,7 @@ behind it (kept here so `attacks.hfl.experiment` only dispatches)."""
 from __future__ import annotations
 
 import copy
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -16,7 +16,7 @@ from vfl.errors import SplitlabError
 from vfl.hfl_training import pretrain
 from vfl.validate import check_choice, check_int, check_number
 
-__all__ = ["TRACE_OPTIONS", "validate_trace", "observe_for", "PRETRAIN_EPOCHS"]
+__all__ = ["TraceOptions", "TRACE_OPTIONS", "validate_trace", "observe_for", "PRETRAIN_EPOCHS"]
 
 PRETRAIN_EPOCHS = 5
 """Epochs of `pretrain` (Adam 1e-3, batch 64, on the test split) for `--invalid-kind trained`: the
@@ -24,8 +24,19 @@ paper's "trained" models are trained "with standard settings" (unstated); 5 epoc
 1000 test images bring LeNet's gradient norm down by an order of magnitude or more."""
 
 
-TRACE_OPTIONS = ("clients", "sample_fraction", "server_lr", "invalid", "invalid_kind")
-"""HFLConfig fields that describe the FL trace: they apply to --observe rounds only."""
+@dataclass(frozen=True)
+class TraceOptions:
+    """The FL trace `--observe rounds` logs (`HFLConfig.trace`): K clients, of which client 0 holds the
+    target batch, the fraction sampled per round and the server's SGD lr; the last `invalid` of the T
+    sightings replaced by gradients of `invalid_kind`."""
+    clients: int = 4
+    sample_fraction: float = 1.0
+    server_lr: float = 0.1
+    invalid: int = 0
+    invalid_kind: str = "other-batch"
+
+
+TRACE_OPTIONS = tuple(f.name for f in fields(TraceOptions))
 
 
 def validate_trace(config) -> None:
@@ -33,25 +44,25 @@ def validate_trace(config) -> None:
     if (config.attack == "tgias-ro") != (config.observe == "rounds"):
         raise SplitlabError("--attack tgias-ro observes a trace of rounds: use it with --observe rounds "
                             "(and --observe rounds with tgias-ro)")
+    trace = config.trace
     if config.observe != "rounds":
-        defaults = {f.name: f.default for f in fields(config)}
-        given = [name for name in TRACE_OPTIONS if getattr(config, name) != defaults[name]]
+        given = [name for name in TRACE_OPTIONS if getattr(trace, name) != getattr(TraceOptions(), name)]
         if given:
             raise SplitlabError(f"--{given[0].replace('_', '-')} describes the FL trace: it applies to "
                                 "--observe rounds only")
         return
-    check_int("--clients", config.clients, low=1, high=100_000)
-    check_number("--sample-fraction", config.sample_fraction, low=0, high=1, low_open=True)
-    check_number("--server-lr", config.server_lr, low=0)
-    check_int("--invalid", config.invalid, low=0, high=1000)
-    check_choice("--invalid-kind", config.invalid_kind, INVALID_KINDS)
+    check_int("--clients", trace.clients, low=1, high=100_000)
+    check_number("--sample-fraction", trace.sample_fraction, low=0, high=1, low_open=True)
+    check_number("--server-lr", trace.server_lr, low=0)
+    check_int("--invalid", trace.invalid, low=0, high=1000)
+    check_choice("--invalid-kind", trace.invalid_kind, INVALID_KINDS)
     settings = config.settings()
-    if config.invalid > settings.temporal:
-        raise SplitlabError(f"--invalid {config.invalid} exceeds the {settings.temporal} temporal gradients")
+    if trace.invalid > settings.temporal:
+        raise SplitlabError(f"--invalid {trace.invalid} exceeds the {settings.temporal} temporal gradients")
     applies = {"trim_beta": settings.aggregator == "trimmed", "krum_f": settings.aggregator == "krum",
                "carry_state": settings.aggregator != "joint"}
     for name, ok in applies.items():
-        if getattr(config, name) is not None and not ok:
+        if config.options.get(name) is not None and not ok:
             raise SplitlabError(f"--{name.replace('_', '-')} does not apply to --aggregator {settings.aggregator}")
     if settings.aggregator == "krum" and settings.krum_f > settings.temporal - 3:
         raise SplitlabError(f"Krum with f = {settings.krum_f} needs T >= f + 3 temporal gradients, not "
@@ -65,15 +76,16 @@ def observe_for(config, model: nn.Module, data: datasets.ImageData, defence: Def
                 temporal: int) -> tuple[Trace, dict[str, Any]]:
     """The trace the server logs for this config and facts for metrics.json (alignment of client 0's uploads)."""
     trained = None
-    if config.invalid and config.invalid_kind == "trained":
+    t = config.trace
+    if t.invalid and t.invalid_kind == "trained":
         trained = _trained(model, config)
     trace = observe_trace(model, data, batch_size=config.batch_size, temporal=temporal, index=config.index,
-                          clients=config.clients, sample_fraction=config.sample_fraction, server_lr=config.server_lr,
-                          invalid=config.invalid, invalid_kind=config.invalid_kind, trained=trained, arch=config.arch,
+                          clients=t.clients, sample_fraction=t.sample_fraction, server_lr=t.server_lr,
+                          invalid=t.invalid, invalid_kind=t.invalid_kind, trained=trained, arch=config.arch,
                           defence=defence, seed=config.seed, reveal_labels=reveal)
     clusters = align(trace.client_log)
-    facts = {"fl_rounds": trace.rounds, "target_rounds": list(trace.log.round_numbers), "invalid": config.invalid,
-             "invalid_kind": config.invalid_kind if config.invalid else None,
+    facts = {"fl_rounds": trace.rounds, "target_rounds": list(trace.log.round_numbers), "invalid": t.invalid,
+             "invalid_kind": t.invalid_kind if t.invalid else None,
              "alignment_accuracy": alignment_accuracy(clusters, trace.client_batches),
              "alignment_clusters": len(set(clusters)), "client_batches_seen": len(set(trace.client_batches))}
     return trace, facts

@@ -72,13 +72,21 @@ class TGIAsSettings:
         return self.rounds * self.local_steps * self.max_iter
 
 
-OPTIONS = tuple(Option(name, field, check, ("tgias-ro",)) for name, field, check in (
-    ("temporal", "temporal", integer(low=1, high=1000)),
-    ("aggregator", "aggregator", choice(FORMS)),
-    ("local_steps", "local_steps", integer(low=1, high=100_000)),
-    ("layer_ramp", "ramp", flag),
-    ("trim_beta", "beta", number(low=0, high=0.5, high_open=True)),
-    ("krum_f", "krum_f", integer(low=0, high=1000)),
-    ("carry_state", "reset", negated),
-))
+OPTIONS = (
+    Option("temporal", "temporal", integer(low=1, high=1000), ("tgias-ro",),
+           "tgias-ro: temporal gradients T of the target batch (default: the preset's, 10)."),
+    Option("aggregator", "aggregator", choice(FORMS), ("tgias-ro",),
+           "tgias-ro: joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum (default: the preset's)."),
+    Option("local_steps", "local_steps", integer(low=1, high=100_000), ("tgias-ro",),
+           "tgias-ro: R_l, L-BFGS steps per round (per copy in Algorithm 1; default: the preset's, 1)."),
+    Option("layer_ramp", "ramp", flag, ("tgias-ro",),
+           "tgias-ro: linearly increasing layer weights or uniform ones (default: the preset's).",
+           "--layer-ramp/--uniform-layers"),
+    Option("trim_beta", "beta", number(low=0, high=0.5, high_open=True), ("tgias-ro",),
+           "tgias-ro trimmed mean: fraction dropped at each end (default 0.3)."),
+    Option("krum_f", "krum_f", integer(low=0, high=1000), ("tgias-ro",),
+           "tgias-ro Krum: invalid copies it expects (default 3)."),
+    Option("carry_state", "reset", negated, ("tgias-ro",),
+           "tgias-ro Algorithm 1: keep the L-BFGS state across each aggregation (default: fresh every round)."),
+)
 """`splitlab hfl` options that set TGIAs-RO's settings (`attacks.hfl.options`)."""
