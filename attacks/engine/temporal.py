@@ -7,6 +7,8 @@ False one after another (its sequential mode); both give the same values.
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -46,6 +48,12 @@ class TemporalSquaredL2:
         weights = self.weights if self.weights is not None else [1.0] * len(simulated)
         if len(weights) != len(simulated):
             raise ValueError(f"{len(weights)} layer weights for {len(simulated)} layers")
-        alpha = torch.as_tensor(self.alpha, dtype=simulated[0].dtype, device=simulated[0].device)
+        alpha = _constant(tuple(self.alpha), simulated[0].dtype, simulated[0].device)
         per_t = sum(w * (s - o).square().flatten(1).sum(1) for w, s, o in zip(weights, simulated, observed))
         return (alpha * per_t).sum()
+
+
+@functools.lru_cache(maxsize=16)
+def _constant(values: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The weights as a tensor, built once per dtype and device (not a host-to-device copy per evaluation)."""
+    return torch.tensor(values, dtype=dtype, device=device)
