@@ -15,7 +15,7 @@ from attacks.hfl.dlg import DLG
 from attacks.hfl.label_optimisation import optimise_labels
 from attacks.hfl.observations import RoundLog, observe_fedsgd
 from attacks.hfl.tgias import TGIAsRO, _agree, layer_ramp
-from attacks.hfl.trace import align, alignment_accuracy, observe_trace
+from attacks.hfl.trace import align, alignment_accuracy, client_data, converged_model, observe_trace
 from attacks.presets import names_for, settings as preset
 from vfl.models.hfl import build_hfl_model
 from splitlab.cli import app
@@ -162,6 +162,16 @@ def test_invalid_gradients_replace_the_last_m(mnist, lenet, kind):
     torch.testing.assert_close(list(dirty.log.rounds[0].gradient), list(clean.log.rounds[0].gradient))
 
 
+def test_the_trained_kind_comes_from_a_model_converged_on_the_clients_data(mnist, lenet):
+    held = client_data(mnist, clients=2, batch_size=2, index=3)
+    assert len(held) == 12 and torch.equal(held.images[:2], mnist.images[3:5])    # target batch first
+    trained, loss = converged_model(lenet, held, steps=600)
+    x, y = held.images[:2], held.labels[:2]
+    norm = lambda m: torch.cat([g.flatten() for g in observe_fedsgd(m, x, y).gradient]).norm()
+    assert loss < 0.05 and norm(trained) < 0.05 * norm(lenet)      # Prop. 1: next to no information left
+    assert not torch.equal(trained.fc.weight, lenet.fc.weight)      # a copy: the model itself is untouched
+
+
 def test_alignment_by_label_multiset_and_cosine(mnist, lenet):
     # a slowly moving model: one batch's gradients stay aligned (cosine > 0.999) while another batch with the same
     # label multiset points elsewhere (cosine 0.98-0.99)
@@ -237,6 +247,9 @@ def test_cli_run_records_the_trace(tmp_path):
     (["--observe", "rounds", "--aggregator", "geomedian"], "--aggregator must be one of joint"),
     (["--observe", "rounds", "--sample-fraction", "0"], "--sample-fraction must be"),
     (["--observe", "rounds", "--invalid-kind", "zeros"], "--invalid-kind must be one of"),
+    (["--observe", "rounds", "--invalid", "1", "--trained-steps", "10"], "--trained-steps applies to"),
+    (["--observe", "rounds", "--invalid", "1", "--invalid-kind", "trained", "--trained-steps", "0"],
+     "--trained-steps must be"),
     (["--observe", "rounds", "--restarts", "2"], "--restarts does not apply to tgias-ro"),
     (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
     (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),

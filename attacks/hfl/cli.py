@@ -92,8 +92,10 @@ def hfl_command(
                                           "sampled per round."),
     server_lr: float = typer.Option(0.1, "--server-lr", help="--observe rounds: the server's SGD learning rate."),
     invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
-    invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (a trained model's "
-                                     "gradient), other-batch or noise."),
+    invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (the batch's gradient "
+                                     "at a model converged on the clients' data), other-batch or noise."),
+    trained_steps: int = typer.Option(2000, "--trained-steps", help="tgias-ro, --invalid-kind trained: full-batch "
+                                      "Adam steps that train that model on the clients' images."),
     opts: RunOptions = RunOptions(),
     attack_options: dict | None = None,
 ) -> None:

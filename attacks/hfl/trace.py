@@ -9,8 +9,9 @@ The server logs (round, w_t, g_t) of client 0; `observe_trace` keeps the first T
 target batch (TGIAs-RO App. C.3: "the first 10 iterations" of that batch), as a `RoundLog`.
 
 Invalid temporal gradients (TGIAs-RO Sect. 3.2.3, Fig. 8) replace the last m of the T sightings:
-- `trained`: the target batch's gradient at a trained model's weights (`vfl.hfl_training.pretrain` on the
-  split the client data are not from), logged with those weights (converged: little information);
+- `trained`: the target batch's gradient at the weights of a model trained to convergence on the clients'
+  data, target batch included (`converged_model`), logged with those weights. Prop. 1's invalid gradient:
+  near zero, so it carries next to no information about the batch;
 - `other-batch`: another batch's gradient at w_t, logged as if it were the target's (a misalignment);
 - `noise`: Gaussian noise with each layer's norm of the true g_t.
 
@@ -32,10 +33,14 @@ from attacks.hfl.labels import count_labels
 from attacks.hfl.observations import FedSGDObservation, RoundLog, observe_fedsgd
 from vfl.data import ImageData
 from vfl.errors import SplitlabError
+from vfl.hfl_training import pretrain
 
-__all__ = ["INVALID_KINDS", "Trace", "observe_trace", "align", "alignment_accuracy"]
+__all__ = ["INVALID_KINDS", "LOCAL_BATCHES", "Trace", "observe_trace", "client_data", "converged_model", "align",
+           "alignment_accuracy"]
 
 INVALID_KINDS = ("trained", "other-batch", "noise")
+LOCAL_BATCHES = 3
+"""Local batches per client in the trace."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,19 +57,36 @@ class Trace:
     """FL rounds simulated."""
 
 
-def _client_batches(data: ImageData, clients: int, local_batches: int, batch_size: int, index: int):
+def _client_indices(n: int, clients: int, local_batches: int, batch_size: int, index: int) -> list[list[torch.Tensor]]:
     """Client k's batch j is the next `batch_size` images of the train split after client 0's first batch,
     which starts at `index` (wrapping around the split)."""
-    n = len(data)
-    out = []
-    for k in range(clients):
-        mine = []
-        for j in range(local_batches):
-            start = index + (k * local_batches + j) * batch_size
-            idx = torch.arange(start, start + batch_size) % n
-            mine.append((data.images[idx], data.labels[idx]))
-        out.append(mine)
-    return out
+    return [[torch.arange(index + (k * local_batches + j) * batch_size,
+                          index + (k * local_batches + j + 1) * batch_size) % n
+             for j in range(local_batches)] for k in range(clients)]
+
+
+def _client_batches(data: ImageData, clients: int, local_batches: int, batch_size: int, index: int):
+    return [[(data.images[idx], data.labels[idx]) for idx in mine]
+            for mine in _client_indices(len(data), clients, local_batches, batch_size, index)]
+
+
+def client_data(data: ImageData, *, clients: int, batch_size: int, index: int = 0,
+                local_batches: int = LOCAL_BATCHES) -> ImageData:
+    """Every image the trace's clients hold (client 0's target batch first)."""
+    idx = torch.cat([i for mine in _client_indices(len(data), clients, local_batches, batch_size, index) for i in mine])
+    return ImageData(data.name, data.split, data.images[idx], data.labels[idx], data.provenance)
+
+
+def converged_model(model: nn.Module, data: ImageData, *, steps: int, seed: int = 0) -> tuple[nn.Module, float]:
+    """A copy of `model` trained on `data` (the clients' images) with `steps` full-batch Adam steps (lr 1e-3):
+    the global model once FL has converged on the clients' batches (TGIAs-RO Prop. 1). Returns it (eval
+    mode) and its final training loss."""
+    trained = copy.deepcopy(model)
+    with torch.enable_grad():
+        for p in trained.parameters():
+            p.requires_grad_(True)
+        done = pretrain(trained, data, epochs=steps, batch_size=len(data), seed=seed)
+    return trained, done.losses[-1]
 
 
 def _noise_like(gradient: Sequence[torch.Tensor], generator: torch.Generator) -> tuple[torch.Tensor, ...]:
@@ -76,7 +98,8 @@ def _noise_like(gradient: Sequence[torch.Tensor], generator: torch.Generator) ->
 
 
 def observe_trace(model: nn.Module, data: ImageData, *, batch_size: int, temporal: int, index: int = 0,
-                  clients: int = 4, sample_fraction: float = 1.0, server_lr: float = 0.1, local_batches: int = 3,
+                  clients: int = 4, sample_fraction: float = 1.0, server_lr: float = 0.1,
+                  local_batches: int = LOCAL_BATCHES,
                   invalid: int = 0, invalid_kind: str = "other-batch", trained: nn.Module | None = None,
                   arch: str = "custom", defence: Defence = NoDefence(), seed: int = 0,
                   reveal_labels: bool = False, max_rounds: int = 100_000) -> Trace:
