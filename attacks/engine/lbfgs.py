@@ -13,9 +13,17 @@ import torch
 
 
 def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Row-wise dot products: (a * b).sum(1) bit for bit (vecdot is that composite), in one call from
-    Python instead of two (the two-loop recursion makes a few per stored pair per iteration)."""
-    return torch.linalg.vecdot(a, b, dim=1)
+    """Dot products along the last dimension: (a * b).sum(-1) bit for bit (vecdot is that composite), in one
+    call from Python instead of two (the two-loop recursion makes a few per stored pair per iteration)."""
+    return torch.linalg.vecdot(a, b, dim=-1)
+
+
+def _same(a: torch.Tensor) -> torch.Tensor:
+    return a
+
+
+def _column(a: torch.Tensor) -> torch.Tensor:
+    return a[:, None]
 
 
 class BatchedLBFGS:
@@ -31,8 +39,15 @@ class BatchedLBFGS:
         device = self.params[0].device
         dtype = self.params[0].dtype
         self.n_iter = torch.zeros(self.trials, dtype=torch.long, device=device)
+        self.rows = torch.arange(self.trials, device=device)
+        # Per-trial coefficients as a column against (trials, n) vectors; with one trial a (1,) tensor
+        # broadcasts as it is, which saves a view per use (the same arithmetic, bit for bit).
+        self.column = _same if self.trials == 1 else _column
         # Per-trial ring buffers of the last `history_size` accepted pairs, slot head - 1 the newest; an
-        # empty slot has rho = 0 and adds nothing. Tensors, so no step reads a value back (a GPU sync).
+        # empty slot has rho = 0 and adds nothing. One slot more than the history: a new pair is written at
+        # head unconditionally (no read-modify-write) and head advances only if it is accepted, so the
+        # slot at head is never one of the live pairs.
+        # Tensors, so no step reads a value back (a GPU sync).
         self.y = self.s = self.rho = None
         self.head = torch.zeros(self.trials, dtype=torch.long, device=device)
         self.filled = 0                 # host-side bound on any trial's number of stored pairs
@@ -57,34 +72,34 @@ class BatchedLBFGS:
         """Store (y, s) for each trial in `accept` whose curvature y.s is positive, in its next ring slot
         (over its oldest pair once it holds `history_size`)."""
         if self.y is None:
-            self.y, self.s = y.new_zeros(self.history_size, *y.shape), s.new_zeros(self.history_size, *s.shape)
-            self.rho = y.new_zeros(self.history_size, self.trials)
+            slots = self.history_size + 1
+            self.y, self.s = y.new_zeros(slots, *y.shape), s.new_zeros(slots, *s.shape)
+            self.rho = y.new_zeros(slots, self.trials)
         ys = _dot(y, s)
         accept = accept & (ys > 1e-10)
-        slot = (self.head, torch.arange(self.trials, device=y.device))
-        self.y[slot] = torch.where(accept[:, None], y, self.y[slot])
-        self.s[slot] = torch.where(accept[:, None], s, self.s[slot])
-        self.rho[slot] = torch.where(accept, 1.0 / torch.where(accept, ys, torch.ones_like(ys)), self.rho[slot])
-        self.head = torch.where(accept, (self.head + 1) % self.history_size, self.head)
+        slot = (self.head, self.rows)
+        self.y[slot], self.s[slot] = y, s
+        self.rho[slot] = 1.0 / torch.where(accept, ys, 1.0)
+        self.head = (self.head + accept) % (self.history_size + 1)
         self.filled = min(self.filled + 1, self.history_size)
         self.h_diag = torch.where(accept, ys / _dot(y, y), self.h_diag)
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         """Two-loop recursion per trial over its pairs, newest first (gathered in one go per buffer)."""
-        q = -g
+        q, column = -g, self.column
         if not self.filled:
-            return q * self.h_diag[:, None]
+            return q * column(self.h_diag)
         ages = torch.arange(self.filled, device=g.device)[:, None]
-        order = ((self.head[None, :] - 1 - ages) % self.history_size, torch.arange(self.trials, device=g.device))
-        pairs = list(zip(self.y[order], self.s[order], self.rho[order]))
-        alphas = []
+        order = ((self.head[None, :] - 1 - ages) % (self.history_size + 1), self.rows)
+        pairs = list(zip(self.y[order].unbind(), self.s[order].unbind(), self.rho[order].unbind()))
+        alphas, dot = [], torch.linalg.vecdot               # _dot without a Python call per pair
         for y, s, rho in pairs:
-            a = _dot(s, q) * rho
+            a = column(dot(s, q, dim=-1) * rho)
             alphas.append(a)
-            q = q - a[:, None] * y
-        r = q * self.h_diag[:, None]
+            q = q - a * y
+        r = q * column(self.h_diag)
         for (y, s, rho), a in zip(reversed(pairs), reversed(alphas)):
-            r = r + (a - _dot(y, r) * rho)[:, None] * s
+            r = r + (a - column(dot(y, r, dim=-1) * rho)) * s
         return r
 
     def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
@@ -100,34 +115,38 @@ class BatchedLBFGS:
         d = self.d if self.d is not None else torch.zeros_like(flat_grad)
         t = self.t if self.t is not None else torch.zeros_like(loss)
         prev = self.prev_flat_grad if self.prev_flat_grad is not None else torch.zeros_like(flat_grad)
+        column = self.column
+        taken = d * column(t)                                  # the last step d * t
         while local_iter < self.max_iter and bool(active.any()):
             local_iter += 1
-            self.n_iter += active.long()
+            self.n_iter += active
             first = active & (self.n_iter == 1)
-            self._remember(flat_grad - prev, d * t[:, None], active & ~first)
+            self._remember(flat_grad - prev, taken, active & ~first)
             direction = self._direction(flat_grad)
-            d = torch.where(active[:, None], torch.where(first[:, None], -flat_grad, direction), d)
-            prev = torch.where(active[:, None], flat_grad, prev)
+            moving = column(active)
+            d = torch.where(moving, torch.where(column(first), -flat_grad, direction), d)
+            prev = torch.where(moving, flat_grad, prev)
             prev_loss = loss
             first_t = torch.clamp(1.0 / flat_grad.abs().sum(1), max=1.0) * self.lr
-            t = torch.where(active, torch.where(first, first_t, torch.full_like(t, self.lr)), t)
+            t = torch.where(active, torch.where(first, first_t, self.lr), t)
             gtd = _dot(flat_grad, d)
             active = active & (gtd <= -self.tolerance_change)
-            self._add(torch.where(active[:, None], d * t[:, None], torch.zeros_like(d)))
+            taken = d * column(t)
+            self._add(torch.where(column(active), taken, 0.0))
             if local_iter != self.max_iter:
                 with torch.enable_grad():
                     new_loss = closure().detach()
                 new_grad = self._flat_grad()
                 evals += 1
                 loss = torch.where(active, new_loss, loss)
-                flat_grad = torch.where(active[:, None], new_grad, flat_grad)
+                flat_grad = torch.where(column(active), new_grad, flat_grad)
                 finite = torch.isfinite(loss) & torch.isfinite(flat_grad).all(1)
                 optimal = flat_grad.abs().amax(1) <= self.tolerance_grad
             else:
                 finite, optimal = torch.isfinite(loss), torch.zeros_like(active)
             if evals >= self.max_eval:
                 break
-            small_step = (d * t[:, None]).abs().amax(1) <= self.tolerance_change
+            small_step = taken.abs().amax(1) <= self.tolerance_change
             small_change = (loss - prev_loss).abs() < self.tolerance_change
             active = active & finite & ~optimal & ~small_step & ~small_change
         self.d, self.t, self.prev_flat_grad = d, t, prev

@@ -343,7 +343,7 @@ def _lbfgs_step(state: _Trials, run: _BlockRun) -> None:
         state.observe(loss, block.select)
         for p, g in zip(params, state.gradients(loss, params)):
             p.grad = g
-        return torch.where(state.alive, loss.detach(), torch.full_like(loss, float("nan")))
+        return torch.where(state.alive, loss.detach(), math.nan)
 
     run.optimizer.step(closure)
     for hook in block.hooks:

@@ -43,7 +43,10 @@ def initial_variables(observation: Observation, restarts: int, seed: int, *, lab
 
 def engine_context(observation: Observation, labels: torch.Tensor | None = None) -> dict[str, Any]:
     model = observation.model
-    context: dict[str, Any] = {"params": dict(model.params), "buffers": dict(model.buffers)}
+    # The parameters as leaves that require grad, made once: the simulator differentiates with respect
+    # to them at every evaluation and would otherwise detach each one every time (same values).
+    params = {k: v.detach().requires_grad_(True) for k, v in model.params.items()}
+    context: dict[str, Any] = {"params": params, "buffers": dict(model.buffers)}
     if labels is not None:
         context["labels"] = labels.to(model.device)
     return context
