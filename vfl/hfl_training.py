@@ -1,10 +1,10 @@
 """A small HFL trainer: global weights that have seen some training, for the attacks whose papers attack
-a "pretrained" model (FedLeak's pretrained setting) or need gradients of a trained model (TGIAs-RO's
-invalid gradients).
+a "pretrained" model (FedLeak's pretrained setting, `--pretrain-epochs`: the dataset's test split, which
+the client's batch is not drawn from) or need gradients of a converged model (TGIAs-RO's invalid
+gradients: the FL clients' own images, `attacks.hfl.trace.converged_model`).
 
-The model trains centrally on a split the client's batch is not drawn from (by default the dataset's
-test split; the HFL attacks take the client's batch from the train split), with the lab's Adam and
-BatchNorm in training mode, then returns to eval mode, as the attacks use it.
+The model trains centrally on the data it is given, with the lab's Adam and BatchNorm in training mode,
+then returns to eval mode, as the attacks use it.
 """
 from __future__ import annotations
 
