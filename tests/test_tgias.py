@@ -165,11 +165,12 @@ def test_invalid_gradients_replace_the_last_m(mnist, lenet, kind):
 def test_the_trained_kind_comes_from_a_model_converged_on_the_clients_data(mnist, lenet):
     held = client_data(mnist, clients=2, batch_size=2, index=3)
     assert len(held) == 12 and torch.equal(held.images[:2], mnist.images[3:5])    # target batch first
+    before = {k: v.clone() for k, v in lenet.state_dict().items()}
     trained, loss = converged_model(lenet, held, steps=600)
     x, y = held.images[:2], held.labels[:2]
     norm = lambda m: torch.cat([g.flatten() for g in observe_fedsgd(m, x, y).gradient]).norm()
     assert loss < 0.05 and norm(trained) < 0.05 * norm(lenet)      # Prop. 1: next to no information left
-    assert not torch.equal(trained.fc.weight, lenet.fc.weight)      # a copy: the model itself is untouched
+    assert all(torch.equal(v, before[k]) for k, v in lenet.state_dict().items())   # a copy was trained
 
 
 def test_alignment_by_label_multiset_and_cosine(mnist, lenet):
@@ -212,6 +213,15 @@ def test_algorithm_one_and_joint_run_and_agree_on_shapes(mnist, lenet):
         assert rec.extras["aggregator"] == agg
 
 
+def test_cli_trained_kind_records_how_converged(tmp_path):
+    result = _hfl(tmp_path / "run", "--observe", "rounds", "--temporal", "2", "--iterations", "1", "--batch-size", "2",
+                  "--labels", "known", "--invalid", "1", "--invalid-kind", "trained", "--trained-steps", "300")
+    assert result.exit_code == 0, result.output
+    m = json.loads(result.stdout)["metrics"]
+    assert m["invalid_kind"] == "trained" and 0 < m["trained_loss"] < 0.5
+    assert 0 < m["invalid_norm_ratio"] < 0.5                     # the converged model's gradient is the small one
+
+
 def test_presets():
     assert set(names_for("tgias-ro")) == {"tgias-ro.paper", "tgias-ro.quick"}
     paper = preset("tgias-ro.paper")
@@ -250,6 +260,10 @@ def test_cli_run_records_the_trace(tmp_path):
     (["--observe", "rounds", "--invalid", "1", "--trained-steps", "10"], "--trained-steps applies to"),
     (["--observe", "rounds", "--invalid", "1", "--invalid-kind", "trained", "--trained-steps", "0"],
      "--trained-steps must be"),
+    (["--observe", "rounds", "--invalid", "1", "--invalid-kind", "trained", "--trained-steps", "20000"],
+     "--trained-steps must be"),
+    (["--observe", "rounds", "--invalid", "1", "--invalid-kind", "trained", "--clients", "400", "--batch-size", "4"],
+     "trains on all 4800 client images"),
     (["--observe", "rounds", "--restarts", "2"], "--restarts does not apply to tgias-ro"),
     (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
     (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),

@@ -9,13 +9,16 @@ import torch
 from torch import nn
 
 from attacks.hfl.defences import Defence
-from attacks.hfl.trace import (INVALID_KINDS, Trace, align, alignment_accuracy, client_data, converged_model,
-                               observe_trace)
+from attacks.hfl.trace import (INVALID_KINDS, LOCAL_BATCHES, Trace, align, alignment_accuracy, client_data,
+                               converged_model, observe_trace)
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["TraceOptions", "TRACE_OPTIONS", "validate_trace", "observe_for"]
+
+MAX_TRAINED_STEPS = 10_000          # `pretrain`'s epoch bound (full batch: one step per epoch)
+MAX_TRAINED_IMAGES = 4096           # the clients' images trained on in one batch for --invalid-kind trained
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class TraceOptions:
     sightings replaced by gradients of `invalid_kind`; `trained_steps` full-batch Adam steps train the model
     behind `trained` ones on the clients' data (the paper's "standard settings" are unstated: 2,000 steps
     take the sigmoid LeNet on 48 images to a loss near 5e-4 and the target batch's gradient norm from
-    about 5 at the last valid sighting to under 0.01, Prop. 1's converged model)."""
+    about 5 at the last valid sighting to about 0.01, Prop. 1's converged model)."""
     clients: int = 4
     sample_fraction: float = 1.0
     server_lr: float = 0.1
@@ -54,9 +57,14 @@ def validate_trace(config) -> None:
     check_number("--server-lr", trace.server_lr, low=0)
     check_int("--invalid", trace.invalid, low=0, high=1000)
     check_choice("--invalid-kind", trace.invalid_kind, INVALID_KINDS)
-    check_int("--trained-steps", trace.trained_steps, low=1, high=1_000_000)
-    if trace.trained_steps != TraceOptions.trained_steps and not (trace.invalid and trace.invalid_kind == "trained"):
+    check_int("--trained-steps", trace.trained_steps, low=1, high=MAX_TRAINED_STEPS)
+    trained = trace.invalid and trace.invalid_kind == "trained"
+    if trace.trained_steps != TraceOptions.trained_steps and not trained:
         raise SplitlabError("--trained-steps applies to --invalid M --invalid-kind trained only")
+    held = trace.clients * LOCAL_BATCHES * config.batch_size
+    if trained and held > MAX_TRAINED_IMAGES:
+        raise SplitlabError(f"--invalid-kind trained trains on all {held} client images in one batch; at most "
+                            f"{MAX_TRAINED_IMAGES}: lower --clients or --batch-size")
     settings = config.settings()
     if trace.invalid > settings.temporal:
         raise SplitlabError(f"--invalid {trace.invalid} exceeds the {settings.temporal} temporal gradients")

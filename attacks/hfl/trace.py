@@ -80,7 +80,7 @@ def client_data(data: ImageData, *, clients: int, batch_size: int, index: int = 
 def converged_model(model: nn.Module, data: ImageData, *, steps: int, seed: int = 0) -> tuple[nn.Module, float]:
     """A copy of `model` trained on `data` (the clients' images) with `steps` full-batch Adam steps (lr 1e-3):
     the global model once FL has converged on the clients' batches (TGIAs-RO Prop. 1). Returns it (eval
-    mode) and its final training loss."""
+    mode) and the training loss of its last step (taken before that step's update)."""
     trained = copy.deepcopy(model)
     with torch.enable_grad():
         for p in trained.parameters():
