@@ -47,7 +47,7 @@ def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subse
 def _total(terms) -> torch.Tensor:
     """Their sum, left to right, without `sum`'s leading 0 + (one operation fewer, the same value)."""
     it = iter(terms)
-    total = next(it)
+    total = next(it, 0)                              # no terms: 0, as sum gives
     for term in it:
         total = total + term
     return total
