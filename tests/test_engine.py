@@ -274,6 +274,39 @@ def test_step_decay_follows_the_fractions():
     assert lrs == pytest.approx([1, 1, 1, 0.1, 0.1, 0.01, 0.01, 0.001])
 
 
+@pytest.mark.parametrize("total,fractions", [(8, (3 / 8, 5 / 8, 7 / 8)), (2, (3 / 8, 5 / 8, 7 / 8)), (5, (0.2, 0.2, 0.9))])
+def test_step_decay_gives_multisteplr_learning_rates_bit_for_bit(total, fractions):
+    # milestone 0 (applied at construction) and repeated milestones included
+    ours, theirs = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1), \
+        torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    decay = StepDecay(fractions, 0.3).build(ours, total)
+    reference = torch.optim.lr_scheduler.MultiStepLR(theirs, [int(f * total) for f in fractions], gamma=0.3)
+    for _ in range(total + 1):
+        assert ours.param_groups[0]["lr"] == theirs.param_groups[0]["lr"]
+        theirs.step()
+        decay.step()
+        reference.step()
+
+
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_fused_adam_steps_as_torch_fused_adam_bit_for_bit(amsgrad):
+    g = torch.Generator().manual_seed(0)
+    start = [torch.randn(3, 4, generator=g), torch.randn(5, generator=g)]
+    ours_params = [t.clone() for t in start]
+    theirs_params = [t.clone().requires_grad_() for t in start]
+    ours = Adam(0.05, amsgrad=amsgrad).build(ours_params)
+    theirs = torch.optim.Adam(theirs_params, lr=0.05, amsgrad=amsgrad, fused=True)
+    for _ in range(6):
+        grads = [torch.randn(t.shape, generator=g) for t in start]
+        for p, q, grad in zip(ours_params, theirs_params, grads):
+            p.grad, q.grad = grad.clone(), grad.clone()
+        ours.step()
+        theirs.step()
+        ours.param_groups[0]["lr"] *= 0.5                      # as StepDecay changes it
+        theirs.param_groups[0]["lr"] *= 0.5
+    assert all(torch.equal(p, q.detach()) for p, q in zip(ours_params, theirs_params))
+
+
 def test_clone_steps_match_a_plain_adam_loop_even_with_transposed_gradients():
     # A Linear clone's weight gradient comes out of bmm transposed; the fused optimiser must still
     # see it element for element (a regression: it silently mis-read such gradients).

@@ -6,6 +6,7 @@ trial. L-BFGS is not element-wise, hence `BatchedLBFGS`.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -24,10 +25,36 @@ class Adam:
     eps: float = 1e-8
     amsgrad: bool = False
 
-    def build(self, params: Sequence[torch.Tensor]) -> torch.optim.Optimizer:
-        # The fused kernel is several times faster than the default per-tensor loop on CPU and GPU.
-        return torch.optim.Adam(params, lr=self.lr, betas=self.betas, eps=self.eps, amsgrad=self.amsgrad,
-                                fused=True)
+    def build(self, params: Sequence[torch.Tensor]) -> "FusedAdam":
+        return FusedAdam(params, self)
+
+
+class FusedAdam:
+    """`torch.optim.Adam(fused=True)` over a fixed list of same-device, same-dtype tensors that all get a
+    gradient every step, as the engine steps its variables: the same state and the same fused kernel call
+    with the same arguments (bit for bit), without `Optimizer.step`'s per-call wrapping (profiler record,
+    hook chains, grouping by device and dtype). That wrapping was about 40 us of a 470 us UnSplit step on
+    the CPU (the kernel itself 6 us). The fused kernel is several times faster than torch's default
+    per-tensor loop on CPU and GPU. `param_groups[0]["lr"]` is the learning rate, as `StepDecay` sets it."""
+
+    def __init__(self, params: Sequence[torch.Tensor], spec: Adam):
+        self.params, self.spec = list(params), spec
+        if len({(p.device, p.dtype) for p in self.params}) > 1:
+            raise ValueError("FusedAdam steps tensors of one device and dtype")
+        self.param_groups = [{"lr": spec.lr}]
+        zeros = lambda: [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avgs, self.exp_avg_sqs = zeros(), zeros()
+        self.max_exp_avg_sqs = zeros() if spec.amsgrad else []
+        # torch's fused Adam counts steps in float32 0-dim tensors on the parameters' device
+        self.steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        torch._foreach_add_(self.steps, 1)
+        torch._fused_adam_(self.params, [p.grad for p in self.params], self.exp_avgs, self.exp_avg_sqs,
+                           self.max_exp_avg_sqs, self.steps, amsgrad=self.spec.amsgrad,
+                           lr=self.param_groups[0]["lr"], beta1=self.spec.betas[0], beta2=self.spec.betas[1],
+                           weight_decay=0.0, eps=self.spec.eps, maximize=False, grad_scale=None, found_inf=None)
 
 
 @dataclass(frozen=True)
@@ -63,9 +90,23 @@ class StepDecay:
     fractions: tuple[float, ...] = (3 / 8, 5 / 8, 7 / 8)
     gamma: float = 0.1
 
-    def build(self, optimizer: torch.optim.Optimizer, total_steps: int):
-        milestones = [int(f * total_steps) for f in self.fractions]
-        return torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=milestones, gamma=self.gamma)
+    def build(self, optimizer, total_steps: int) -> "_Decay":
+        return _Decay(optimizer, Counter(int(f * total_steps) for f in self.fractions), self.gamma)
+
+
+class _Decay:
+    """`torch.optim.lr_scheduler.MultiStepLR`'s schedule, the same learning rates bit for bit (at step n,
+    lr * gamma ** (milestones at n), from step 0 at construction), on any optimiser with `param_groups`."""
+
+    def __init__(self, optimizer, milestones: Counter, gamma: float):
+        self.optimizer, self.milestones, self.gamma, self.n = optimizer, milestones, gamma, -1
+        self.step()
+
+    def step(self) -> None:
+        self.n += 1
+        if self.n in self.milestones:
+            for group in self.optimizer.param_groups:
+                group["lr"] = group["lr"] * self.gamma ** self.milestones[self.n]
 
 
 # --- hooks -----------------------------------------------------------------------------------------
