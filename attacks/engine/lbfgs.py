@@ -7,6 +7,7 @@ torch's for each trial (tests check it against `torch.optim.LBFGS` run on one tr
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import torch
@@ -108,8 +109,8 @@ class BatchedLBFGS:
             orig_loss = closure().detach()
         loss = orig_loss
         flat_grad = self._flat_grad()
-        finite = torch.isfinite(loss) & torch.isfinite(flat_grad).all(1)
-        active = finite & (flat_grad.abs().amax(1) > self.tolerance_grad)
+        largest = flat_grad.abs().amax(1)         # NaN if any entry is: max |g| < inf is "all finite"
+        active = torch.isfinite(loss) & (largest < math.inf) & (largest > self.tolerance_grad)
         evals = 1
         local_iter = 0
         d = self.d if self.d is not None else torch.zeros_like(flat_grad)
@@ -127,7 +128,9 @@ class BatchedLBFGS:
             d = torch.where(moving, torch.where(column(first), -flat_grad, direction), d)
             prev = torch.where(moving, flat_grad, prev)
             prev_loss = loss
-            first_t = torch.clamp(1.0 / flat_grad.abs().sum(1), max=1.0) * self.lr
+            first_t = torch.clamp(1.0 / flat_grad.abs().sum(1), max=1.0)
+            if self.lr != 1.0:                        # times 1.0 changes nothing: one operation fewer
+                first_t = first_t * self.lr
             t = torch.where(active, torch.where(first, first_t, self.lr), t)
             gtd = _dot(flat_grad, d)
             active = active & (gtd <= -self.tolerance_change)
@@ -140,8 +143,9 @@ class BatchedLBFGS:
                 evals += 1
                 loss = torch.where(active, new_loss, loss)
                 flat_grad = torch.where(column(active), new_grad, flat_grad)
-                finite = torch.isfinite(loss) & torch.isfinite(flat_grad).all(1)
-                optimal = flat_grad.abs().amax(1) <= self.tolerance_grad
+                largest = flat_grad.abs().amax(1)
+                finite = torch.isfinite(loss) & (largest < math.inf)
+                optimal = largest <= self.tolerance_grad
             else:
                 finite, optimal = torch.isfinite(loss), torch.zeros_like(active)
             if evals >= self.max_eval:
