@@ -222,6 +222,17 @@ def test_cli_trained_kind_records_how_converged(tmp_path):
     assert 0 < m["invalid_norm_ratio"] < 0.5                     # the converged model's gradient is the small one
 
 
+def test_a_switch_left_off_is_not_given_through_the_python_api_either():
+    from attacks.hfl.experiment import HFLConfig
+    config = HFLConfig.of(attack="tgias-ro", observe="rounds", aggregator="joint", carry_state=False)
+    config.validate()                                   # not "--carry-state does not apply to --aggregator joint"
+    assert "carry_state" not in config.options
+    median = HFLConfig.of(attack="tgias-ro", observe="rounds", preset="tgias-ro.paper", carry_state=False)
+    assert median.settings().reset is True               # off keeps the preset's fresh state
+    assert HFLConfig.of(attack="tgias-ro", observe="rounds", preset="tgias-ro.paper",
+                        carry_state=True).settings().reset is False
+
+
 def test_presets():
     assert set(names_for("tgias-ro")) == {"tgias-ro.paper", "tgias-ro.quick"}
     paper = preset("tgias-ro.paper")

@@ -80,24 +80,34 @@ RUN = ("seed", "device", "data_root", "out", "overwrite", "as_json")
 METRIC_WEIGHTS = ("lpips_weights", "fid_weights")
 
 
+def splice_parameters(fn: Callable, into: str, extra: list[inspect.Parameter],
+                      collect: Callable[[dict[str, Any]], Any]) -> Callable:
+    """`fn` as a typer command with its own parameters (annotations resolved), less `into`, followed by
+    `extra`; the command hands the extra parameters' values to `fn` as `into=collect(values)`. One place
+    that rewrites a command's signature for the shared decorators."""
+    hints = typing.get_type_hints(fn)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(fn).parameters.values() if p.name != into]
+    names = [p.name for p in extra]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        collected = collect({n: kwargs.pop(n) for n in names})
+        return fn(*args, **{into: collected}, **kwargs)
+
+    command.__signature__ = inspect.Signature(own + extra, return_annotation=None)
+    command.__annotations__ = {p.name: p.annotation for p in own + extra}
+    del command.__wrapped__                         # typer must read this signature, not fn's
+    return command
+
+
 def with_run_options(*names: str) -> Callable[[Callable], Callable]:
     """Give a command the shared options `names` (from `_RUN_OPTIONS`, listed after its own) and hand them
     to it as one `opts: RunOptions` argument: each shared option is declared once, here."""
     def decorate(fn: Callable) -> Callable:
-        hints = typing.get_type_hints(fn)
-        own = [p.replace(annotation=hints.get(p.name, p.annotation))
-               for p in inspect.signature(fn).parameters.values() if p.name != "opts"]
         shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=_RUN_OPTIONS[n][1],
                                     annotation=_RUN_OPTIONS[n][0]) for n in names]
-
-        @functools.wraps(fn)
-        def command(*args, **kwargs):
-            return fn(*args, opts=RunOptions(**{n: kwargs.pop(n) for n in names}), **kwargs)
-
-        command.__signature__ = inspect.Signature(own + shared, return_annotation=None)
-        command.__annotations__ = {p.name: p.annotation for p in own + shared}
-        del command.__wrapped__                     # typer must read this signature, not fn's
-        return command
+        return splice_parameters(fn, "opts", shared, lambda values: RunOptions(**values))
     return decorate
 
 

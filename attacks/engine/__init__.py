@@ -12,7 +12,7 @@ from attacks.engine.simulators import Simulated
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, GradientBlend, Hook, SignedGradients, StepDecay
 from attacks.engine.priors import ActivationL1, BNStatistics, l2, tv_l1, tv_squared
-from attacks.engine.simulators import CutActivations, FedAvgUpdate, FedSGDGradient, task_loss
+from attacks.engine.simulators import CutActivations, FedAvgUpdate, FedSGDGradient, parameter_leaves, task_loss
 from attacks.engine.interpolation import Bound, Replication, epoch_problem, interpolated_path, plan_replication
 from attacks.engine.layer_weights import EnhancedSquaredL2, LayerGroups, enhancement_counts, ramp
 
@@ -21,7 +21,7 @@ __all__ = [
     "SquaredL2", "L1", "Cosine", "MeanSquared", "Sum", "TopMagnitude",
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp", "GradientBlend",
     "tv_l1", "tv_squared", "l2", "BNStatistics", "ActivationL1",
-    "FedSGDGradient", "FedAvgUpdate", "CutActivations", "task_loss",
+    "FedSGDGradient", "FedAvgUpdate", "CutActivations", "task_loss", "parameter_leaves",
     "Bound", "Replication", "epoch_problem", "interpolated_path", "plan_replication",
     "EnhancedSquaredL2", "LayerGroups", "enhancement_counts", "ramp",
     "GlobalTopMagnitude", "subset_of", "activation_l1", "Simulated",

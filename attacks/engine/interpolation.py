@@ -61,7 +61,10 @@ def interpolated_path(params0: Mapping[str, torch.Tensor], update: Sequence[torc
 
 def epoch_problem(params0: Mapping[str, torch.Tensor], update: Sequence[torch.Tensor], plan: Replication
                   ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
-    """(start weights, matched update) of the plan: theta~_{e-1} and u / E for interpolation (eq. 20)."""
+    """(start weights, matched update) of the plan: theta~_{e-1} and u / E for interpolation (eq. 20);
+    for exact replay the weights and the update themselves (no copy of the model)."""
+    if plan.start_fraction == 0 and plan.divisor == 1:
+        return dict(params0), list(update)
     start = {k: p - plan.start_fraction * u for (k, p), u in zip(params0.items(), update)}
     return start, [u / plan.divisor for u in update]
 

@@ -21,6 +21,8 @@ from typing import Mapping, Sequence
 import torch
 from torch import nn
 
+from attacks.engine.matches import total
+
 __all__ = ["KINDS", "Q_NAMES", "LayerGroups", "ramp", "enhancement_counts", "EnhancedSquaredL2"]
 
 KINDS = ("conv", "bn", "fc")
@@ -80,6 +82,12 @@ class LayerGroups:
         """L = L_cv + L_bn + L_fc."""
         return len(self.members)
 
+    @functools.cached_property
+    def ungrouped(self) -> tuple[int, ...]:
+        """Indices of the parameters outside every layer (weight 1, never ranked)."""
+        grouped = {i for m in self.members for i in m}
+        return tuple(i for i in range(self.n_params) if i not in grouped)
+
     def count(self, kind: str) -> int:
         return self.kinds.count(kind)
 
@@ -88,19 +96,33 @@ class LayerGroups:
         ramps = {k: iter(ramp(q, self.count(k))) for k, q in zip(KINDS, (q_cv, q_bn, q_fc)) if self.count(k)}
         return [next(ramps[k]) for k in self.kinds]
 
-    @functools.lru_cache(maxsize=8)                   # built once per device and dtype, not at every evaluation
+    @functools.cached_property
+    def _tables(self) -> dict:
+        return {}
+
     def _ramp_tables(self, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(kind index, fraction) per layer: the ramp is 1 + (q_kind - 1) * fraction, fraction = (i-1)/(L_k-1)
-        (1 for a type with one layer, which gives q_kind)."""
+        (1 for a type with one layer, which gives q_kind). Built once per device and dtype (kept on the
+        instance: no hash of the layer tuples at every evaluation)."""
+        if (device, dtype) not in self._tables:
+            self._tables[device, dtype] = self._build_tables(device, dtype)
+        return self._tables[device, dtype]
+
+    def _build_tables(self, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         seen = dict.fromkeys(KINDS, 0)
         kind_index, fraction = [], []
         for kind in self.kinds:
-            total = self.count(kind)
-            fraction.append(seen[kind] / (total - 1) if total > 1 else 1.0)
+            count = self.count(kind)
+            fraction.append(seen[kind] / (count - 1) if count > 1 else 1.0)
             seen[kind] += 1
             kind_index.append(KINDS.index(kind))
         return (torch.tensor(kind_index, device=device),
                 torch.tensor(fraction, device=device, dtype=dtype))
+
+
+def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """One layer's entries as a vector (a reshape, not a copy, for a one-tensor layer)."""
+    return tensors[0].reshape(-1) if len(tensors) == 1 else torch.cat([t.reshape(-1) for t in tensors])
 
 
 def _rank(values: torch.Tensor) -> torch.Tensor:
@@ -126,12 +148,14 @@ class EnhancedSquaredL2:
     def weights(self, simulated: Sequence[torch.Tensor], observed: Mapping[str, object]) -> torch.Tensor:
         """q^(l) per layer at these simulated updates (detached)."""
         target, q = observed["update"], observed["q"]
-        sims = [torch.cat([simulated[i].detach().reshape(-1) for i in m]) for m in self.groups.members]
-        obs = [torch.cat([target[i].reshape(-1) for i in m]) for m in self.groups.members]
-        e_mean = torch.stack([(s.mean() - o.mean()).abs() / o.mean().abs().clamp_min(self.eps)
-                              for s, o in zip(sims, obs)])
-        e_var = torch.stack([(s.var(unbiased=False) - o.var(unbiased=False)).abs()
-                             / o.var(unbiased=False).clamp_min(self.eps) for s, o in zip(sims, obs)])
+        e_mean, e_var = [], []
+        for m in self.groups.members:
+            s, o = _flat([simulated[i].detach() for i in m]), _flat([target[i] for i in m])
+            s_mean, o_mean = s.mean(), o.mean()                          # each statistic once per layer
+            s_var, o_var = s.var(unbiased=False), o.var(unbiased=False)
+            e_mean.append((s_mean - o_mean).abs() / o_mean.abs().clamp_min(self.eps))
+            e_var.append((s_var - o_var).abs() / o_var.clamp_min(self.eps))
+        e_mean, e_var = torch.stack(e_mean), torch.stack(e_var)
         layers = self.groups.layers
         n_mean, n_var = torch.ceil(q[4] * layers), torch.ceil(q[5] * layers)
         chosen = (_rank(e_mean) < n_mean) & (_rank(e_var) < n_var)
@@ -143,7 +167,6 @@ class EnhancedSquaredL2:
         target = observed["update"]
         errors = [(s - o).square().sum() for s, o in zip(simulated, target)]
         w = self.weights(simulated, observed)
-        grouped = {i for m in self.groups.members for i in m}
-        total = sum(w[g] * sum(errors[i] for i in m) for g, m in enumerate(self.groups.members))
-        rest = [errors[i] for i in range(len(errors)) if i not in grouped]
-        return total + sum(rest) if rest else total
+        grouped = total(w[g] * total(errors[i] for i in m) for g, m in enumerate(self.groups.members))
+        rest = [errors[i] for i in self.groups.ungrouped]
+        return grouped + total(rest) if rest else grouped

@@ -20,7 +20,7 @@ import torch
 from torch.func import vmap
 
 from attacks.engine.lbfgs import BatchedLBFGS
-from attacks.engine.matches import subset_of
+from attacks.engine.matches import subset_of, weighted_sum
 from attacks.engine.objective import Objective
 from attacks.engine.optim import LBFGS, Hook, OptimizerSpec, StepDecay
 from vfl.progress import progress_bar
@@ -171,7 +171,7 @@ class _Trials:
             def evaluate_masked(v, names, masks):
                 if masks is None:
                     return objective.with_masks(_map(squeeze, v), fixed, names)
-                return objective(_map(squeeze, v), fixed, names, masks=masks), masks
+                return objective(_map(squeeze, v), fixed, names, masks=masks)
         else:
             batched: dict[Any, Callable] = {}                # one vmap per set of terms
 
@@ -185,16 +185,18 @@ class _Trials:
                 return batched[names](v, target) if per_trial_target else batched[names](v)
 
             def evaluate_masked(v, names, masks):
-                """Terms and the match's subset masks (chosen here, or the given ones reused), per trial."""
+                """With `masks` None, the terms and the match's subset masks chosen here, per trial; with masks
+                given, the terms on that subset. A shared target is closed over, as in `evaluate`."""
                 key = (names, masks is None)
                 if key not in batched:
                     if masks is None:
                         fn = (lambda v, t: objective.with_masks(v, t, names))
                     else:
-                        fn = (lambda v, t, m: (objective(v, t, names, masks=m), m))
-                    batched[key] = vmap(fn, in_dims=(0, 0 if per_trial_target else None) + ((0,) if masks else ()))
-                args = (v, target) + ((masks,) if masks is not None else ())
-                return batched[key](*args)
+                        fn = (lambda v, t, m: objective(v, t, names, masks=m))
+                    batched[key] = vmap(fn) if per_trial_target else vmap(lambda v, *m: fn(v, target, *m))
+                given = () if masks is None else (masks,)
+                return batched[key](v, target, *given) if per_trial_target else batched[key](v, *given)
+
         self.evaluate = evaluate
         self.evaluate_masked = evaluate_masked
         self.keep = tuple(keep)
@@ -212,8 +214,9 @@ class _Trials:
         return self.evaluate(self.vars if variables is None else variables, names)
 
     def masked_terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None,
-                     masks: list[torch.Tensor] | None = None) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
-        """`terms` with the match's element subset: chosen at these variables (`masks=None`) or reused."""
+                     masks: list[torch.Tensor] | None = None):
+        """`terms` with the match's element subset: chosen at these variables (`masks=None`; returns the
+        terms and the masks) or reused (returns the terms)."""
         return self.evaluate_masked(self.vars if variables is None else variables, names, masks)
 
     def record(self, terms: Mapping[str, torch.Tensor]) -> None:
@@ -272,12 +275,8 @@ def _map2(fn, a, b):
 
 
 def _weighted(terms: Mapping[str, torch.Tensor], weights: Mapping[str, float]) -> torch.Tensor:
-    """sum_k w_k * term_k, left to right; a weight of 1 multiplies nothing (the same value, one op fewer)."""
-    total = None
-    for k, w in weights.items():
-        term = terms[k] if w == 1.0 else w * terms[k]
-        total = term if total is None else total + term
-    return total if total is not None else 0.0 * terms["match"]
+    """sum_k w_k * term_k (`weighted_sum`); no weighted term: 0, shaped as the match."""
+    return weighted_sum((w, terms[k]) for k, w in weights.items()) if weights else 0.0 * terms["match"]
 
 
 @dataclass
@@ -302,8 +301,7 @@ def _gradient_step(state: _Trials, run: _BlockRun) -> None:
     block, params = run.block, run.params
     masks = None
     if run.same_subset:                  # a hook evaluates elsewhere on the element subset chosen here
-        terms, masks = state.masked_terms(names=run.names)
-        masks = [m.detach() for m in masks]
+        terms, masks = state.masked_terms(names=run.names)      # masks come from detached magnitudes
     else:
         terms = state.terms(names=run.names)
     loss = _weighted(terms, run.weights)
@@ -315,7 +313,7 @@ def _gradient_step(state: _Trials, run: _BlockRun) -> None:
             probe = [v.detach().requires_grad_(True) for v in values]
             moved = _replace(state.vars, block.update, probe)
             probe_terms = state.terms(moved, run.names) if masks is None \
-                else state.masked_terms(moved, run.names, masks)[0]
+                else state.masked_terms(moved, run.names, masks)
             probe_loss = _weighted(probe_terms, run.weights)
             state.observe(probe_loss, select=False)
             return state.gradients(probe_loss, probe)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 import torch
 
@@ -40,17 +40,23 @@ def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subse
     simulated, observed = _masked(simulated, observed, subset, masks)
     w = _weights(weights, len(simulated))
     reduce = torch.mean if mean else torch.sum
-    return _total(reduce(distance(s - o)) if wl == 1.0 else wl * reduce(distance(s - o))
-                  for wl, s, o in zip(w, simulated, observed))
+    return weighted_sum((wl, reduce(distance(s - o))) for wl, s, o in zip(w, simulated, observed))
 
 
-def _total(terms) -> torch.Tensor:
-    """Their sum, left to right, without `sum`'s leading 0 + (one operation fewer, the same value)."""
-    it = iter(terms)
-    total = next(it, 0)                              # no terms: 0, as sum gives
-    for term in it:
-        total = total + term
-    return total
+def weighted_sum(pairs: Iterable[tuple[float, Any]]) -> Any:
+    """sum_k w_k t_k over (w_k, t_k) pairs, left to right, for Python-number weights. A weight of 1 multiplies
+    nothing and there is no leading 0 + as `sum` adds: fewer operations per evaluation, the same value. No
+    pairs: 0, as `sum` gives."""
+    total = None
+    for w, term in pairs:
+        term = term if w == 1.0 else w * term
+        total = term if total is None else total + term
+    return 0 if total is None else total
+
+
+def total(terms: Iterable[Any]) -> Any:
+    """sum(terms) without the leading 0 + (`weighted_sum` with every weight 1)."""
+    return weighted_sum((1.0, t) for t in terms)
 
 
 @dataclass(frozen=True)
@@ -113,8 +119,7 @@ class MeanSquared:
     """Mean squared error over all elements of all layers (UnSplit's activation match, nn.MSELoss)."""
 
     def __call__(self, simulated: Tensors, observed: Tensors) -> torch.Tensor:
-        total = sum(((s - o) ** 2).sum() for s, o in zip(simulated, observed))
-        return total / sum(s.numel() for s in simulated)
+        return total(((s - o) ** 2).sum() for s, o in zip(simulated, observed)) / sum(s.numel() for s in simulated)
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ class Sum:
             raise ValueError("a sum of matches with different subsets cannot take one frozen subset")
         if subset is not None:
             simulated, observed = _masked(simulated, observed, subset, masks)
-        return sum(w * part(simulated, observed) for w, part in parts)
+        return weighted_sum((w, part(simulated, observed)) for w, part in parts)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from typing import Mapping
 
 import torch
 from torch import nn
-from attacks.engine.simulators import call
+from attacks.engine.matches import total
+from attacks.engine.simulators import call, recording
 
 
 def tv_l1(x: torch.Tensor) -> torch.Tensor:
@@ -25,15 +26,6 @@ def l2(x: torch.Tensor) -> torch.Tensor:
     return x.pow(2).mean()
 
 
-def _collect_inputs(model: nn.Module, kinds: tuple[type, ...]) -> tuple[list, list]:
-    """Register forward hooks that record the inputs of every module of the given kinds."""
-    seen, handles = [], []
-    for module in model.modules():
-        if isinstance(module, kinds):
-            handles.append(module.register_forward_hook(lambda m, inp, out: seen.append((m, inp[0], out))))
-    return seen, handles
-
-
 @dataclass(frozen=True)
 class BNStatistics:
     """sum over BatchNorm layers of ||mean(z) - running_mean|| + ||var(z) - running_var|| (DeepInversion-style).
@@ -44,16 +36,12 @@ class BNStatistics:
     params: Mapping[str, torch.Tensor]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        seen, handles = _collect_inputs(self.model, (nn.BatchNorm1d, nn.BatchNorm2d))
-        try:
+        with recording(self.model, (nn.BatchNorm1d, nn.BatchNorm2d), lambda m, i, out: (m, i[0])) as seen:
             call(self.model, self.params, x)
-        finally:
-            for h in handles:
-                h.remove()
         if not seen:
             raise ValueError("BN statistics prior needs a model with BatchNorm layers")
         total = 0.0
-        for bn, z, _ in seen:
+        for bn, z in seen:
             dims = [0] + list(range(2, z.dim()))
             total = total + torch.linalg.vector_norm(z.mean(dims) - bn.running_mean) \
                 + torch.linalg.vector_norm(z.var(dims, unbiased=False) - bn.running_var)
@@ -68,16 +56,12 @@ class ActivationL1:
     kinds: tuple[type, ...] = (nn.ReLU,)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        seen, handles = _collect_inputs(self.model, self.kinds)
-        try:
+        with recording(self.model, self.kinds) as outputs:
             call(self.model, self.params, x)
-        finally:
-            for h in handles:
-                h.remove()
-        return activation_l1([out for _, _, out in seen])
+        return activation_l1(outputs)
 
 
 def activation_l1(outputs: list[torch.Tensor]) -> torch.Tensor:
     """sum_l ||F_l||_1 over recorded module outputs: `ActivationL1` without its own forward pass, for
     `Prior(..., on_simulation=True)` with a simulator that records them (`FedSGDGradient(record=...)`)."""
-    return sum(out.abs().sum() for out in outputs)
+    return total(out.abs().sum() for out in outputs)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
@@ -72,6 +72,13 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits, labels)
 
 
+def parameter_leaves(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Model parameters for a simulator's context, as leaves that require grad, made once per run: the
+    unbatched simulators differentiate with respect to them at every evaluation and would otherwise detach
+    each one every time (the same values)."""
+    return {k: v.detach().requires_grad_(True) for k, v in params.items()}
+
+
 def _parameter_gradient(loss, params: Mapping[str, torch.Tensor], inputs: tuple[torch.Tensor, ...],
                         has_aux: bool = False):
     """grad_theta loss(theta) at `params`, differentiable with respect to `inputs` (and to `params` where
@@ -103,10 +110,11 @@ class Simulated(list):
 
 
 @contextlib.contextmanager
-def recording(model: nn.Module, kinds: tuple[type, ...]):
-    """Collect the output of every module of the given kinds during the forward passes inside the block."""
-    seen: list[torch.Tensor] = []
-    handles = [m.register_forward_hook(lambda m, i, out: seen.append(out)) for m in model.modules()
+def recording(model: nn.Module, kinds: tuple[type, ...], keep: Callable = lambda module, inputs, output: output):
+    """Collect `keep(module, inputs, output)` (by default the output) of every module of the given kinds
+    during the forward passes inside the block; the hooks are removed on leaving it."""
+    seen: list[Any] = []
+    handles = [m.register_forward_hook(lambda m, i, out: seen.append(keep(m, i, out))) for m in model.modules()
                if isinstance(m, kinds)]
     try:
         yield seen

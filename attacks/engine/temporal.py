@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torch.func import vmap
 
+from attacks.engine.matches import _weights, weighted_sum
 from attacks.engine.simulators import FedSGDGradient
 
 __all__ = ["TemporalFedSGDGradient", "TemporalSquaredL2"]
@@ -45,11 +46,9 @@ class TemporalSquaredL2:
     weights: Sequence[float] | None = None
 
     def __call__(self, simulated: Sequence[torch.Tensor], observed: Sequence[torch.Tensor]) -> torch.Tensor:
-        weights = self.weights if self.weights is not None else [1.0] * len(simulated)
-        if len(weights) != len(simulated):
-            raise ValueError(f"{len(weights)} layer weights for {len(simulated)} layers")
+        weights = _weights(self.weights, len(simulated))
         alpha = _constant(tuple(self.alpha), simulated[0].dtype, simulated[0].device)
-        per_t = sum(w * (s - o).square().flatten(1).sum(1) for w, s, o in zip(weights, simulated, observed))
+        per_t = weighted_sum((w, (s - o).square().flatten(1).sum(1)) for w, s, o in zip(weights, simulated, observed))
         return (alpha * per_t).sum()
 
 

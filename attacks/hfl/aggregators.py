@@ -48,7 +48,7 @@ def krum(points: torch.Tensor, f: int) -> torch.Tensor:
     flat = points.reshape(t, -1)
     distances = torch.cdist(flat.double(), flat.double()).square()
     nearest = distances.sort(1).values[:, 1:neighbours + 1]        # column 0 is the point itself
-    return points[nearest.sum(1).argmin()]               # a tensor index: no host read
+    return points.index_select(0, nearest.sum(1).argmin().reshape(1))[0]   # index_select: no host read
 
 
 AGGREGATORS = ("mean", "median", "trimmed", "krum")

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, run
+from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, ramp, run
 from attacks.hfl.awa_settings import AGICSettings
 from attacks.hfl.observations import FedAvgObservation, check_requirements
 from attacks.hfl.variables import engine_context, initial_variables
@@ -31,8 +31,7 @@ def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[
     ramped = [g for g, kind in enumerate(groups.kinds) if kind in ("conv", "fc")]
     top = float(len(ramped)) if last_weight is None else last_weight
     weights = [1.0] * groups.n_params
-    for k, g in enumerate(ramped):
-        w = top if len(ramped) == 1 else 1 + (top - 1) * k / (len(ramped) - 1)
+    for g, w in zip(ramped, ramp(top, len(ramped)) if ramped else []):     # AWA's eq. (24) ramp over them
         for i in groups.members[g]:
             weights[i] = w
     return weights

@@ -25,7 +25,7 @@ from typing import Mapping
 import torch
 
 from attacks.engine import (Adam, Block, Bound, EnhancedSquaredL2, FedAvgUpdate, LayerGroups, Objective, Schedule,
-                            SquaredL2, epoch_problem, plan_replication, run)
+                            SquaredL2, epoch_problem, parameter_leaves, plan_replication, run)
 from attacks.engine.layer_weights import Q_NAMES
 from attacks.hfl.agic import KnownLabelsFedAvg
 from attacks.hfl.awa_bo import bayes_optimise
@@ -88,7 +88,8 @@ class AWA(KnownLabelsFedAvg):
         plan = self.plan(observation)
         start, matched = epoch_problem(model.params, observation.update, plan)
         scale = 1.0 / observation.local_lr if s.scale_by_lr else 1.0
-        context = {"params": start, "buffers": dict(model.buffers), "labels": observation.labels.to(model.device)}
+        context = {"params": parameter_leaves(start), "buffers": dict(model.buffers),
+                   "labels": observation.labels.to(model.device)}
         simulator = FedAvgUpdate(model.network, lr=observation.local_lr, epochs=plan.epochs, batch_size=plan.batch_size)
         return _Problem(Bound(simulator, context, scale), [u * scale for u in matched],
                         LayerGroups.of(model.network, s.grouping), plan.method)

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
+from attacks.engine import epoch_problem, plan_replication
+
 __all__ = ["upload_diagnostics", "evaluation", "save_figures", "interpolation_errors"]
 
 
@@ -29,9 +31,10 @@ def interpolation_errors(observation, epoch: int = 1) -> dict[str, float]:
     path = [dict(observation.model.params)] + [dict(p) for p in observation.epoch_params]
     names, E = list(path[0]), observation.local_epochs
     true_step = [path[epoch - 1][k] - path[epoch][k] for k in names]
-    approx = [u / E for u in observation.update]
+    plan = plan_replication(E, observation.batch_size, observation.local_batch_size, "interpolate", epoch)
+    start, approx = epoch_problem(path[0], observation.update, plan)      # eqs. 19-20, as the attack uses them
     start_true = [path[epoch - 1][k] for k in names]
-    start_approx = [path[0][k] - (epoch - 1) / E * u for k, u in zip(names, observation.update)]
+    start_approx = [start[k] for k in names]
     moved = _norm([path[0][k] - s for k, s in zip(names, start_true)])
     return {"epoch": epoch,
             "update_error": _norm([a - t for a, t in zip(approx, true_step)]) / max(_norm(true_step), 1e-30),

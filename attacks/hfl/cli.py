@@ -1,9 +1,7 @@
 """`splitlab hfl`: reconstruct a client's batch from what an HFL server sees."""
 from __future__ import annotations
 
-import functools
 import inspect
-import typing
 from typing import Callable, Optional
 
 import typer
@@ -11,20 +9,33 @@ import typer
 from attacks.hfl.experiment import (ATTACK_OPTIONS, ATTACKS, KNOWN_LABELS, LABEL_KNOWLEDGE, OBSERVATIONS, HFLConfig,
                                     execute, model_names, prepare)
 from attacks.hfl.options import Option, negated
+from attacks.hfl.tgias_experiment import TRACE_OPTIONS, TraceOptions
 from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import load_fid, load_lpips
 from attacks.presets import DEFAULT_PRESET, PRESETS
-from vfl.cli import ITERATIONS_OPTION, METRIC_WEIGHTS, RUN, RunOptions, emit, handles_errors, with_run_options
+from vfl.cli import (ITERATIONS_OPTION, METRIC_WEIGHTS, RUN, RunOptions, emit, handles_errors, splice_parameters,
+                     with_run_options)
 from vfl.runs import Run
 
 __all__ = ["hfl_command", "register"]
 
+TRACE_HELP = {
+    "clients": "--observe rounds: FL clients K; client 0 holds the target batch.",
+    "sample_fraction": "--observe rounds: fraction of clients sampled per round.",
+    "server_lr": "--observe rounds: the server's SGD learning rate.",
+    "invalid": "tgias-ro: how many of the T temporal gradients are invalid.",
+    "invalid_kind": "tgias-ro: trained (the batch's gradient at a model converged on the clients' data), "
+                    "other-batch or noise.",
+    "trained_steps": "tgias-ro, --invalid-kind trained: full-batch Adam steps that train that model on the "
+                     "clients' images.",
+}
+"""The FL trace's CLI options (`--observe rounds`); names, types and defaults come from `TraceOptions`."""
 HFL_PRESETS = [name for name, p in PRESETS.items() if p.attack in ATTACKS]
 
 
 def with_attack_options(fn: Callable) -> Callable:
     """Give the command one CLI option per entry of `ATTACK_OPTIONS` (declared once, in each attack's settings
-    module) and hand their values to it as `attack_options`; a switch left off counts as not given."""
+    module) and hand their values to it as `attack_options` (a switch left off is not given: `is_given`)."""
     def parameter(option: Option) -> inspect.Parameter:
         if option.check is negated:                     # a single switch: off is not given
             default, annotation = typer.Option(False, option.flag, help=option.help), bool
@@ -34,29 +45,23 @@ def with_attack_options(fn: Callable) -> Callable:
         return inspect.Parameter(option.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
                                  annotation=annotation)
 
-    hints = typing.get_type_hints(fn)
-    own = [p.replace(annotation=hints.get(p.name, p.annotation))
-           for p in inspect.signature(fn).parameters.values() if p.name != "attack_options"]
-    extra = [parameter(o) for o in ATTACK_OPTIONS]
+    return splice_parameters(fn, "attack_options", [parameter(o) for o in ATTACK_OPTIONS], dict)
 
-    switches = [o.name for o in ATTACK_OPTIONS if o.check is negated]
 
-    @functools.wraps(fn)
-    def command(*args, **kwargs):
-        values = {o.name: kwargs.pop(o.name) for o in ATTACK_OPTIONS}
-        values.update({name: values[name] or None for name in switches})
-        return fn(*args, attack_options=values, **kwargs)
-
-    opts = [p for p in own if p.name == "opts"]
-    command.__signature__ = inspect.Signature([p for p in own if p.name != "opts"] + extra + opts,
-                                              return_annotation=None)
-    command.__annotations__ = {p.name: p.annotation for p in own + extra}
-    del command.__wrapped__
-    return command
+def with_trace_options(fn: Callable) -> Callable:
+    """Give the command one CLI option per `TraceOptions` field (its default, type and `TRACE_HELP` text) and
+    hand their values to it as `trace_options`."""
+    defaults = TraceOptions()
+    extra = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=type(getattr(defaults, name)),
+                               default=typer.Option(getattr(defaults, name), "--" + name.replace("_", "-"),
+                                                    help=TRACE_HELP[name]))     # every field needs its help text
+             for name in TRACE_OPTIONS]
+    return splice_parameters(fn, "trace_options", extra, dict)
 
 
 @with_run_options(*RUN, *METRIC_WEIGHTS)
 @with_attack_options
+@with_trace_options
 def hfl_command(
     attack: str = typer.Option("dlg", "--attack", help=f"Attack: {', '.join(ATTACKS)}."),
     arch: str = typer.Option("lenet", "--arch", help=f"Global model: {model_names()} (see `splitlab models`)."),
@@ -87,21 +92,13 @@ def hfl_command(
                                            "of this many clients' uploads (each --batch-size images)."),
     pretrain_epochs: int = typer.Option(0, "--pretrain-epochs", help="Train the global model this many epochs on "
                                         "the dataset's test split first (pretrained weights)."),
-    clients: int = typer.Option(4, "--clients", help="--observe rounds: FL clients K; client 0 holds the target batch."),
-    sample_fraction: float = typer.Option(1.0, "--sample-fraction", help="--observe rounds: fraction of clients "
-                                          "sampled per round."),
-    server_lr: float = typer.Option(0.1, "--server-lr", help="--observe rounds: the server's SGD learning rate."),
-    invalid: int = typer.Option(0, "--invalid", help="tgias-ro: how many of the T temporal gradients are invalid."),
-    invalid_kind: str = typer.Option("other-batch", "--invalid-kind", help="tgias-ro: trained (the batch's gradient "
-                                     "at a model converged on the clients' data), other-batch or noise."),
-    trained_steps: int = typer.Option(2000, "--trained-steps", help="tgias-ro, --invalid-kind trained: full-batch "
-                                      "Adam steps that train that model on the clients' images."),
     opts: RunOptions = RunOptions(),
     attack_options: dict | None = None,
+    trace_options: dict | None = None,
 ) -> None:
     """Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."""
-    given = {k: v for k, v in locals().items() if k not in ("preset_name", "opts", "attack_options")}
-    config = HFLConfig.of(**given, **attack_options, preset=preset_name, seed=opts.seed, device=opts.device,
+    given = {k: v for k, v in locals().items() if k not in ("preset_name", "opts", "attack_options", "trace_options")}
+    config = HFLConfig.of(**given, **attack_options, **trace_options, preset=preset_name, seed=opts.seed, device=opts.device,
                           data_root=opts.root)
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)

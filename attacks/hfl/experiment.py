@@ -25,7 +25,7 @@ from attacks.hfl.fedleak import FedLeak
 from attacks.hfl.fedleak_settings import FedLeakSettings
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
-from attacks.hfl.options import apply_options
+from attacks.hfl.options import apply_options, is_given
 from attacks.hfl.secagg import observe_clients
 from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
 from attacks.hfl.tgias import TGIAsRO
@@ -98,8 +98,8 @@ class HFLConfig:
     def of(cls, **values: Any) -> "HFLConfig":
         """The config from flat option values (as the CLI and sweeps give them): attack options go to
         `options`, the trace's to `trace`."""
-        attack_names = {o.name for o in ATTACK_OPTIONS}
-        options = {k: v for k, v in values.items() if k in attack_names and v is not None}
+        attack_names = {o.name: o for o in ATTACK_OPTIONS}
+        options = {k: v for k, v in values.items() if k in attack_names and is_given(attack_names[k], v)}
         trace = TraceOptions(**{k: v for k, v in values.items() if k in TRACE_OPTIONS})
         return cls(**{k: v for k, v in values.items() if k not in attack_names and k not in TRACE_OPTIONS},
                    options=options, trace=trace)
@@ -202,7 +202,7 @@ class Prepared:
                 "defence": self.defence.spec, "observation": self.observation.kind,
                 "model_params": sum(p.numel() for p in self.observation.model.params.values()),
                 "device": str(self.device), "dataset_provenance": self.provenance,
-                "images": list(range(self.config.index, self.config.index + self.config.batch_size))}
+                "images": list(range(self.config.index, self.config.index + len(self.labels)))}
 
 
 def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepared:

@@ -55,7 +55,7 @@ def estimated_gradient(observation: FedSGDObservation | FedAvgObservation) -> tu
     else:
         scale = 1.0 / (observation.clients * observation.local_lr * local_steps(observation))
         upload = observation.update
-    return tuple(t * scale for t in upload)
+    return tuple(upload) if scale == 1.0 else tuple(t * scale for t in upload)
 
 
 def infer_labels(observation: FedSGDObservation | FedAvgObservation, rule: str) -> torch.Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.hfl.options import Option, choice, negated, number
+from vfl.validate import check_choice
 
 __all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "OPTIONS"]
 
@@ -75,6 +76,14 @@ class FedLeakSettings:
     """The paper runs one reconstruction per batch."""
 
     attack = "fedleak"
+
+    def __post_init__(self) -> None:
+        """The choice fields, checked here too: settings built in Python skip the CLI's checks, and a
+        misspelt choice would silently take the other branch."""
+        for flag, value, choices in (("selection", self.selection, SELECTIONS), ("probe", self.probe, PROBE_SIGNS),
+                                     ("label_rule", self.label_rule, LABEL_RULES),
+                                     ("fedavg", self.fedavg, FEDAVG_MODELS)):
+            check_choice(flag, value, choices)
 
 
 OPTIONS = tuple(Option(name, field, check, ("fedleak",), "fedleak: " + text) for name, field, check, text in (

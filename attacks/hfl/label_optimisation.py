@@ -31,6 +31,10 @@ def _last_layer(obs: FedSGDObservation) -> tuple[torch.Tensor, torch.Tensor | No
     return params[weight], params.get(bias), grads[weight], grads.get(bias)
 
 
+def _norm2(t: torch.Tensor) -> torch.Tensor:
+    return t.square().sum().clamp_min(1e-30)
+
+
 def _one_start(layers, batch: int, classes: int, features: int, generator: torch.Generator, steps: int,
                max_iter: int) -> tuple[float, torch.Tensor]:
     device = layers[0][0].device              # drawn on the CPU (same start on every device), used beside w
@@ -42,11 +46,11 @@ def _one_start(layers, batch: int, classes: int, features: int, generator: torch
     def loss() -> torch.Tensor:
         y, h = torch.softmax(logits, -1), torch.sigmoid(u)
         total = 0.0
-        for t, (w, c, gw, gc) in enumerate(layers):
+        for t, (w, c, gw, gc, nw, nc) in enumerate(layers):
             residual = torch.softmax(h[t] @ w.T + (c if c is not None else 0.0), -1) - y      # (B, N)
-            total = total + (residual.T @ h[t] / batch - gw).square().sum() / gw.square().sum().clamp_min(1e-30)
+            total = total + (residual.T @ h[t] / batch - gw).square().sum() / nw
             if gc is not None:
-                total = total + (residual.mean(0) - gc).square().sum() / gc.square().sum().clamp_min(1e-30)
+                total = total + (residual.mean(0) - gc).square().sum() / nc
         return total
 
     optimiser = torch.optim.LBFGS([u, logits], lr=1.0, max_iter=max_iter, history_size=100)
@@ -68,6 +72,8 @@ def optimise_labels(uploads: Sequence[FedSGDObservation], *, steps: int = 10, st
     """The batch's labels, shape (B,), from the last-layer gradients of its uploads: the answer of the
     start (of `starts`) with the lowest loss."""
     layers = [tuple(t.double() if t is not None else None for t in _last_layer(obs)) for obs in uploads]
+    # each layer's gradient norms normalise its terms: constants, computed once, not at every evaluation
+    layers = [(w, c, gw, gc, _norm2(gw), None if gc is None else _norm2(gc)) for w, c, gw, gc in layers]
     classes, features = layers[0][0].shape
     generator = torch.Generator().manual_seed(seed)
     runs = [_one_start(layers, uploads[0].batch_size, classes, features, generator, steps, max_iter)

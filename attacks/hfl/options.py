@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
-__all__ = ["Option", "apply_options", "number", "integer", "choice", "negated", "flag"]
+__all__ = ["Option", "apply_options", "is_given", "number", "integer", "choice", "negated", "flag"]
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,19 @@ negated = _kind(bool, lambda _, value: not value)
 """A single switch that turns a setting off (--no-refine sets refine_labels False)."""
 
 
+def is_given(option: Option, value: Any) -> bool:
+    """Whether a value means the option was given: not None, and for a single switch (`negated`) on; a
+    switch left off is not given (from the CLI, the Python API and sweep files alike)."""
+    return value is not None and not (option.check is negated and not value)
+
+
 def apply_options(settings: Any, attack: str, given: Mapping[str, Any], options: Sequence[Option]) -> Any:
-    """`settings` with every given option (value not None) checked and set, in one replace so that the
+    """`settings` with every given option (`is_given`) checked and set, in one replace so that the
     settings' own checks see the final combination; options of other attacks are refused."""
     changes = {}
     for option in options:
         value = given.get(option.name)
-        if value is None:
+        if not is_given(option, value):
             continue
         if attack not in option.attacks:
             raise SplitlabError(f"{option.flag} applies to {' and '.join(option.attacks)} only, not {attack}")

@@ -122,5 +122,5 @@ class TGIAsRO:
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
     """RobustAgg over the copies that are alive and finite (a diverged copy holds no answer and does not
     vote). One host read per aggregation: the number of voters sets the aggregate's input shape."""
-    voters = alive & points.flatten(1).isfinite().all(1)
-    return combine(points[voters]) if bool(voters.any()) else points[0]
+    chosen = points[alive & points.flatten(1).isfinite().all(1)]       # boolean indexing: the one read
+    return combine(chosen) if len(chosen) else points[0]

@@ -5,6 +5,7 @@ from typing import Any, Mapping
 
 import torch
 
+from attacks.engine import parameter_leaves
 from attacks.hfl.observations import Observation
 
 __all__ = ["TRIAL_MODES", "INITIALISATIONS", "initial_variables", "engine_context"]
@@ -43,10 +44,7 @@ def initial_variables(observation: Observation, restarts: int, seed: int, *, lab
 
 def engine_context(observation: Observation, labels: torch.Tensor | None = None) -> dict[str, Any]:
     model = observation.model
-    # The parameters as leaves that require grad, made once: the simulator differentiates with respect
-    # to them at every evaluation and would otherwise detach each one every time (same values).
-    params = {k: v.detach().requires_grad_(True) for k, v in model.params.items()}
-    context: dict[str, Any] = {"params": params, "buffers": dict(model.buffers)}
+    context: dict[str, Any] = {"params": parameter_leaves(model.params), "buffers": dict(model.buffers)}
     if labels is not None:
         context["labels"] = labels.to(model.device)
     return context
