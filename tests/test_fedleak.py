@@ -119,6 +119,23 @@ def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
                                rtol=0, atol=1e-12)
 
 
+def test_fedleak_answer_final_is_algorithm_1s_last_iterate_and_best_the_lowest_loss_one():
+    mnist = datasets.load("mnist5k")
+    obs = observe_fedsgd(build_hfl_model("convnet", seed=0).double(), mnist.images[:2].double(), mnist.labels[:2],
+                         arch="convnet")
+    quick = replace(preset("fedleak.quick"), restarts=2, refine_labels=False)
+    best = FedLeak(replace(quick, iterations=30))(obs, seed=0)
+    final = FedLeak(replace(quick, iterations=30, answer="final"))(obs, seed=0)
+    longer = FedLeak(replace(quick, iterations=31))(obs, seed=0)
+    # a 31-step run records D at the iterate the 30-step run ends on (its last row), with the preset's weights
+    h = longer.history
+    d30 = h["match"][30] + quick.alpha * h["tv"][30] + quick.beta * h["activations"][30]
+    torch.testing.assert_close(final.loss.float(), d30, rtol=1e-6, atol=0)          # the trace is float32
+    # restart 1 saw a lower D before its last step (Adam at lr 0.1 overshoots): best keeps that iterate
+    assert float(best.loss[1]) < float(final.loss[1]) and not torch.equal(best.trials[1], final.trials[1])
+    assert float(best.loss[0]) == float(final.loss[0]) and torch.equal(best.trials[0], final.trials[0])
+
+
 def test_fedleak_options_are_checked_and_dispatched():
     config = HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, ratio=0.3, blend=0.0, probe="lookahead",
                        selection="layer", label_rule="fedleak", no_refine=True)
@@ -127,7 +144,7 @@ def test_fedleak_options_are_checked_and_dispatched():
         (0.3, 0.0, "lookahead", "layer", "fedleak", False)
     assert isinstance(make_attack(s), FedLeak) and s.iterations == 600 and s.lr == 0.1       # fedleak.quick
     for bad in (dict(ratio=0.0), dict(ratio=1.5), dict(blend=-0.1), dict(selection="row"), dict(probe="down"),
-                dict(label_rule="magic"), dict(alpha=-1.0)):
+                dict(label_rule="magic"), dict(alpha=-1.0), dict(answer="last")):
         with pytest.raises(SplitlabError):
             HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, **bad).settings()
     with pytest.raises(SplitlabError, match="fedleak only"):

@@ -106,6 +106,10 @@ class EngineResult:
     def trials(self) -> int:
         return int(self.diverged.shape[0])
 
+    def final_loss(self, weights: Mapping[str, float]) -> torch.Tensor:
+        """(R,) the objective at the final iterate, with these term weights (`Objective.weights`)."""
+        return _weighted(self.final_terms, weights)
+
 
 # --- small pytree helpers (variables are tensors or one level of dicts of tensors) ----------------
 

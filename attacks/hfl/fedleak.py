@@ -14,7 +14,7 @@
         phi = k grad D / ||grad D||                       (per restart and variable)
         d   = (1 - lambda') grad D(x') + lambda' grad D(x' + phi),  D at the probe on the same L
         x'  <- clip_[0,1](Adam_step(d))
-      return x' at the lowest D seen
+      return x' at the lowest D seen (or, as Alg. 1, the last x': `answer`)
 
 Restarts are engine trials. Presets `fedleak.paper`, `fedleak.quick`.
 """
@@ -117,11 +117,14 @@ class FedLeak(UploadAttack):
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
                      description=f"fedleak {s.name} ({mode})")
+        answer, loss = result.best, result.best_loss
+        if s.answer == "final":                       # Alg. 1's x'_I, ranked by its own D
+            answer, loss = result.final, result.final_loss(objective.weights())
         if refine:
-            trial_labels, rule = result.best["label_logits"].argmax(-1), f"{rule}+joint"
+            trial_labels, rule = answer["label_logits"].argmax(-1), f"{rule}+joint"
         else:
             trial_labels = labels.expand(s.restarts, -1)
-        return Reconstruction(attack=self.name, preset=s.name, trials=result.best["x"], loss=result.best_loss,
+        return Reconstruction(attack=self.name, preset=s.name, trials=answer["x"], loss=loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=trial_labels, label_rule=rule,
                               mode=result.mode, extras={"inferred_labels": labels.tolist()})
