@@ -14,7 +14,7 @@ from attacks.engine import (EnhancedSquaredL2, FedAvgUpdate, LayerGroups, Square
 from attacks.hfl.agic import AGIC, agic_weights
 from attacks.hfl.awa import AWA
 from attacks.hfl.awa_bo import bayes_optimise, best_so_far
-from attacks.hfl.awa_diagnostics import bo_scores, interpolation_errors
+from attacks.hfl.awa_diagnostics import _spearman, bo_scores, interpolation_errors
 from attacks.hfl.awa_settings import TABLE_III, UNWEIGHTED, AGICSettings, AWASettings
 from attacks.hfl.experiment import HFLConfig
 from attacks.hfl.observations import observe_fedavg
@@ -159,6 +159,13 @@ def test_bo_best_so_far_never_rises_and_the_first_trials_are_random():
     assert curve[-1] == min(trace.values) == trace.values[trace.best_index]
     assert all(1 <= a <= 1000 and 0 <= b <= 0.5 for a, b in trace.params)
     assert best_so_far([3.0, float("inf"), 2.0, 5.0]) == [3.0, 3.0, 2.0, 2.0]
+
+
+def test_spearman_gives_tied_values_their_mean_rank():
+    assert _spearman([1.0, 2.0, 3.0], [10.0, 30.0, 20.0]) == pytest.approx(0.5)
+    # ranks (0.5, 0.5, 2) against (0, 1, 2): 0.866; distinct ranks for the tie would give 0.5 or 1
+    assert _spearman([1.0, 1.0, 2.0], [0.0, 1.0, 2.0]) == pytest.approx(math.sqrt(3) / 2)
+    assert _spearman([1.0, 1.0, 1.0], [0.0, 1.0, 2.0]) is None                    # no spread: undefined
 
 
 # --- the attacks end to end -------------------------------------------------------------------------

@@ -49,10 +49,17 @@ def upload_diagnostics(observation, settings) -> dict[str, Any]:
 
 
 def _ranks(values: list[float]) -> list[float]:
+    """0-based ranks, tied values sharing the mean of their ranks (Spearman's rule for ties)."""
     order = sorted(range(len(values)), key=lambda i: values[i])
     ranks = [0.0] * len(values)
-    for r, i in enumerate(order):
-        ranks[i] = float(r)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for i in order[start:end + 1]:
+            ranks[i] = (start + end) / 2
+        start = end + 1
     return ranks
 
 
