@@ -40,17 +40,16 @@ def pretrain(model: nn.Module, data: ImageData, *, epochs: int = 2, lr: float = 
     data = ImageData(data.name, data.split, images, labels, data.provenance)
     optimiser = adam(model.parameters(), lr)
     order = generator(seed)
-    losses = []
+    totals = torch.zeros(epochs, device=device)          # read back once, after the last epoch
     model.train()
-    for _ in range(epochs):
-        total = torch.zeros((), device=device)
+    for epoch in range(epochs):
         for x, y in data.batches(batch_size, order):
             loss = F.cross_entropy(model(x), y)
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
             optimiser.step()
-            total += loss.detach() * len(y)
-        losses.append(float(total) / len(data))          # one host read per epoch
+            totals[epoch] += loss.detach() * len(y)
+    losses = [total / len(data) for total in totals.tolist()]
     model.eval()
     with torch.no_grad():
         correct = sum(int((model(x).argmax(-1) == y).sum()) for x, y in data.batches(512, shuffle=False))
