@@ -84,7 +84,8 @@ def fsha(arch: str = "resnet", *, preset: str = "quick", seed: int = 0, out: str
 
 def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
         **config: Any) -> Outcome:
-    """Gradient inversion by an HFL server (`HFLConfig` fields as keywords: arch, preset, batch_size, ...)."""
+    """Gradient inversion by an HFL server (`HFLConfig.of`'s keywords: its fields (arch, preset, batch_size, ...),
+    each attack's options (ratio=0.3, ...) and the FL trace's (clients=4, ...), flat or as options=/trace=)."""
     from attacks.hfl.experiment import HFLConfig, execute, prepare
 
     prepared = prepare(HFLConfig.of(attack=attack, **config))

@@ -10,6 +10,7 @@ from attacks.engine import (L1, SGD, ActivationL1, Block, FedSGDGradient, Global
                             Objective, Schedule, TopMagnitude, activation_l1, run)
 from attacks.hfl.defences import DPGaussian, parse_defence
 from attacks.hfl.experiment import HFLConfig, make_attack
+from attacks.hfl.tgias_experiment import TraceOptions
 from attacks.hfl.fedleak import FedLeak, estimated_gradient, infer_labels
 from attacks.hfl.labels import fedleak_labels
 from attacks.hfl.observations import observe_fedavg, observe_fedsgd
@@ -149,6 +150,12 @@ def test_fedleak_options_are_checked_and_dispatched():
             HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, **bad).settings()
     with pytest.raises(SplitlabError, match="fedleak only"):
         HFLConfig.of(attack="invgrad", arch="convnet", ratio=0.5).settings()
+    # the options and the trace may come whole (as HFLConfig's fields), flat values overriding them
+    whole = HFLConfig.of(attack="fedleak", arch="convnet", options={"ratio": 0.3, "blend": 0.1}, blend=0.2,
+                         trace=TraceOptions(clients=6), server_lr=0.5)
+    assert whole.options == {"ratio": 0.3, "blend": 0.2} and (whole.trace.clients, whole.trace.server_lr) == (6, 0.5)
+    with pytest.raises(SplitlabError, match="unknown trace option"):
+        HFLConfig.of(attack="fedleak", trace={"client": 6})
     with pytest.raises(SplitlabError, match="fedleak only"):
         HFLConfig.of(attack="invgrad", arch="convnet", secure_aggregation=2).validate()
 

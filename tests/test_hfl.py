@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from attacks.engine import FedSGDGradient
 from attacks.hfl.defences import GaussianNoise, NoDefence, Quantise, TopK, parse_defence
 from attacks.hfl.dlg import DLG
+from attacks.hfl.fedleak import FedLeak
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.labels import count_labels, idlg_labels
 from attacks.metrics import label_accuracy, score
@@ -129,6 +130,10 @@ def test_attacks_refuse_observations_that_lack_what_they_need(mnist, lenet):
     with pytest.raises(SplitlabError, match="final linear layer"):
         idlg_labels(obs)
     check_requirements("x", ("gradient",), obs)
+    log = observe_rounds(lenet, mnist.images[:1], mnist.labels[:1], rounds=1, lr=0.5, arch="lenet")
+    for attack in (InvertingGradients(preset("invgrad.quick")), FedLeak(preset("fedleak.quick"))):
+        with pytest.raises(SplitlabError, match="observes fedsgd or fedavg, not rounds"):
+            attack.check(log)
 
 
 # --- defences --------------------------------------------------------------------------------------

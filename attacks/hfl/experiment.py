@@ -97,12 +97,20 @@ class HFLConfig:
     @classmethod
     def of(cls, **values: Any) -> "HFLConfig":
         """The config from flat option values (as the CLI and sweeps give them): attack options go to
-        `options`, the trace's to `trace`."""
+        `options`, the trace's to `trace`. `options` (a mapping) and `trace` (`TraceOptions` or a mapping)
+        may also be given whole; flat values override them."""
+        values = dict(values)
+        options, trace = dict(values.pop("options", None) or {}), values.pop("trace", None) or {}
+        trace = dict(vars(trace) if isinstance(trace, TraceOptions) else trace)
         attack_names = {o.name: o for o in ATTACK_OPTIONS}
-        options = {k: v for k, v in values.items() if k in attack_names and is_given(attack_names[k], v)}
-        trace = TraceOptions(**{k: v for k, v in values.items() if k in TRACE_OPTIONS})
-        return cls(**{k: v for k, v in values.items() if k not in attack_names and k not in TRACE_OPTIONS},
-                   options=options, trace=trace)
+        options |= {k: values.pop(k) for k in list(values) if k in attack_names}
+        trace |= {k: values.pop(k) for k in list(values) if k in TRACE_OPTIONS}
+        unknown = set(trace) - set(TRACE_OPTIONS)
+        if unknown:
+            raise SplitlabError(f"unknown trace option {sorted(unknown)[0]!r}; the trace options are "
+                                + ", ".join(TRACE_OPTIONS))
+        options = {k: v for k, v in options.items() if k not in attack_names or is_given(attack_names[k], v)}
+        return cls(**values, options=options, trace=TraceOptions(**trace))
 
     def settings(self) -> Settings:
         """The preset with this config's overrides; every name and number checked (SplitlabError)."""

@@ -199,6 +199,8 @@ class UploadAttack:
     requires: Mapping[str, tuple[str, ...]]
 
     def requirements(self, observation: Observation) -> tuple[str, ...]:
+        if observation.kind not in self.requires:
+            raise SplitlabError(f"{self.name} observes {self.observes}, not {observation.kind}")
         needs = self.requires[observation.kind]
         return needs if "labels" in observation.provides else needs + ("final_linear",)
 
