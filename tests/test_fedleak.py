@@ -12,6 +12,7 @@ from attacks.hfl.defences import DPGaussian, parse_defence
 from attacks.hfl.experiment import HFLConfig, make_attack
 from attacks.hfl.tgias_experiment import TraceOptions
 from attacks.hfl.fedleak import FedLeak, estimated_gradient, infer_labels
+from attacks.hfl.fedleak_settings import FedLeakSettings
 from attacks.hfl.labels import fedleak_labels
 from attacks.hfl.observations import observe_fedavg, observe_fedsgd
 from attacks.hfl.secagg import observe_clients
@@ -148,6 +149,9 @@ def test_fedleak_options_are_checked_and_dispatched():
                 dict(label_rule="magic"), dict(alpha=-1.0), dict(answer="last")):
         with pytest.raises(SplitlabError):
             HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, **bad).settings()
+    for bad in (dict(ratio=0.0), dict(blend=2.0), dict(k=float("nan")), dict(selection="row"), dict(fedavg="x")):
+        with pytest.raises(SplitlabError):              # settings built in Python are held to the same checks
+            FedLeakSettings("t", **bad)
     with pytest.raises(SplitlabError, match="fedleak only"):
         HFLConfig.of(attack="invgrad", arch="convnet", ratio=0.5).settings()
     # the options and the trace may come whole (as HFLConfig's fields), flat values overriding them

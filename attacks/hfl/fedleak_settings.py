@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.options import Option, choice, negated, number
+from attacks.hfl.options import Option, check_fields, choice, negated, number
 from vfl.validate import check_choice
 
 __all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "ANSWERS", "OPTIONS"]
@@ -83,12 +83,10 @@ class FedLeakSettings:
     attack = "fedleak"
 
     def __post_init__(self) -> None:
-        """The choice fields, checked here too: settings built in Python skip the CLI's checks, and a
-        misspelt choice would silently take the other branch."""
-        for flag, value, choices in (("selection", self.selection, SELECTIONS), ("probe", self.probe, PROBE_SIGNS),
-                                     ("label_rule", self.label_rule, LABEL_RULES),
-                                     ("fedavg", self.fedavg, FEDAVG_MODELS), ("answer", self.answer, ANSWERS)):
-            check_choice(flag, value, choices)
+        """Every field an option sets, checked as the CLI checks it (settings built in Python skip the CLI;
+        a misspelt choice would silently take the other branch), and the FedAvg model."""
+        check_fields(self, OPTIONS)
+        check_choice("fedavg", self.fedavg, FEDAVG_MODELS)
 
 
 OPTIONS = tuple(Option(name, field, check, ("fedleak",), "fedleak: " + text) for name, field, check, text in (

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
-__all__ = ["Option", "apply_options", "is_given", "number", "integer", "choice", "negated", "flag"]
+__all__ = ["Option", "apply_options", "check_fields", "is_given", "number", "integer", "choice", "negated", "flag"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +78,11 @@ def apply_options(settings: Any, attack: str, given: Mapping[str, Any], options:
             raise SplitlabError(f"{option.flag} applies to {' and '.join(option.attacks)} only, not {attack}")
         changes[option.field] = option.check(option.flag, value)
     return replace(settings, **changes) if changes else settings
+
+
+def check_fields(settings: Any, options: Sequence[Option]) -> None:
+    """Run each option's check on the settings field it sets (a switch's field needs none): settings built
+    in Python are held to the CLI's ranges and choices."""
+    for option in options:
+        if option.check is not negated:
+            option.check(option.flag, getattr(settings, option.field))
