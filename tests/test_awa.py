@@ -120,11 +120,11 @@ def test_enhancement_overrides_the_layers_with_both_errors_large():
     simulated = [torch.tensor([1.0, 5.0]).view(2, 1, 1, 1), torch.full((2, 2), 3.0), torch.ones(2), torch.ones(2)]
     match = EnhancedSquaredL2(groups)
     q = torch.tensor([5.0, 7.0, 9.0, 100.0, 2 / 3, 1 / 3])       # top-2 by mean, top-1 by variance
-    assert match.weights(simulated, {"update": observed, "q": q}).tolist() == [100.0, 9.0, 7.0]
+    assert match.weights(simulated, match.target(observed, q)).tolist() == [100.0, 9.0, 7.0]
     q0 = torch.tensor([5.0, 7.0, 9.0, 100.0, 0.0, 0.0])          # p = 0: nothing enhanced, ramps only
-    assert match.weights(simulated, {"update": observed, "q": q0}).tolist() == [5.0, 9.0, 7.0]
+    assert match.weights(simulated, match.target(observed, q0)).tolist() == [5.0, 9.0, 7.0]
     errors = [float((s - o).square().sum()) for s, o in zip(simulated, observed)]
-    assert float(match(simulated, {"update": observed, "q": q})) == pytest.approx(100 * errors[0] + 9 * errors[1])
+    assert float(match(simulated, match.target(observed, q))) == pytest.approx(100 * errors[0] + 9 * errors[1])
 
 
 def test_every_q_one_is_squared_l2_and_q_values_batch_under_vmap(batch):
@@ -135,11 +135,11 @@ def test_every_q_one_is_squared_l2_and_q_values_batch_under_vmap(batch):
     match = EnhancedSquaredL2(groups)
     for p in (0.0, 0.3, 0.5):
         ones = torch.tensor([1.0, 1.0, 1.0, 1.0, p, p])
-        assert float(match(simulated, {"update": observed, "q": ones})) == pytest.approx(
+        assert float(match(simulated, match.target(observed, ones))) == pytest.approx(
             float(SquaredL2()(simulated, observed)), rel=1e-6)
     qs = torch.tensor([TABLE_III[c] for c in (1, 2, 3, 4)])
-    batched = vmap(lambda q: match(simulated, {"update": observed, "q": q}))(qs)
-    one_by_one = torch.stack([match(simulated, {"update": observed, "q": q}) for q in qs])
+    batched = vmap(lambda q: match(simulated, match.target(observed, q)))(qs)
+    one_by_one = torch.stack([match(simulated, match.target(observed, q)) for q in qs])
     assert torch.allclose(batched, one_by_one, rtol=1e-6)
     assert len(set(batched.tolist())) == 4
 

@@ -138,24 +138,32 @@ class EnhancedSquaredL2:
     steers the weights but is not differentiated; `eps` guards the relative errors against a zero mean
     or variance of the target.
 
-    `observed` is `{"update": [one tensor per parameter], "q": Q}`, Q = (q_cv, q_bn, q_fc, q_en, p_mean,
-    p_var) as a tensor, so Q can differ per trial (`run(per_trial_target=True)`). With every q = 1 the
-    value is `SquaredL2()`'s.
+    `observed` is `target(update, Q)`: the update (one tensor per parameter), Q = (q_cv, q_bn, q_fc, q_en,
+    p_mean, p_var) as a tensor, so Q can differ per trial (`run(per_trial_target=True)`), and the update's
+    per-layer entry mean and variance. With every q = 1 the value is `SquaredL2()`'s.
     """
     groups: LayerGroups
     eps: float = 1e-12
 
+    def target(self, update: Sequence[torch.Tensor], q: torch.Tensor, trials: int | None = None) -> dict:
+        """`observed` for this match. The update's per-layer statistics are constant through a run, so they
+        are computed here once, not at every evaluation. With `trials`, the update and its statistics are
+        expanded along a leading trial dimension to go beside per-trial Q of shape (trials, 6)."""
+        flats = [_flat([update[i] for i in m]) for m in self.groups.members]
+        observed = {"update": list(update), "mean": torch.stack([o.mean() for o in flats]),
+                    "var": torch.stack([o.var(unbiased=False) for o in flats])}
+        if trials is not None:
+            observed = {"update": [u.expand(trials, *u.shape) for u in observed["update"]],
+                        **{k: observed[k].expand(trials, -1) for k in ("mean", "var")}}
+        return {**observed, "q": q}
+
     def weights(self, simulated: Sequence[torch.Tensor], observed: Mapping[str, object]) -> torch.Tensor:
         """q^(l) per layer at these simulated updates (detached)."""
-        target, q = observed["update"], observed["q"]
-        e_mean, e_var = [], []
-        for m in self.groups.members:
-            s, o = _flat([simulated[i].detach() for i in m]), _flat([target[i] for i in m])
-            s_mean, o_mean = s.mean(), o.mean()                          # each statistic once per layer
-            s_var, o_var = s.var(unbiased=False), o.var(unbiased=False)
-            e_mean.append((s_mean - o_mean).abs() / o_mean.abs().clamp_min(self.eps))
-            e_var.append((s_var - o_var).abs() / o_var.clamp_min(self.eps))
-        e_mean, e_var = torch.stack(e_mean), torch.stack(e_var)
+        q, o_mean, o_var = observed["q"], observed["mean"], observed["var"]
+        flats = [_flat([simulated[i].detach() for i in m]) for m in self.groups.members]
+        s_mean, s_var = torch.stack([s.mean() for s in flats]), torch.stack([s.var(unbiased=False) for s in flats])
+        e_mean = (s_mean - o_mean).abs() / o_mean.abs().clamp_min(self.eps)
+        e_var = (s_var - o_var).abs() / o_var.clamp_min(self.eps)
         layers = self.groups.layers
         n_mean, n_var = torch.ceil(q[4] * layers), torch.ceil(q[5] * layers)
         chosen = (_rank(e_mean) < n_mean) & (_rank(e_var) < n_var)

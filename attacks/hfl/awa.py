@@ -50,8 +50,9 @@ class _Problem:
                progress: bool, description: str):
         """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result and f(Q) per trial."""
         trials = qs.shape[0]
-        objective = Objective(simulator=self.simulator, match=EnhancedSquaredL2(self.groups, eps))
-        target = {"observed": {"update": [o.expand(trials, *o.shape) for o in self.observed], "q": qs}}
+        match = EnhancedSquaredL2(self.groups, eps)
+        objective = Objective(simulator=self.simulator, match=match)
+        target = {"observed": match.target(self.observed, qs, trials)}
         schedule = Schedule((Block(("x",), Adam(lr), iterations),))
         result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
                      progress=progress, description=description)
