@@ -18,7 +18,11 @@ from vfl.data import ImageData
 from vfl.runtime import adam, generator
 from vfl.validate import check_int, check_number
 
-__all__ = ["Pretraining", "pretrain"]
+__all__ = ["MAX_EPOCHS", "Pretraining", "pretrain"]
+
+MAX_EPOCHS = 10_000
+"""The most epochs `pretrain` takes (`--pretrain-epochs`; `--trained-steps`, whose full batch makes an epoch
+one step)."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Pretraining:
 def pretrain(model: nn.Module, data: ImageData, *, epochs: int = 2, lr: float = 1e-3, batch_size: int = 64,
              seed: int = 0) -> Pretraining:
     """Train `model` in place for `epochs` epochs of Adam on `data` (seeded order), leave it in eval mode."""
-    check_int("epochs", epochs, low=0, high=10_000)
+    check_int("epochs", epochs, low=0, high=MAX_EPOCHS)
     check_number("lr", lr, low=0, low_open=True)
     check_int("batch_size", batch_size, low=1)
     device = next(model.parameters()).device

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import torch
@@ -58,6 +58,7 @@ class LayerGroups:
     members: tuple[tuple[int, ...], ...]
     kinds: tuple[str, ...]
     n_params: int
+    _tables: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, model: nn.Module, level: str = "module") -> "LayerGroups":
@@ -96,28 +97,21 @@ class LayerGroups:
         ramps = {k: iter(ramp(q, self.count(k))) for k, q in zip(KINDS, (q_cv, q_bn, q_fc)) if self.count(k)}
         return [next(ramps[k]) for k in self.kinds]
 
-    @functools.cached_property
-    def _tables(self) -> dict:
-        return {}
-
     def _ramp_tables(self, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """(kind index, fraction) per layer: the ramp is 1 + (q_kind - 1) * fraction, fraction = (i-1)/(L_k-1)
-        (1 for a type with one layer, which gives q_kind). Built once per device and dtype (kept on the
-        instance: no hash of the layer tuples at every evaluation)."""
+        (1 for a type with one layer, which gives q_kind). Built once per device and dtype, kept on the
+        instance (not at every evaluation)."""
         if (device, dtype) not in self._tables:
-            self._tables[device, dtype] = self._build_tables(device, dtype)
+            seen = dict.fromkeys(KINDS, 0)
+            kind_index, fraction = [], []
+            for kind in self.kinds:
+                count = self.count(kind)
+                fraction.append(seen[kind] / (count - 1) if count > 1 else 1.0)
+                seen[kind] += 1
+                kind_index.append(KINDS.index(kind))
+            self._tables[device, dtype] = (torch.tensor(kind_index, device=device),
+                                           torch.tensor(fraction, device=device, dtype=dtype))
         return self._tables[device, dtype]
-
-    def _build_tables(self, device, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        seen = dict.fromkeys(KINDS, 0)
-        kind_index, fraction = [], []
-        for kind in self.kinds:
-            count = self.count(kind)
-            fraction.append(seen[kind] / (count - 1) if count > 1 else 1.0)
-            seen[kind] += 1
-            kind_index.append(KINDS.index(kind))
-        return (torch.tensor(kind_index, device=device),
-                torch.tensor(fraction, device=device, dtype=dtype))
 
 
 def _flat(tensors: list[torch.Tensor]) -> torch.Tensor:

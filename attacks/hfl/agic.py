@@ -31,7 +31,7 @@ def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[
     ramped = [g for g, kind in enumerate(groups.kinds) if kind in ("conv", "fc")]
     top = float(len(ramped)) if last_weight is None else last_weight
     weights = [1.0] * groups.n_params
-    for g, w in zip(ramped, ramp(top, len(ramped)) if ramped else []):     # AWA's eq. (24) ramp over them
+    for g, w in zip(ramped, ramp(top, len(ramped))):     # AWA's eq. (24) ramp over them
         for i in groups.members[g]:
             weights[i] = w
     return weights

@@ -14,6 +14,7 @@ import statistics
 from typing import Any
 
 import torch
+from scipy.stats import rankdata
 from matplotlib.figure import Figure
 
 from attacks.engine import epoch_problem, plan_replication
@@ -48,25 +49,10 @@ def upload_diagnostics(observation, settings) -> dict[str, Any]:
     return {"interpolation": interpolation_errors(observation, getattr(settings, "target_epoch", 1))}
 
 
-def _ranks(values: list[float]) -> list[float]:
-    """0-based ranks, tied values sharing the mean of their ranks (Spearman's rule for ties)."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for i in order[start:end + 1]:
-            ranks[i] = (start + end) / 2
-        start = end + 1
-    return ranks
-
-
 def _spearman(a: list[float], b: list[float]) -> float | None:
     if len(a) < 3:
         return None
-    ra, rb = _ranks(a), _ranks(b)
+    ra, rb = rankdata(a).tolist(), rankdata(b).tolist()          # ties share their mean rank
     ma, mb = statistics.fmean(ra), statistics.fmean(rb)
     cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
     sd = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))

@@ -36,7 +36,7 @@ from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.presets import preset
 from vfl import data as datasets
 from vfl.errors import SplitlabError, lookup
-from vfl.hfl_training import pretrain
+from vfl.hfl_training import MAX_EPOCHS, pretrain
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, check_hfl_input, hfl_model_spec
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -163,7 +163,7 @@ class HFLConfig:
         check_int("--secure-aggregation", self.secure_aggregation, low=1, high=10_000)
         if self.secure_aggregation > 1 and self.attack != "fedleak":
             raise SplitlabError("--secure-aggregation applies to fedleak only")
-        check_int("--pretrain-epochs", self.pretrain_epochs, low=0, high=10_000)
+        check_int("--pretrain-epochs", self.pretrain_epochs, low=0, high=MAX_EPOCHS)
         validate_trace(self)
         if self.attack == "awa":
             settings = self.settings()

@@ -10,14 +10,14 @@ from torch import nn
 
 from attacks.hfl.defences import Defence
 from attacks.hfl.trace import (INVALID_KINDS, LOCAL_BATCHES, Trace, align, alignment_accuracy, client_data,
-                               converged_model, observe_trace)
+                               converged_model, flat_gradient, observe_trace)
 from vfl import data as datasets
 from vfl.errors import SplitlabError
+from vfl.hfl_training import MAX_EPOCHS
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["TraceOptions", "TRACE_OPTIONS", "validate_trace", "observe_for"]
 
-MAX_TRAINED_STEPS = 10_000          # `pretrain`'s epoch bound (full batch: one step per epoch)
 MAX_TRAINED_IMAGES = 4096           # the clients' images trained on in one batch for --invalid-kind trained
 
 
@@ -57,7 +57,7 @@ def validate_trace(config) -> None:
     check_number("--server-lr", trace.server_lr, low=0)
     check_int("--invalid", trace.invalid, low=0, high=1000)
     check_choice("--invalid-kind", trace.invalid_kind, INVALID_KINDS)
-    check_int("--trained-steps", trace.trained_steps, low=1, high=MAX_TRAINED_STEPS)
+    check_int("--trained-steps", trace.trained_steps, low=1, high=MAX_EPOCHS)
     trained = trace.invalid and trace.invalid_kind == "trained"
     if trace.trained_steps != TraceOptions.trained_steps and not trained:
         raise SplitlabError("--trained-steps applies to --invalid M --invalid-kind trained only")
@@ -100,7 +100,7 @@ def observe_for(config, model: nn.Module, data: datasets.ImageData, defence: Def
               "alignment_accuracy": alignment_accuracy(clusters, trace.client_batches),
               "alignment_clusters": len(set(clusters)), "client_batches_seen": len(set(trace.client_batches))}
     if 0 < t.invalid < temporal:
-        norms = [float(torch.cat([g.flatten() for g in u.gradient]).norm()) for u in trace.log.rounds]
+        norms = torch.stack([flat_gradient(u).norm() for u in trace.log.rounds]).tolist()    # one host read
         valid, invalid = norms[:temporal - t.invalid], norms[temporal - t.invalid:]
         facts["invalid_norm_ratio"] = (sum(invalid) / len(invalid)) / max(sum(valid) / len(valid), 1e-30)
     return trace, facts

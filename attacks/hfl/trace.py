@@ -35,8 +35,8 @@ from vfl.data import ImageData
 from vfl.errors import SplitlabError
 from vfl.hfl_training import pretrain
 
-__all__ = ["INVALID_KINDS", "LOCAL_BATCHES", "Trace", "observe_trace", "client_data", "converged_model", "align",
-           "alignment_accuracy"]
+__all__ = ["INVALID_KINDS", "LOCAL_BATCHES", "Trace", "observe_trace", "client_data", "converged_model",
+           "flat_gradient", "align", "alignment_accuracy"]
 
 INVALID_KINDS = ("trained", "other-batch", "noise")
 LOCAL_BATCHES = 3
@@ -180,7 +180,8 @@ def _invalid(valid: FedSGDObservation, kind: str, target, other, trained, arch, 
                              labels=valid.labels)
 
 
-def _flat(obs: FedSGDObservation) -> torch.Tensor:
+def flat_gradient(obs: FedSGDObservation) -> torch.Tensor:
+    """An upload's gradient as one float64 vector (for cosine similarities and norms)."""
     return torch.cat([g.flatten() for g in obs.gradient]).double()
 
 
@@ -192,7 +193,7 @@ def align(uploads: Sequence[FedSGDObservation], *, threshold: float = 0.5,
     latest: list[tuple[tuple[int, ...], torch.Tensor]] = []       # (multiset, flat gradient of latest member)
     out = []
     for obs in uploads:
-        multiset, g = tuple(sorted(labels(obs).tolist())), _flat(obs)
+        multiset, g = tuple(sorted(labels(obs).tolist())), flat_gradient(obs)
         scores = [float(torch.nn.functional.cosine_similarity(g, h, 0)) if key == multiset else -2.0
                   for key, h in latest]
         best = max(range(len(scores)), key=scores.__getitem__, default=None)
