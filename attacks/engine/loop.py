@@ -172,10 +172,11 @@ class _Trials:
             def evaluate(v, names):                         # terms stay 0-dim; they broadcast against (1,)
                 return objective(_map(squeeze, v), fixed, names)
 
-            def evaluate_masked(v, names, masks):
-                if masks is None:
-                    return objective.with_masks(_map(squeeze, v), fixed, names)
+            def evaluate_on(v, names, masks):
                 return objective(_map(squeeze, v), fixed, names, masks=masks)
+
+            def choose(v, names):
+                return objective.with_masks(_map(squeeze, v), fixed, names)
         else:
             batched: dict[Any, Callable] = {}                # one vmap per set of terms
 
@@ -188,21 +189,23 @@ class _Trials:
                         else vmap(lambda v: objective(v, target, names))
                 return batched[names](v, target) if per_trial_target else batched[names](v)
 
-            def evaluate_masked(v, names, masks):
-                """With `masks` None, the terms and the match's subset masks chosen here, per trial; with masks
-                given, the terms on that subset. A shared target is closed over, as in `evaluate`."""
-                key = (names, masks is None)
+            def evaluate_on(v, names, masks):
+                """The terms on the given per-trial subset masks (a shared target closed over, as above)."""
+                key = (names, "on masks")
                 if key not in batched:
-                    if masks is None:
-                        fn = (lambda v, t: objective.with_masks(v, t, names))
-                    else:
-                        fn = (lambda v, t, m: objective(v, t, names, masks=m))
-                    batched[key] = vmap(fn) if per_trial_target else vmap(lambda v, *m: fn(v, target, *m))
-                given = () if masks is None else (masks,)
-                return batched[key](v, target, *given) if per_trial_target else batched[key](v, *given)
+                    batched[key] = vmap(lambda v, t, m: objective(v, t, names, masks=m)) if per_trial_target \
+                        else vmap(lambda v, m: objective(v, target, names, masks=m))
+                return batched[key](v, target, masks) if per_trial_target else batched[key](v, masks)
 
-        self.evaluate = evaluate
-        self.evaluate_masked = evaluate_masked
+            def choose(v, names):
+                """The terms and the subset masks the match chooses here, per trial."""
+                key = (names, "choose")
+                if key not in batched:
+                    batched[key] = vmap(lambda v, t: objective.with_masks(v, t, names)) if per_trial_target \
+                        else vmap(lambda v: objective.with_masks(v, target, names))
+                return batched[key](v, target) if per_trial_target else batched[key](v)
+
+        self.evaluate, self.evaluate_on, self.choose = evaluate, evaluate_on, choose
         self.keep = tuple(keep)
         self.alive = torch.ones(self.trials, dtype=torch.bool, device=device)
         # the variables' dtype: a single trial's 0-dim loss would not promote a float32 record (0-dim rule)
@@ -213,15 +216,17 @@ class _Trials:
         # (steps, terms, R): a row per step; a term a block does not minimise is not computed (NaN there).
         self._trace = torch.full((total_steps, len(self.term_names), self.trials), float("nan"), device=device)
 
-    def terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None
-              ) -> dict[str, torch.Tensor]:
-        return self.evaluate(self.vars if variables is None else variables, names)
+    def terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None,
+              masks: list[torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """The objective's terms per trial; with `masks`, the match on that element subset."""
+        variables = self.vars if variables is None else variables
+        return self.evaluate(variables, names) if masks is None else self.evaluate_on(variables, names, masks)
 
-    def masked_terms(self, variables: Variables | None = None, names: tuple[str, ...] | None = None,
-                     masks: list[torch.Tensor] | None = None):
-        """`terms` with the match's element subset: chosen at these variables (`masks=None`; returns the
-        terms and the masks) or reused (returns the terms)."""
-        return self.evaluate_masked(self.vars if variables is None else variables, names, masks)
+    def terms_and_masks(self, names: tuple[str, ...] | None = None
+                        ) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+        """The terms at the current variables and the element subset the match chose for them (from
+        detached magnitudes), so a hook can evaluate elsewhere on the same subset."""
+        return self.choose(self.vars, names)
 
     def record(self, terms: Mapping[str, torch.Tensor]) -> None:
         row = self._trace[self.step_index]
@@ -305,7 +310,7 @@ def _gradient_step(state: _Trials, run: _BlockRun) -> None:
     block, params = run.block, run.params
     masks = None
     if run.same_subset:                  # a hook evaluates elsewhere on the element subset chosen here
-        terms, masks = state.masked_terms(names=run.names)      # masks come from detached magnitudes
+        terms, masks = state.terms_and_masks(run.names)
     else:
         terms = state.terms(names=run.names)
     loss = _weighted(terms, run.weights)
@@ -316,8 +321,7 @@ def _gradient_step(state: _Trials, run: _BlockRun) -> None:
         def grad_at(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
             probe = [v.detach().requires_grad_(True) for v in values]
             moved = _replace(state.vars, block.update, probe)
-            probe_terms = state.terms(moved, run.names) if masks is None \
-                else state.masked_terms(moved, run.names, masks)
+            probe_terms = state.terms(moved, run.names, masks)
             probe_loss = _weighted(probe_terms, run.weights)
             state.observe(probe_loss, select=False)
             return state.gradients(probe_loss, probe)
