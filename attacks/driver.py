@@ -1,16 +1,17 @@
 """The one driver: attack an observation, score against the private targets, write the run directory.
 
-    outcome = attack_and_score(attack, observation, images, labels, run=run, seed=0)
+    outcome = attack_and_score(spec, attack, observation, Truth(images, labels), run=run, seed=0)
 
 Every command (`hfl`, `attack unsplit`, `attack fsha`, `compare`) and script goes through here, so every
 run directory has the same files: `metrics.json` (the schema in `attacks.metrics.METRICS_SCHEMA`),
 `reconstruction.png` (targets above the attack's answer) and `loss_curve.png` (the attack's loss
-history). Ground truth enters only the scoring, after the attack has returned.
+history), and whatever the attack's spec adds through its `evaluate` and `write` hooks. Ground truth
+enters only the scoring and the evaluation, after the attack has returned.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import torch
 
@@ -19,7 +20,17 @@ from attacks.metrics import FidMetric, LpipsMetric, Unavailable, minmax_normalis
 from attacks.result import Reconstruction
 from vfl.runs import Run
 
-__all__ = ["Outcome", "attack_and_score", "write_outputs", "shown"]
+__all__ = ["Truth", "Outcome", "attack_and_score", "write_outputs", "shown"]
+
+
+@dataclass(frozen=True, eq=False)
+class Truth:
+    """The private side of a run, for scoring and evaluation only: never handed to an attack."""
+    images: torch.Tensor
+    """The targets, [0,1], (N, C, H, W)."""
+    labels: torch.Tensor | None = None
+    context: Mapping[str, Any] = field(default_factory=dict)
+    """What the spec's evaluation needs beside the targets (the victim's client, its private data, ...)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,24 +53,25 @@ def shown(reconstruction: Reconstruction, metrics: dict[str, Any], display: str 
     return minmax_normalise(images) if display == "minmax" else images.clamp(0, 1)
 
 
-def attack_and_score(attack, observation, images: torch.Tensor, labels: torch.Tensor | None = None, *,
-                     run: Run | None = None, seed: int = 0, mode: str = "auto", progress: bool = True,
-                     lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                     extra: dict[str, Any] | None = None, title: str = "", display: str = "clamp",
-                     evaluate: Callable[[Reconstruction, dict], dict] | None = None) -> Outcome:
-    """Run `attack(observation)`, score it against (images, labels), and write the run directory if given.
+def attack_and_score(spec, attack, observation, truth: Truth, *, run: Run | None = None, seed: int = 0,
+                     mode: str = "auto", progress: bool = True, lpips: LpipsMetric | Unavailable | None = None,
+                     fid: FidMetric | Unavailable | None = None, facts: dict[str, Any] | None = None,
+                     title: str = "", call: dict[str, Any] | None = None) -> Outcome:
+    """Run `attack(observation)`, score it against the truth, add the spec's evaluation, and write the run
+    directory if given (the driver's files, then the spec's own).
 
-    `extra` adds command-level facts to metrics.json (the victim's accuracy, the model); `display`
-    chooses how reconstruction.png draws the answer (`minmax`: per-image min-max, as the JAST paper shows
-    UnSplit's); `evaluate(reconstruction, metrics)` adds evaluation-only diagnostics after scoring."""
-    reconstruction = attack(observation, seed=seed, mode=mode, progress=progress)
-    metrics = score(reconstruction, images, labels, lpips=lpips, fid=fid)
-    metrics.update(extra or {})
-    if evaluate is not None:
-        metrics.update(evaluate(reconstruction, metrics))
-    outcome = Outcome(reconstruction, metrics, images.detach().float().cpu())
+    `facts` adds command-level facts to metrics.json (the model, the defence); `call` passes keywords an
+    attack takes beyond the contract's (FSHA's round monitor)."""
+    reconstruction = attack(observation, seed=seed, mode=mode, progress=progress, **(call or {}))
+    metrics = score(reconstruction, truth.images, truth.labels, lpips=lpips, fid=fid)
+    metrics.update(facts or {})
+    if spec.evaluate is not None:
+        metrics.update(spec.evaluate(reconstruction, metrics, truth))
+    outcome = Outcome(reconstruction, metrics, truth.images.detach().float().cpu())
     if run is not None:
-        write_outputs(run, outcome, title=title, display=display)
+        write_outputs(run, outcome, title=title, display=spec.display)
+        if spec.write is not None:
+            spec.write(run, outcome)
     return outcome
 
 

@@ -42,10 +42,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "datasets": LazyCommand("vfl.cli", "List each dataset, its source and whether it is available here."),
     "weights": LazyCommand("attacks.weights_cli", "List where the LPIPS and FID pretrained weights are looked for "
                            "and whether they are there; --download fetches them."),
-    "compare": LazyCommand("attacks.cli", "Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit "
+    "compare": LazyCommand("attacks.compare_cli", "Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit "
                            "(and FSHA with --attacks unsplit,fsha); write report.md (Table 1 with the paper's "
                            "numbers), report.csv and figures."),
-    "hfl": LazyCommand("attacks.cli", "Gradient inversion by an honest-but-curious HFL server: reconstruct a "
+    "hfl": LazyCommand("attacks.hfl.cli", "Gradient inversion by an honest-but-curious HFL server: reconstruct a "
                        "client's batch from its upload."),
     "theory": LazyCommand("theory_checks.cli", "Run the orthogonal-invariance lemmas of JAST through the real "
                           "protocol; exit 0 only if every check matched its expected verdict (holds / breaks), "
@@ -54,7 +54,7 @@ COMMANDS: dict[str, LazyCommand] = {
                           "and round against the attacks' mean and best-of-inits errors, with L_R from an unrolled "
                           "surrogate; exit 1 if a mean error exceeds its bound or the FedAvg rate check fails, "
                           "2 on bad input."),
-    "attack": LazyCommand("attacks.cli", "Attacks on a split-learning model."),
+    "attack": LazyCommand("attacks.split.cli", "Attacks on a split-learning model."),
     "sweep": LazyCommand("splitlab.sweep", "Run a grid of `splitlab` commands (a sweep file or a shipped paper "
                          "grid) on Ray or in process; resumable; writes results.csv, summary.csv (mean, std, n "
                          "over seeds) and report.md."),
@@ -148,6 +148,15 @@ class LazyGroup(TyperGroup):
             typer.echo("Aborted.", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)     # typer.Exit(n) comes back as n here
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Optional[str], Optional[Any], list[str]]:
+        """As click's, but a command whose options depend on its arguments (`hfl`: the attack's own) is built
+        by its module's `resolve(name, args)` for these arguments."""
+        if args and args[0] in COMMANDS and not self._help_stubs:
+            module = importlib.import_module(COMMANDS[args[0]].module)
+            if hasattr(module, "resolve"):
+                return args[0], module.resolve(args[0], list(args[1:])), list(args[1:])
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Optional[Any]:
         if cmd_name not in self.commands:

@@ -19,7 +19,7 @@ convolution relies on.
 
 Specs: `none`, or `+`-joined items `name[:key=value,...]`, e.g. `orthogonal:seed=3`,
 `dp:epsilon=6,delta=0.5`. `parse_item` is the one parser of `name[:key=value,...]` against a schema
-(defence name -> option name -> `Option`), shared with the HFL upload defences (attacks/hfl/defences.py).
+(defence name -> option name -> `SpecKey`), shared with the HFL upload defences (attacks/hfl/defences.py).
 The noise defences draw from generators of their own (option `seed`, default 0), never torch's global one.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Mapping
 import torch
 
 from vfl.errors import SplitlabError, lookup
-from vfl.validate import Option
+from vfl.validate import SpecKey
 
 
 class ClientDefence:
@@ -251,20 +251,20 @@ class GradientNoise(_SeededNoise, ClientDefence):
 
 # --- specs: one parser for every defence setting --------------------------------------------------
 
-SEED = Option(integer=True, low=0, high=2**63 - 1)
+SEED = SpecKey(integer=True, low=0, high=2**63 - 1)
 
 MAX_MATRIX_BYTES = 256 * 2**20
 """semi-orthogonal's secret matrix is d x dim float64 (and QR costs d^2 * dim); dim is bounded by this."""
 
-CLIENT_DEFENCES: dict[str, dict[str, Option]] = {
+CLIENT_DEFENCES: dict[str, dict[str, SpecKey]] = {
     "none": {},
     "orthogonal": {"seed": SEED},
-    "semi-orthogonal": {"dim": Option(integer=True, low=1, high=MAX_MATRIX_BYTES // 8, required=True), "seed": SEED},
-    "patch-orthogonal": {"patch": Option(integer=True, low=1, high=4096), "seed": SEED},
-    "dp": {"epsilon": Option(low=1e-3, high=10), "delta": Option(low=1e-10, high=0.99),
-           "sigma": Option(low=0), "sensitivity": Option(low=0, low_open=True), "seed": SEED},
-    "activation-noise": {"sigma": Option(low=0, required=True), "seed": SEED},
-    "gradient-noise": {"sigma": Option(low=0, required=True), "seed": SEED},
+    "semi-orthogonal": {"dim": SpecKey(integer=True, low=1, high=MAX_MATRIX_BYTES // 8, required=True), "seed": SEED},
+    "patch-orthogonal": {"patch": SpecKey(integer=True, low=1, high=4096), "seed": SEED},
+    "dp": {"epsilon": SpecKey(low=1e-3, high=10), "delta": SpecKey(low=1e-10, high=0.99),
+           "sigma": SpecKey(low=0), "sensitivity": SpecKey(low=0, low_open=True), "seed": SEED},
+    "activation-noise": {"sigma": SpecKey(low=0, required=True), "seed": SEED},
+    "gradient-noise": {"sigma": SpecKey(low=0, required=True), "seed": SEED},
 }
 """Split-learning client defences: name -> option -> type and range (dp's bounds: `_unit_sigma`)."""
 
@@ -275,7 +275,7 @@ class DefenceSpec:
     options: dict[str, int | float]
 
 
-def parse_item(text: str, schema: Mapping[str, Mapping[str, Option]], example: str) -> DefenceSpec:
+def parse_item(text: str, schema: Mapping[str, Mapping[str, SpecKey]], example: str) -> DefenceSpec:
     """One `name[:key=value,...]` checked against `schema`: a known name, known keys, each value of its
     type and in its range, required keys present. `example` is shown when the text is not key=value."""
     name, _, rest = text.strip().partition(":")

@@ -4,7 +4,7 @@ naming the option, so commands call these before anything is loaded or written.
 
     check_number("--lr", lr, low=0, low_open=True)            # a positive finite float
     check_int("--epochs", epochs, low=1, high=100_000)         # an integer (3.5 is refused, not truncated)
-    Option(integer=True, low=2, high=32).parse("defence quant", "4", symbol="bits")   # a spec's key=value
+    SpecKey(integer=True, low=2, high=32).parse("defence quant", "4", symbol="bits")   # a spec's key=value
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def parse_number(name: str, text: str, *, integer: bool = False, symbol: str | N
 
 
 @dataclass(frozen=True)
-class Option:
+class SpecKey:
     """The schema of one numeric option: integer or real, its range, whether it must be given."""
 
     integer: bool = False

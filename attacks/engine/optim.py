@@ -143,27 +143,3 @@ class BoxClamp(Hook):
         with torch.no_grad():
             for p in params[:self.first]:
                 p.clamp_(self.low, self.high)
-
-
-@dataclass(frozen=True)
-class GradientBlend(Hook):
-    """FedLeak's gradient regularisation: d = (1 - w) grad D(x) + w grad D(x + k grad D/||grad D||).
-
-    The probe point is taken per trial and per variable; `lookahead=True` probes along -grad instead
-    (the paper's appendix example) rather than +grad (its equations). With `same_subset` (Alg. 1 line 8)
-    a match over an element subset compares at the probe the elements it chose at x; without, it
-    chooses them again at the probe.
-    """
-    weight: float = 0.7
-    k: float = 0.01
-    lookahead: bool = False
-    same_subset: bool = True
-
-    def on_grads(self, grads, params, grad_at):
-        sign = -1.0 if self.lookahead else 1.0
-        probes = []
-        for p, g in zip(params, grads):
-            norm = g.flatten(1).norm(dim=1).clamp_min(1e-12).view(-1, *[1] * (g.dim() - 1))
-            probes.append(p.detach() + sign * self.k * g / norm)
-        probe_grads = grad_at(probes)
-        return [(1 - self.weight) * g + self.weight * h for g, h in zip(grads, probe_grads)]

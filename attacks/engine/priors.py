@@ -46,22 +46,3 @@ class BNStatistics:
             total = total + torch.linalg.vector_norm(z.mean(dims) - bn.running_mean) \
                 + torch.linalg.vector_norm(z.var(dims, unbiased=False) - bn.running_var)
         return total
-
-
-@dataclass(frozen=True)
-class ActivationL1:
-    """sum over the outputs of the given layer kinds of ||F_l(x)||_1 (FedLeak's activation sparsity term)."""
-    model: nn.Module
-    params: Mapping[str, torch.Tensor]
-    kinds: tuple[type, ...] = (nn.ReLU,)
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        with recording(self.model, self.kinds) as outputs:
-            call(self.model, self.params, x)
-        return activation_l1(outputs)
-
-
-def activation_l1(outputs: list[torch.Tensor]) -> torch.Tensor:
-    """sum_l ||F_l||_1 over recorded module outputs: `ActivationL1` without its own forward pass, for
-    `Prior(..., on_simulation=True)` with a simulator that records them (`FedSGDGradient(record=...)`)."""
-    return total(out.abs().sum() for out in outputs)

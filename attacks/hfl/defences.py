@@ -29,7 +29,7 @@ from typing import Sequence
 import torch
 
 from vfl.defences import parse_item
-from vfl.validate import Option
+from vfl.validate import SpecKey
 
 __all__ = ["Defence", "NoDefence", "GaussianNoise", "TopK", "Quantise", "DPGaussian", "parse_defence"]
 
@@ -126,12 +126,12 @@ class DPGaussian(GaussianNoise):
 
 Defence = NoDefence | GaussianNoise | TopK | Quantise | DPGaussian
 
-UPLOAD_DEFENCES: dict[str, dict[str, Option]] = {
+UPLOAD_DEFENCES: dict[str, dict[str, SpecKey]] = {
     "none": {},
-    "gaussian": {"sigma": Option(low=0, required=True), "clip": Option(low=0, low_open=True)},
-    "topk": {"keep": Option(low=0, high=1, low_open=True, required=True)},
-    "quant": {"bits": Option(integer=True, low=2, high=32, required=True)},
-    "dp": {"epsilon": Option(low=0, low_open=True, required=True), "delta": Option(low=0, high=1, low_open=True,
+    "gaussian": {"sigma": SpecKey(low=0, required=True), "clip": SpecKey(low=0, low_open=True)},
+    "topk": {"keep": SpecKey(low=0, high=1, low_open=True, required=True)},
+    "quant": {"bits": SpecKey(integer=True, low=2, high=32, required=True)},
+    "dp": {"epsilon": SpecKey(low=0, low_open=True, required=True), "delta": SpecKey(low=0, high=1, low_open=True,
                                                                                   high_open=True)},
 }
 """Upload defences: name -> option -> type and range, read by vfl.defences' one spec parser."""

@@ -1,280 +1,246 @@
-"""One HFL attack end to end, as `splitlab hfl` runs it.
+"""One HFL attack end to end, as `splitlab hfl` runs it; it names no attack (what an attack needs beyond
+the generic run comes from its spec's hooks).
 
-`prepare(config)` validates every input, loads the client's batch, builds the global model, lets the
-client upload (the observation) and checks that the attack can serve this model and observation; it
-writes nothing. `execute(prepared, run)` hands the observation to the one driver
-(`attacks.driver.attack_and_score`), which attacks, scores against the private batch (evaluation
-only) and writes the run directory.
+`HFLConfig(...)` checks every name and number when it is built (the attack's settings included), before
+anything is loaded. `prepare(config)` loads the client's batch, builds the global model, lets the client
+upload (the observation) and checks that the attack can serve it; it writes nothing. `execute(prepared,
+run)` hands the observation to the one driver, which attacks, scores against the private batch
+(evaluation only) and writes the run directory.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+import functools
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
 
 import torch
 
-from attacks.driver import Outcome, attack_and_score
-from attacks.hfl import awa_settings, fedleak_settings, tgias_settings
-from attacks.hfl.agic import AGIC
-from attacks.hfl.awa import AWA
-from attacks.hfl.awa_diagnostics import evaluation, save_figures, upload_diagnostics
-from attacks.hfl.awa_settings import AGICSettings, AWASettings
+from attacks import registry
+from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.engine import MODES
 from attacks.hfl.defences import Defence, parse_defence
-from attacks.hfl.dlg import DLG
-from attacks.hfl.fedleak import FedLeak
-from attacks.hfl.fedleak_settings import FedLeakSettings
-from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
-from attacks.hfl.options import apply_options, is_given
 from attacks.hfl.secagg import observe_clients
-from attacks.hfl.settings import DLGSettings, InvGradSettings, Settings
-from attacks.hfl.tgias import TGIAsRO
-from attacks.hfl.tgias_experiment import TRACE_OPTIONS, TraceOptions, observe_for, validate_trace
-from attacks.hfl.tgias_settings import TGIAsSettings
-from attacks.hfl.variables import TRIAL_MODES
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
-from attacks.presets import preset
+from attacks.spec import LABEL_KNOWLEDGE, AttackSpec
 from vfl import data as datasets
-from vfl.errors import SplitlabError, lookup
+from vfl.cli_options import Runtime
+from vfl.errors import SplitlabError
 from vfl.hfl_training import MAX_EPOCHS, pretrain
-from vfl.models.hfl import HFL_MODELS, build_hfl_model, check_hfl_input, hfl_model_spec
+from vfl.models.hfl import build_hfl_model, check_hfl_input, hfl_model_spec
+from vfl.options import choice, integer, number, option, optional, options_of, text
 from vfl.runs import Run
 from vfl.runtime import resolve_device
-from vfl.validate import check_int, check_number
 
-__all__ = ["HFLConfig", "Prepared", "prepare", "execute", "make_attack", "ATTACKS", "OBSERVATIONS", "LABEL_KNOWLEDGE"]
+__all__ = ["HFLConfig", "Plan", "Prepared", "prepare", "execute", "OBSERVATIONS"]
 
-ATTACKS = ("dlg", "idlg", "invgrad", "fedleak", "awa", "agic", "tgias-ro")
-ATTACK_OPTIONS = fedleak_settings.OPTIONS + awa_settings.OPTIONS + tgias_settings.OPTIONS
-"""The attack-specific options of `splitlab hfl` (`attacks.hfl.options`)."""
-ITERATIONS_FIELD = {DLGSettings: "steps", TGIAsSettings: "rounds"}
-"""The settings field --iterations sets where it is not `iterations` (L-BFGS steps, global rounds)."""
 OBSERVATIONS = ("fedsgd", "fedavg", "rounds")
-LABEL_KNOWLEDGE = ("recovered", "known")
-KNOWN_LABELS = ("invgrad", "fedleak", "awa", "agic", "tgias-ro")
-"""Attacks that can be given the client's labels (--labels known)."""
+FEDAVG_DEFAULTS = {"local_lr": 1e-4, "local_epochs": 1}
+"""FedAvg's local hyperparameters when not given (IG's FedAvg CLI default lr 1e-4, one epoch)."""
 
 
 @dataclass(frozen=True)
-class HFLConfig:
+class Plan:
+    """What a config resolves to: the attack's spec and settings, and the experiment's choices."""
+    spec: AttackSpec
+    settings: Any
+    observe: str
+    labels: str
+    observation_options: Any
+    defence: Defence
+
+
+@dataclass(frozen=True, kw_only=True)
+class HFLConfig(Runtime):
     """What `splitlab hfl` runs. Defaults: DLG's paper preset on the sigmoid LeNet, one mnist5k image."""
-    attack: str = "dlg"
-    arch: str = "lenet"
-    dataset: str = "mnist5k"
-    batch_size: int = 1
-    index: int = 0
-    """The client's batch is images index .. index + batch_size - 1 of the dataset's train split."""
-    preset: str | None = None
-    """None: the attack's default preset (`attacks.presets.DEFAULT_PRESET`)."""
-    restarts: int | None = None
-    iterations: int | None = None
-    """L-BFGS steps for DLG/iDLG, Adam iterations for Inverting Gradients, FedLeak, AWA and AGIC, global
-    rounds R_g for TGIAs-RO; None keeps the preset's."""
-    tv: float | None = None
-    """Inverting Gradients' TV weight; None takes the preset's, else the dataset's."""
-    defence: str = "none"
-    observe: str = "fedsgd"
-    local_lr: float = 1e-4
-    """FedAvg local learning rate (IG's FedAvg CLI default 1e-4)."""
-    local_epochs: int = 1
-    local_batch_size: int | None = None
-    """FedAvg local mini-batch size; None = the whole batch (one step per epoch)."""
-    labels: str = "recovered"
-    """Inverting Gradients: recovered (analytic/counting rule) or known (the server knows them)."""
-    trials: str = "auto"
-    seed: int = 0
-    device: str = "auto"
-    data_root: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    """Attack-specific options by name (`ATTACK_OPTIONS`, e.g. {"ratio": 0.5}); None keeps the preset's."""
-    secure_aggregation: int = 1
-    """Secure aggregation: the server sees the sum of this many clients' uploads (fedleak only)."""
-    pretrain_epochs: int = 0
-    """Train the global model this many epochs on the dataset's test split first ("pretrained" weights)."""
-    trace: TraceOptions = TraceOptions()
-    """--observe rounds: the FL trace the server logs."""
+    attack: str = option("dlg", "The attack; `--attack NAME --help` lists its own options.", text())
+    preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
+    arch: str = option("lenet", "Global model (see `splitlab models`).", text())
+    dataset: str = option("mnist5k", "Dataset (see `splitlab datasets`); the client's batch comes from its train "
+                          "split.", text())
+    batch_size: int = option(1, "The client's batch size.", integer(low=1, high=100_000))
+    index: int = option(0, "First image of the client's batch in the train split.", integer(low=0, high=10**9))
+    defence: str = option("none", "Client defence on the upload: none, gaussian:sigma=S[,clip=C], topk:keep=F, "
+                          "quant:bits=N, upload-dp:epsilon=E[,delta=D].", text())
+    observe: str | None = option(None, "What the server sees: fedsgd (one gradient), fedavg (the update after "
+                                 "local SGD) or rounds (a trace of FL rounds); default: the attack's first.",
+                                 optional(choice(OBSERVATIONS)))
+    local_lr: float | None = option(None, "FedAvg local learning rate (default 1e-4).",
+                                    optional(number(low=0, low_open=True, high=1e3)))
+    local_epochs: int | None = option(None, "FedAvg local epochs (default 1).", optional(integer(low=1, high=100_000)))
+    local_batch_size: int | None = option(None, "FedAvg mini-batch size (default: the whole batch).",
+                                          optional(integer(low=1, high=100_000)))
+    labels: str | None = option(None, "What the server knows of the labels: recovered (the attack finds them) or "
+                                "known (default: the attack's first).", optional(choice(LABEL_KNOWLEDGE)))
+    mode: str = option("auto", "How the engine runs the trials (restarts): auto (the faster by its measured rule), "
+                       "batched or sequential.", choice(MODES))
+    secure_aggregation: int = option(1, "The server sees only the sum of this many clients' uploads (each "
+                                     "--batch-size images).", integer(low=1, high=10_000))
+    pretrain_epochs: int = option(0, "Train the global model this many epochs on the dataset's test split first "
+                                  "(pretrained weights).", integer(low=0, high=MAX_EPOCHS))
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The attack's settings fields to override (`{"ratio": 0.3}`); None keeps the preset's."""
+    observation_options: Mapping[str, Any] = field(default_factory=dict)
+    """The fields of the attack's own observation options (a trace's `clients`, ...)."""
 
     @classmethod
     def of(cls, **values: Any) -> "HFLConfig":
-        """The config from flat option values (as the CLI and sweeps give them): attack options go to
-        `options`, the trace's to `trace`. `options` (a mapping) and `trace` (`TraceOptions` or a mapping)
-        may also be given whole; flat values override them."""
-        values = dict(values)
-        options, trace = dict(values.pop("options", None) or {}), values.pop("trace", None) or {}
-        trace = dict(vars(trace) if isinstance(trace, TraceOptions) else trace)
-        attack_names = {o.name: o for o in ATTACK_OPTIONS}
-        options |= {k: values.pop(k) for k in list(values) if k in attack_names}
-        trace |= {k: values.pop(k) for k in list(values) if k in TRACE_OPTIONS}
-        unknown = set(trace) - set(TRACE_OPTIONS)
-        if unknown:
-            raise SplitlabError(f"unknown trace option {sorted(unknown)[0]!r}; the trace options are "
-                                + ", ".join(TRACE_OPTIONS))
-        options = {k: v for k, v in options.items() if k not in attack_names or is_given(attack_names[k], v)}
-        return cls(**values, options=options, trace=TraceOptions(**trace))
+        """The config from flat values (as the CLI, sweeps and the Python API give them): the attack's settings
+        fields go to `options`, its observation options to `observation_options`; `options` and
+        `observation_options` may also be given whole (flat values override them). None means not given."""
+        values = {k: v for k, v in values.items() if v is not None}
+        options = dict(values.pop("options", None) or {})
+        observed = dict(values.pop("observation_options", None) or {})
+        spec = registry.spec(values.get("attack", cls.attack))
+        own = {f.name for f in fields(cls)}
+        settings_fields = {f.name for f, _ in options_of(spec.settings)}
+        observation_fields = {f.name for f, _ in options_of(spec.observation_options)} if spec.observation_options \
+            else set()
+        for key in [k for k in values if k not in own]:
+            if key in settings_fields:
+                options[key] = values.pop(key)
+            elif key in observation_fields:
+                observed[key] = values.pop(key)
+            else:
+                known = sorted(settings_fields | observation_fields)
+                raise SplitlabError(f"unknown option {key!r} for {spec.name}; its own options are "
+                                    + (", ".join(known) or "none"))
+        return cls(**values, options=options, observation_options=observed)
 
-    def settings(self) -> Settings:
-        """The preset with this config's overrides; every name and number checked (SplitlabError)."""
-        lookup(dict.fromkeys(ATTACKS), self.attack, "attack")
-        settings = preset(self.preset, self.attack).settings()
-        if self.restarts is not None:
-            check_int("--restarts", self.restarts, low=1, high=10_000)
-            if "restarts" not in {f.name for f in fields(settings)}:
-                raise SplitlabError(f"--restarts does not apply to {self.attack} (its trials are not restarts)")
-            settings = replace(settings, restarts=self.restarts)
-        if self.iterations is not None:
-            check_int("--iterations", self.iterations, low=1, high=10_000_000)
-            settings = replace(settings, **{ITERATIONS_FIELD.get(type(settings), "iterations"): self.iterations})
-        if isinstance(settings, InvGradSettings):
-            if self.tv is not None:
-                settings = replace(settings, tv=check_number("--tv", self.tv, low=0))
-            settings = settings.for_dataset(self.dataset)
-        elif self.tv is not None:
-            raise SplitlabError(f"--tv applies to invgrad only (attack {self.attack} has no prior)")
-        unknown = set(self.options) - {o.name for o in ATTACK_OPTIONS}
-        if unknown:
-            raise SplitlabError(f"unknown attack option {sorted(unknown)[0]!r}; the attack options are "
-                                + ", ".join(o.name for o in ATTACK_OPTIONS))
-        return apply_options(settings, self.attack, self.options, ATTACK_OPTIONS)
+    def check(self) -> None:
+        self.plan                           # every name and number, once, when the config is built
 
-    def validate(self) -> None:
-        """Check names and numbers that need no data (before anything is loaded or written)."""
-        self.settings()
+    @functools.cached_property
+    def plan(self) -> Plan:
+        spec = registry.spec(self.attack)
+        if spec.setting != "hfl":
+            raise SplitlabError(f"{spec.name} attacks split learning: run `splitlab attack {spec.name}`")
+        own = {f.name for f, _ in options_of(spec.settings)}
+        unknown = sorted(set(self.options) - own)
+        if unknown:
+            raise SplitlabError(f"{spec.name} has no option {unknown[0]!r}; its options are {', '.join(sorted(own))}")
+        settings = spec.preset(self.preset).settings(**self.options)
+        if spec.configure is not None:
+            settings = spec.configure(settings, self)
+        if spec.observation_options is not None:
+            observation_options = spec.observation_options(**self.observation_options)
+        elif self.observation_options:
+            raise SplitlabError(f"{spec.name} takes no observation options, got {', '.join(self.observation_options)}")
+        else:
+            observation_options = None
+        observe = self.observe or spec.observes[0]
+        if observe not in spec.observes:
+            raise SplitlabError(f"{spec.name} observes {' or '.join(spec.observes)}, not {observe}; use --observe "
+                                f"{spec.observes[0]}")
+        labels = self.labels or spec.labels[0]
+        if labels not in spec.labels:
+            raise SplitlabError(f"--labels {labels} does not apply to {spec.name} (it takes --labels "
+                                f"{' or '.join(spec.labels)})")
+        local = [name for name in ("local_lr", "local_epochs", "local_batch_size") if getattr(self, name) is not None]
+        if local and observe != "fedavg":
+            raise SplitlabError(f"--{local[0].replace('_', '-')} is a FedAvg client's: it applies to --observe "
+                                f"fedavg only, not {observe}")
+        if self.local_batch_size is not None and self.local_batch_size > self.batch_size:
+            raise SplitlabError(f"--local-batch-size {self.local_batch_size} exceeds --batch-size {self.batch_size}")
+        if self.secure_aggregation > 1 and not spec.aggregates:
+            raise SplitlabError(f"--secure-aggregation does not apply to {spec.name} (it attacks one client's upload)")
         hfl_model_spec(self.arch)
-        spec = datasets.dataset_spec(self.dataset)
-        check_hfl_input(self.arch, spec.image_shape)
-        parse_defence(self.defence)
-        if self.observe not in OBSERVATIONS:
-            raise SplitlabError(f"unknown observation {self.observe!r}; use --observe {' or '.join(OBSERVATIONS)}")
-        if self.labels not in LABEL_KNOWLEDGE:
-            raise SplitlabError(f"unknown label knowledge {self.labels!r}; use --labels {' or '.join(LABEL_KNOWLEDGE)}")
-        if self.labels == "known" and self.attack not in KNOWN_LABELS:
-            raise SplitlabError(f"--labels known applies to {', '.join(KNOWN_LABELS)} only "
-                                f"({self.attack} finds its labels itself)")
-        if self.trials not in TRIAL_MODES:
-            raise SplitlabError(f"unknown trials mode {self.trials!r}; use --trials {' or '.join(TRIAL_MODES)}")
-        check_int("--batch-size", self.batch_size, low=1, high=100_000)
-        check_int("--index", self.index, low=0)
-        check_int("--seed", self.seed, low=0, high=2**63 - 1)
-        check_number("--local-lr", self.local_lr, low=0, low_open=True)
-        check_int("--local-epochs", self.local_epochs, low=1, high=100_000)
-        if self.local_batch_size is not None:
-            check_int("--local-batch-size", self.local_batch_size, low=1)
+        check_hfl_input(self.arch, datasets.dataset_spec(self.dataset).image_shape)
+        defence = parse_defence(self.defence)
         resolve_device(self.device)
-        check_int("--secure-aggregation", self.secure_aggregation, low=1, high=10_000)
-        if self.secure_aggregation > 1 and self.attack != "fedleak":
-            raise SplitlabError("--secure-aggregation applies to fedleak only")
-        check_int("--pretrain-epochs", self.pretrain_epochs, low=0, high=MAX_EPOCHS)
-        validate_trace(self)
-        if self.attack == "awa":
-            settings = self.settings()
-            if not settings.bo_trials and self.options.get("bo_random") is not None:
-                raise SplitlabError("--bo-random applies to a Bayesian optimisation: give --bo-trials too")
-            if settings.bo_trials and self.restarts is not None:
-                raise SplitlabError("--restarts does not apply with --bo-trials (the BO trials are the restarts)")
+        if spec.check is not None:
+            spec.check(self, settings, observation_options)
+        return Plan(spec, settings, observe, labels, observation_options, defence)
 
-
-ATTACK_CLASSES = {
-    DLGSettings: DLG,
-    InvGradSettings: InvertingGradients,
-    AWASettings: AWA,
-    AGICSettings: AGIC,
-    FedLeakSettings: FedLeak,
-    TGIAsSettings: TGIAsRO,
-}
-"""Settings type -> attack class: `make_attack` dispatches on it (one line per attack)."""
-
-
-def make_attack(settings: Settings):
-    return ATTACK_CLASSES[type(settings)](settings)
+    def local(self, name: str) -> Any:
+        """A FedAvg local hyperparameter, its default where not given."""
+        value = getattr(self, name)
+        return (FEDAVG_DEFAULTS.get(name, self.batch_size) if value is None else value)
 
 
 @dataclass(frozen=True, eq=False)
 class Prepared:
     """Everything validated, nothing written: the attack, the observation and the private ground truth."""
     config: HFLConfig
-    settings: Settings
     attack: Any
-    defence: Defence
     observation: Observation
-    images: torch.Tensor
-    """The client's private batch (evaluation only)."""
-    labels: torch.Tensor
+    truth: Truth
     provenance: str
     device: torch.device
     facts: dict[str, Any] = field(default_factory=dict)
-    """Facts of the observation for metrics.json (e.g. a trace's rounds and alignment accuracy)."""
+    """Facts of the observation for metrics.json (a trace's rounds and alignment accuracy, diagnostics)."""
+
+    @property
+    def spec(self) -> AttackSpec:
+        return self.config.plan.spec
+
+    @property
+    def settings(self) -> Any:
+        return self.config.plan.settings
 
     def record(self) -> dict[str, Any]:
         """The resolved config for config.json."""
-        return {"hfl": asdict(self.config), "preset": asdict(self.settings), "attack": self.attack.name,
-                "defence": self.defence.spec, "observation": self.observation.kind,
+        c, plan = self.config, self.config.plan
+        config = {k: v for k, v in asdict(c).items()}
+        return {"hfl": config, "settings": asdict(plan.settings), "attack": plan.spec.name,
+                "observation_options": None if plan.observation_options is None else asdict(plan.observation_options),
+                "defence": plan.defence.spec, "observation": self.observation.kind, "labels": plan.labels,
                 "model_params": sum(p.numel() for p in self.observation.model.params.values()),
                 "device": str(self.device), "dataset_provenance": self.provenance,
-                "images": list(range(self.config.index, self.config.index + len(self.labels)))}
+                "images": list(range(c.index, c.index + len(self.truth.labels)))}
 
 
 def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepared:
-    """Validate, load the batch, build the model, observe the client's upload, check the attack serves it."""
-    config.validate()
-    settings = config.settings()
+    """Load the batch, build the model, observe the client's upload, check the attack serves it."""
+    plan = config.plan
+    spec, settings = plan.spec, plan.settings
     data = datasets.load(config.dataset, "train", config.data_root)
     images = config.secure_aggregation * config.batch_size      # every aggregated client's batch
     if config.index + images > len(data):
         raise SplitlabError(f"--batch-size {config.batch_size} from --index {config.index} needs "
                             f"{config.index + images} images but the {config.dataset} train split "
                             f"has {len(data)}")
-    local_batch = config.local_batch_size
-    if config.observe == "fedavg" and local_batch is not None and local_batch > config.batch_size:
-        raise SplitlabError(f"--local-batch-size {config.local_batch_size} exceeds --batch-size {config.batch_size}")
     device = resolve_device(config.device)
-    spec = datasets.dataset_spec(config.dataset)
-    model = build_hfl_model(config.arch, spec.image_shape, spec.num_classes, seed=config.seed).to(device, dtype)
+    shape = datasets.dataset_spec(config.dataset)
+    model = build_hfl_model(config.arch, shape.image_shape, shape.num_classes, seed=config.seed).to(device, dtype)
     if config.pretrain_epochs:
         pretrain(model, datasets.load(config.dataset, "test", config.data_root), epochs=config.pretrain_epochs,
                  seed=config.seed)
     x = data.images[config.index:config.index + images].to(device, dtype)
     y = data.labels[config.index:config.index + images].to(device)
-    defence = parse_defence(config.defence)
     noise = torch.Generator().manual_seed(config.seed + 1)
-    reveal = config.labels == "known"
+    reveal = plan.labels == "known"
     facts: dict[str, Any] = {}
-    if config.observe == "rounds":
-        trace, facts = observe_for(config, model, data, defence, reveal, settings.temporal)
-        observation = trace.log
+    if spec.observe is not None:
+        observation, facts = spec.observe(config, model, data, plan.defence, reveal, settings,
+                                          plan.observation_options)
     else:
         def upload(x, y):
-            if config.observe == "fedsgd":
-                return observe_fedsgd(model, x, y, arch=config.arch, defence=defence, generator=noise,
+            if plan.observe == "fedsgd":
+                return observe_fedsgd(model, x, y, arch=config.arch, defence=plan.defence, generator=noise,
                                       reveal_labels=reveal)
-            return observe_fedavg(model, x, y, lr=config.local_lr, epochs=config.local_epochs,
-                                  batch_size=config.local_batch_size or config.batch_size, arch=config.arch,
-                                  defence=defence, generator=noise, reveal_labels=reveal)
+            return observe_fedavg(model, x, y, lr=config.local("local_lr"), epochs=config.local("local_epochs"),
+                                  batch_size=config.local("local_batch_size"), arch=config.arch,
+                                  defence=plan.defence, generator=noise, reveal_labels=reveal)
 
         observation = observe_clients(upload, x, y, config.secure_aggregation)
-    attack = make_attack(settings)
+    attack = spec.make(settings)
     attack.check(observation)
-    return Prepared(config, settings, attack, defence, observation, x, y, data.provenance, device, facts)
+    if spec.diagnostics is not None:
+        facts |= spec.diagnostics(observation, settings)
+    return Prepared(config, attack, observation, Truth(x, y), data.provenance, device, facts)
 
 
 def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | Unavailable | None = None,
             fid: FidMetric | Unavailable | None = None, progress: bool = True) -> Outcome:
     """Attack, score and write the run directory through the one driver."""
-    c = prepared.config
+    c, plan = prepared.config, prepared.config.plan
+    title = (f"{plan.spec.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, defence {plan.defence.spec}")
     if run is not None:
-        run.log(f"{prepared.attack.name} ({prepared.settings.name}) on {c.arch}, {c.dataset} images "
-                f"{c.index}..{c.index + len(prepared.labels) - 1}, defence {prepared.defence.spec}, {c.trials} trials")
-    outcome = attack_and_score(prepared.attack, prepared.observation, prepared.images, prepared.labels, run=run,
-                               seed=c.seed, mode=c.trials, progress=progress, lpips=lpips, fid=fid,
-                               extra={"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
-                                      "secure_aggregation": c.secure_aggregation,
-                                      "defence": prepared.defence.spec, "observation": prepared.observation.kind,
-                                      **upload_diagnostics(prepared.observation, prepared.settings), **prepared.facts},
-                               title=f"{prepared.attack.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, "
-                                     f"defence {prepared.defence.spec}", evaluate=evaluation)
-    if run is not None:
-        save_figures(run, outcome)
-    return outcome
-
-
-def model_names() -> str:
-    return ", ".join(HFL_MODELS)
+        run.log(f"{plan.spec.name} ({plan.settings.preset}) on {c.arch}, {c.dataset} images "
+                f"{c.index}..{c.index + len(prepared.truth.labels) - 1}, defence {plan.defence.spec}, {c.mode} trials")
+    facts = {"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
+             "secure_aggregation": c.secure_aggregation, "defence": plan.defence.spec,
+             "observation": prepared.observation.kind, **prepared.facts}
+    return attack_and_score(plan.spec, prepared.attack, prepared.observation, prepared.truth, run=run, seed=c.seed,
+                            mode=c.mode, progress=progress, lpips=lpips, fid=fid, facts=facts, title=title)

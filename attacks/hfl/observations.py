@@ -194,13 +194,12 @@ class UploadAttack:
     """Requirements of an attack on one FedSGD gradient or FedAvg update (Inverting Gradients, FedLeak):
     `requires` maps the upload's kind to what it needs, plus the final linear layer whenever the server
     must recover the labels from it (they are not in the observation)."""
-    observes = "fedsgd or fedavg"
     name: str
     requires: Mapping[str, tuple[str, ...]]
 
     def requirements(self, observation: Observation) -> tuple[str, ...]:
         if observation.kind not in self.requires:
-            raise SplitlabError(f"{self.name} observes {self.observes}, not {observation.kind}")
+            raise SplitlabError(f"{self.name} observes {' or '.join(self.requires)}, not {observation.kind}")
         needs = self.requires[observation.kind]
         return needs if "labels" in observation.provides else needs + ("final_linear",)
 

@@ -8,10 +8,7 @@ import torch
 from attacks.engine import parameter_leaves
 from attacks.hfl.observations import Observation
 
-__all__ = ["TRIAL_MODES", "INITIALISATIONS", "initial_variables", "engine_context"]
-
-TRIAL_MODES = ("auto", "batched", "sequential")
-
+__all__ = ["INITIALISATIONS", "initial_variables", "engine_context"]
 
 INITIALISATIONS = ("normal", "uniform")
 

@@ -13,8 +13,8 @@
 
 Algorithm 1 runs the T copies as engine trials, each with its own target (`per_trial_target=True`), and
 Step III as the schedule's consensus between rounds. The joint form is one trial whose simulator
-evaluates the T gradients together (`attacks.engine.temporal`). Settings and sources:
-`attacks.hfl.tgias_settings.TGIAsSettings`; presets `tgias-ro.paper`, `tgias-ro.quick`.
+evaluates the T gradients together (`temporal.py`). Settings and sources: `settings.py`; presets in the spec
+(`attacks.hfl.tgias`).
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from typing import Mapping
 import torch
 
 from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, run
-from attacks.engine.temporal import TemporalFedSGDGradient, TemporalSquaredL2
-from attacks.hfl.aggregators import aggregator
-from attacks.hfl.label_optimisation import optimise_labels
 from attacks.hfl.observations import RoundLog, check_requirements
-from attacks.hfl.tgias_settings import TGIAsSettings
+from attacks.hfl.tgias.aggregators import aggregator
+from attacks.hfl.tgias.label_optimisation import optimise_labels
+from attacks.hfl.tgias.settings import TGIAsSettings
+from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 from attacks.hfl.variables import initial_variables
 from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
@@ -49,9 +49,8 @@ def _stack(tensors) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class TGIAsRO:
-    settings: TGIAsSettings = TGIAsSettings("tgias-ro.paper")
+    settings: TGIAsSettings = TGIAsSettings(preset="tgias-ro.paper")
     name = "tgias-ro"
-    observes = "rounds"
 
     @property
     def requires(self) -> tuple[str, ...]:
@@ -86,24 +85,24 @@ class TGIAsRO:
         buffers = dict(observation.model.buffers)
         observed = [_stack(layer) for layer in zip(*(u.gradient for u in uploads))]
         first = initial_variables(observation, 1, seed, label_logits=False, init=init)
-        description = f"{self.name} {s.name} {s.aggregator} T={s.temporal} ({mode})"
+        description = f"{self.name} {s.preset} {s.aggregator} T={s.temporal} ({mode})"
         joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=mode != "sequential"),
                                     TemporalSquaredL2([1.0 / s.temporal] * s.temporal, ramp))
         joint_target = {"observed": observed, "context": {"params": params, "buffers": buffers, "labels": labels}}
         if s.aggregator == "joint":
-            schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.rounds)
+            schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations)
             result = run(joint_objective, first, joint_target, schedule, mode="batched", progress=progress,
                          description=description)
             answer, mode_run = result.best["x"], "batched" if mode != "sequential" else "sequential"
         else:
-            combine = aggregator(s.aggregator, beta=s.beta, f=s.krum_f)
+            combine = aggregator(s.aggregator, beta=s.trim, f=s.f)
             copies = {"x": first["x"].expand(s.temporal, *first["x"].shape[1:]).clone()}
             target = {"observed": observed,
                       "context": {"params": params, "buffers": {k: _stack([v] * s.temporal) for k, v in buffers.items()},
                                   "labels": labels.expand(s.temporal, -1)}}
             consensus = Consensus(("x",), lambda v, alive: {"x": _agree(combine, v["x"], alive).expand_as(v["x"])},
                                   reset=s.reset)
-            schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.rounds, consensus=consensus)
+            schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations, consensus=consensus)
             objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
             # the engine refuses "sequential": the consensus needs every copy at once
             result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
@@ -112,7 +111,7 @@ class TGIAsRO:
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
         diverged = ~torch.isfinite(loss)
-        return Reconstruction(attack=self.name, preset=s.name, trials=answer, loss=loss, history=result.trace,
+        return Reconstruction(attack=self.name, preset=s.preset, trials=answer, loss=loss, history=result.trace,
                               diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
                               labels=labels.expand(1, -1), label_rule=rule, mode=mode_run,
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,

@@ -1,6 +1,6 @@
 """FedLeak: partial gradient matching and gradient regularisation (Fan et al., USENIX Security 2025).
 
-    Algorithm (Alg. 1; settings and their sources in `attacks.hfl.fedleak_settings.FedLeakSettings`):
+    Algorithm (Alg. 1; settings and their sources in `attacks.hfl.fedleak.settings.FedLeakSettings`):
       given theta, the upload u, the batch size B (and, for FedAvg, lr, epochs and mini-batch size)
       g  = u                                   FedSGD
            u / (lr * steps)                    FedAvg: the server's gradient estimate
@@ -27,10 +27,10 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from attacks.engine import (L1, ActivationL1, Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient,
-                            GlobalTopMagnitude, GradientBlend, Objective, Prior, Schedule, Sum, TopMagnitude,
-                            activation_l1, run, tv_l1)
-from attacks.hfl.fedleak_settings import FedLeakSettings
+from attacks.engine import (L1, Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
+                            Sum, run, tv_l1)
+from attacks.hfl.fedleak.parts import ActivationL1, GlobalTopMagnitude, GradientBlend, TopMagnitude, activation_l1
+from attacks.hfl.fedleak.settings import FedLeakSettings
 from attacks.hfl.labels import count_labels, fedleak_labels
 from attacks.hfl.observations import FedAvgObservation, FedSGDObservation, Observation, UploadAttack, upload_needs
 from attacks.hfl.variables import engine_context, initial_variables
@@ -67,7 +67,7 @@ def infer_labels(observation: FedSGDObservation | FedAvgObservation, rule: str) 
 
 @dataclass(frozen=True)
 class FedLeak(UploadAttack):
-    settings: FedLeakSettings = FedLeakSettings("fedleak.paper")
+    settings: FedLeakSettings = FedLeakSettings(preset="fedleak.paper")
     name = "fedleak"
     requires = upload_needs()
 
@@ -116,7 +116,7 @@ class FedLeak(UploadAttack):
         schedule = Schedule((Block(update, Adam(s.lr), s.iterations, hooks=blend + (BoxClamp(0.0, 1.0, first=1),)),))
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
-                     description=f"fedleak {s.name} ({mode})")
+                     description=f"fedleak {s.preset} ({mode})")
         answer, loss = result.best, result.best_loss
         if s.answer == "final":                       # Alg. 1's x'_I, ranked by its own D
             answer, loss = result.final, result.final_loss(objective.weights())
@@ -124,7 +124,7 @@ class FedLeak(UploadAttack):
             trial_labels, rule = answer["label_logits"].argmax(-1), f"{rule}+joint"
         else:
             trial_labels = labels.expand(s.restarts, -1)
-        return Reconstruction(attack=self.name, preset=s.name, trials=answer["x"], loss=loss,
+        return Reconstruction(attack=self.name, preset=s.preset, trials=answer["x"], loss=loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=trial_labels, label_rule=rule,
                               mode=result.mode, extras={"inferred_labels": labels.tolist()})

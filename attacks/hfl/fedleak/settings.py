@@ -1,13 +1,14 @@
-"""FedLeak's settings, with where every number comes from (presets `fedleak.paper`, `fedleak.quick` in
-`attacks.presets`)."""
+"""FedLeak's settings, with where every number comes from (presets in `attacks.hfl.fedleak`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.options import Option, check_fields, choice, negated, number
+from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
+from attacks.settings import AttackSettings
+from vfl.options import choice, number, option
 from vfl.validate import check_choice
 
-__all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "ANSWERS", "OPTIONS"]
+__all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "ANSWERS"]
 
 SELECTIONS = ("global", "layer")
 PROBE_SIGNS = ("ascent", "lookahead")
@@ -16,8 +17,8 @@ FEDAVG_MODELS = ("gradient", "unroll")
 ANSWERS = ("best", "final")
 
 
-@dataclass(frozen=True)
-class FedLeakSettings:
+@dataclass(frozen=True, kw_only=True)
+class FedLeakSettings(AttackSettings):
     """FedLeak (Fan, Chen, Wang, Zhou, "Boosting Gradient Leakage Attacks: Data Reconstruction in
     Realistic FL Settings", USENIX Security 2025), Alg. 1:
 
@@ -57,53 +58,30 @@ class FedLeakSettings:
     cannot move a pixel far enough on a CPU budget (calibration on ConvNet b = 8: lr 1e-3 / 1e-2 / 1e-1
     gave 7.1 / 11.2 / 13.3 dB).
     """
-    name: str
-    iterations: int = 10_000
+    iterations: int = option(10_000, "Adam steps (preset: 10,000).", ITERATIONS)
+    restarts: int = option(1, "independent restarts (the paper runs one reconstruction per batch).", RESTARTS)
     lr: float = 1e-4
-    ratio: float = 0.5
-    """R: fraction of gradient entries matched (Sec. 4.2, default 50%)."""
-    selection: str = "global"
-    blend: float = 0.7
-    """lambda' (Eq. 13, default 0.7; 0 switches gradient regularisation off)."""
-    k: float = 0.01
-    probe: str = "ascent"
-    alpha: float = 1e-5
-    """TV weight (Sec. 4.4)."""
-    beta: float = 1e-4
-    """Activation-L1 weight (Sec. 4.4)."""
+    ratio: float = option(0.5, "fraction R of gradient entries matched, the top-R% of |dummy gradient| "
+                          "(preset 0.5).", number(low=0, high=1, low_open=True))
+    selection: str = option("global", "top-R% over the global or per layer gradient (preset global).",
+                            choice(SELECTIONS))
+    blend: float = option(0.7, "gradient-regularisation weight lambda' in [0, 1] (0: off; preset 0.7).",
+                          number(low=0, high=1))
+    k: float = option(0.01, "k, the probe step length (preset 0.01).", number(low=0, low_open=True),
+                      flag="--probe-step")
+    probe: str = option("ascent", "probe direction, ascent or lookahead (+grad as the equations, or -grad as "
+                        "the appendix example; preset ascent).", choice(PROBE_SIGNS))
+    alpha: float = option(1e-5, "TV weight (preset 1e-5).", number(low=0))
+    beta: float = option(1e-4, "activation-L1 weight (preset 1e-4).", number(low=0))
     l1_mean: bool = False
-    label_rule: str = "count"
-    refine_labels: bool = True
+    label_rule: str = option("count", "count or fedleak (the counting rule, or FedLeak's column-sum rule; preset "
+                             "count).", choice(LABEL_RULES))
+    refine_labels: bool = option(True, "keep the inferred labels fixed (default: refine them jointly).",
+                                 flag="--no-refine", negate=True)
     label_logit: float = 10.0
     fedavg: str = "gradient"
-    answer: str = "best"
-    restarts: int = 1
-    """The paper runs one reconstruction per batch."""
+    answer: str = option("best", "best or final: return each restart's lowest-loss iterate (the lab's convention; "
+                         "preset best) or its last one (Alg. 1's x'_I).", choice(ANSWERS))
 
-    attack = "fedleak"
-
-    def __post_init__(self) -> None:
-        """Every field an option sets, checked as the CLI checks it (settings built in Python skip the CLI;
-        a misspelt choice would silently take the other branch), and the FedAvg model."""
-        check_fields(self, OPTIONS)
+    def check(self) -> None:
         check_choice("fedavg", self.fedavg, FEDAVG_MODELS)
-
-
-OPTIONS = tuple(Option(name, field, check, ("fedleak",), "fedleak: " + text) for name, field, check, text in (
-    ("ratio", "ratio", number(low=0, high=1, low_open=True),
-     "fraction R of gradient entries matched (top-R% of |dummy gradient|; preset 0.5)."),
-    ("selection", "selection", choice(SELECTIONS), f"top-R% over the {' or per '.join(SELECTIONS)} gradient "
-     "(preset global)."),
-    ("blend", "blend", number(low=0, high=1), "gradient-regularisation weight lambda' in [0, 1] (0: off; preset 0.7)."),
-    ("alpha", "alpha", number(low=0), "TV weight (preset 1e-5)."),
-    ("beta", "beta", number(low=0), "activation-L1 weight (preset 1e-4)."),
-    ("probe_step", "k", number(low=0, low_open=True), "k, the probe step length (preset 0.01)."),
-    ("probe", "probe", choice(PROBE_SIGNS), f"probe direction, {' or '.join(PROBE_SIGNS)} (+grad as the equations, "
-     "or -grad as the appendix example; preset ascent)."),
-    ("label_rule", "label_rule", choice(LABEL_RULES), f"{' or '.join(LABEL_RULES)} (the counting rule, or FedLeak's "
-     "column-sum rule; preset count)."),
-    ("answer", "answer", choice(ANSWERS), f"{' or '.join(ANSWERS)}: return each restart's lowest-loss iterate "
-     "(the lab's convention; preset best) or its last one (Alg. 1's x'_I)."),
-    ("no_refine", "refine_labels", negated, "keep the inferred labels fixed (default: refine them jointly)."),
-))
-"""`splitlab hfl` options that set FedLeak's settings (`attacks.hfl.options`)."""

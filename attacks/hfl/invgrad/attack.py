@@ -10,7 +10,7 @@
     S is the FedSGD gradient, or for FedAvg the unrolled local SGD (`attacks.engine.FedAvgUpdate`,
     mini-batches in index order since the server does not know the client's shuffling).
 
-Settings and their sources: `attacks.hfl.settings.InvGradSettings`; presets `invgrad.paper`, `invgrad.quick`.
+Settings and their sources: `attacks.hfl.invgrad.settings.InvGradSettings`; presets in `attacks.hfl.invgrad`.
 """
 from __future__ import annotations
 
@@ -23,19 +23,16 @@ from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDG
                             SignedGradients, StepDecay, run, tv_l1)
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import Observation, UploadAttack, upload_needs
-from attacks.hfl.settings import InvGradSettings
+from attacks.hfl.invgrad.settings import DEFAULT_TV, InvGradSettings
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
 
-__all__ = ["InvertingGradients", "DEFAULT_TV"]
-
-DEFAULT_TV = 1e-4
-"""TV weight when the settings leave it to the dataset and none was filled in (IG's CLI default)."""
+__all__ = ["InvertingGradients"]
 
 
 @dataclass(frozen=True)
 class InvertingGradients(UploadAttack):
-    settings: InvGradSettings = InvGradSettings("invgrad.paper")
+    settings: InvGradSettings = InvGradSettings(preset="invgrad.paper")
     name = "invgrad"
     requires = upload_needs("labels")                  # FedAvg: the unrolled steps need the labels
 
@@ -61,8 +58,8 @@ class InvertingGradients(UploadAttack):
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
-                     description=f"invgrad {s.name} ({mode})")
-        return Reconstruction(attack=self.name, preset=s.name, trials=result.best["x"], loss=result.best_loss,
+                     description=f"invgrad {s.preset} ({mode})")
+        return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
                               labels=labels.to(result.best["x"].device).expand(s.restarts, -1), label_rule=rule,

@@ -3,11 +3,11 @@
     Algorithm (Zhu et al. 2019, Alg. 1; Zhao et al. 2020):
       given the global weights theta and the client's gradient g (one FedSGD upload)
       x' ~ N(0, 1), l' ~ N(0, 1)                       (iDLG: y' = argmin_i rowsum(g_W_last)_i)
-      repeat `steps` times: L-BFGS step on
+      repeat `iterations` times: L-BFGS step on
           D(x', l') = sum_layers || grad_theta CE(F(x'; theta), softmax(l')) - g ||^2
       return x' (and argmax l')
 
-Settings and their sources are in `attacks.hfl.settings.DLGSettings`; presets `dlg.original`, `idlg.original`.
+Settings and their sources: `attacks.hfl.dlg.settings.DLGSettings`; presets in `attacks.hfl.dlg` (the spec).
 Restarts are engine trials, run together (`mode="batched"`) or one after another (`"sequential"`).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 from attacks.engine import LBFGS, Block, FedSGDGradient, Objective, Schedule, SquaredL2, run
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import FedSGDObservation, check_requirements
-from attacks.hfl.settings import DLGSettings
+from attacks.hfl.dlg.settings import DLGSettings
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
 
@@ -30,8 +30,7 @@ __all__ = ["DLG"]
 @dataclass(frozen=True)
 class DLG:
     """DLG (labels optimised jointly) or iDLG (labels recovered analytically), by `settings.labels`."""
-    settings: DLGSettings = DLGSettings("dlg.original")
-    observes = "fedsgd"
+    settings: DLGSettings = DLGSettings(preset="dlg.original")
 
     @property
     def name(self) -> str:
@@ -56,14 +55,14 @@ class DLG:
         target = {"observed": list(observation.gradient), "context": engine_context(observation, labels)}
         update = ("x", "label_logits") if joint else ("x",)
         optimiser = LBFGS(lr=s.lr, max_iter=s.max_iter, history_size=s.history_size)
-        schedule = Schedule((Block(update, optimiser, s.steps),))
+        schedule = Schedule((Block(update, optimiser, s.iterations),))
         result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
-                     description=f"{self.name} {s.name} ({mode})")
+                     description=f"{self.name} {s.preset} ({mode})")
         if joint:
             restart_labels = result.best["label_logits"].argmax(-1)
         else:
             restart_labels = labels.to(result.best["x"].device).expand(s.restarts, -1)
-        return Reconstruction(attack=self.name, preset=s.name, trials=result.best["x"], loss=result.best_loss,
+        return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=restart_labels, label_rule=rule,
                               mode=result.mode)

@@ -14,8 +14,8 @@
       4  Q: fixed, or Bayesian optimisation over the Table II box (GP + expected improvement, the first
          trials random), then RecAttack(Q*) once more; answer = the lower-f of that and the best trial
 
-Settings and their sources: `attacks.hfl.awa_settings.AWASettings`; presets `awa.paper`, `awa.quick`,
-`awa.bo-quick`, `awa.unweighted`, `awa.dlg` (the paper's DLG baseline: every q = 1, exact replay only).
+Settings and their sources: `attacks.hfl.awa.settings.AWASettings`; presets in `attacks.hfl.awa` (among them
+`awa.dlg`, the paper's DLG baseline: every q = 1, exact replay only).
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (Adam, Block, Bound, EnhancedSquaredL2, FedAvgUpdate, LayerGroups, Objective, Schedule,
-                            SquaredL2, epoch_problem, parameter_leaves, plan_replication, run)
-from attacks.engine.layer_weights import Q_NAMES
-from attacks.hfl.agic import KnownLabelsFedAvg
-from attacks.hfl.awa_bo import bayes_optimise
-from attacks.hfl.awa_settings import AWASettings, Q_BOX
+from attacks.engine import Adam, Block, FedAvgUpdate, LayerGroups, Objective, Schedule, SquaredL2, parameter_leaves, run
+from attacks.hfl.agic.attack import KnownLabelsFedAvg
+from attacks.hfl.awa.bo import bayes_optimise
+from attacks.hfl.awa.interpolation import Bound, epoch_problem, plan_replication
+from attacks.hfl.awa.match import Q_NAMES, EnhancedSquaredL2
+from attacks.hfl.awa.settings import AWASettings, Q_BOX
 from attacks.hfl.observations import FedAvgObservation
 from attacks.hfl.variables import initial_variables
 from attacks.result import Reconstruction
@@ -68,7 +68,7 @@ class _Problem:
 
 @dataclass(frozen=True)
 class AWA(KnownLabelsFedAvg):
-    settings: AWASettings = AWASettings("awa.quick", iterations=300)
+    settings: AWASettings = AWASettings(preset="awa.quick", iterations=300)
     name = "awa"
 
     def check(self, observation) -> None:
@@ -82,7 +82,7 @@ class AWA(KnownLabelsFedAvg):
             return plan_replication(observation.local_epochs, observation.batch_size, observation.local_batch_size,
                                     s.replication, s.target_epoch)
         except ValueError as exc:
-            raise SplitlabError(f"{self.name} ({s.name}): {exc}") from None
+            raise SplitlabError(f"{self.name} ({s.preset}): {exc}") from None
 
     def problem(self, observation: FedAvgObservation) -> _Problem:
         s, model = self.settings, observation.model
@@ -117,7 +117,7 @@ class AWA(KnownLabelsFedAvg):
             x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
-            result, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress, f"awa {s.name} ({mode})")
+            result, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress, f"awa {s.preset} ({mode})")
             trials, history, seconds, steps, diverged = (result.best["x"], result.trace, result.seconds,
                                                          result.steps, result.diverged)
             q_used = dict(zip(Q_NAMES, s.q))
@@ -126,7 +126,7 @@ class AWA(KnownLabelsFedAvg):
         ok = torch.isfinite(f)
         extras["f"] = float(f[ok].min()) if bool(ok.any()) else None
         labels = observation.labels.to(device).expand(trials.shape[0], -1)
-        return Reconstruction(attack=self.name, preset=s.name, trials=trials, loss=f, history=history,
+        return Reconstruction(attack=self.name, preset=s.preset, trials=trials, loss=f, history=history,
                               diverged=diverged, seconds=seconds, steps=steps, initial=self._starts(x0, len(trials)),
                               labels=labels, label_rule="known", mode=mode, extras=extras)
 
@@ -147,14 +147,14 @@ class AWA(KnownLabelsFedAvg):
             nonlocal seconds
             start = x0[:1].expand(len(qs), *x0.shape[1:])
             result, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, mode, progress,
-                                       f"awa {s.name} BO trials {len(kept) + 1}-{len(kept) + len(qs)}")
+                                       f"awa {s.preset} BO trials {len(kept) + 1}-{len(kept) + len(qs)}")
             seconds += result.seconds
             kept.extend(zip(result.best["x"], f, result.trace["match"].T, result.diverged))
             return f.cpu()
 
-        trace = bayes_optimise(evaluate, trials=s.bo_trials, random=s.bo_random, box=Q_BOX, names=Q_NAMES, seed=seed)
+        trace = bayes_optimise(evaluate, trials=s.bo_trials, random=s.random_trials, box=Q_BOX, names=Q_NAMES, seed=seed)
         q_star = torch.tensor([trace.best_params], dtype=x0.dtype, device=x0.device)
-        result, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress, f"awa {s.name} Q*")
+        result, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress, f"awa {s.preset} Q*")
         seconds += result.seconds
         kept.append((result.best["x"][0], f[0], result.trace["match"][:, 0], result.diverged[0]))
         xs, fs, curves, diverged = zip(*kept)

@@ -1,13 +1,17 @@
-"""Settings of the approximate-and-weighted FedAvg attack (AWA) and its baseline AGIC, with where every
-number comes from. Presets built from them are in the one registry, `attacks.presets`."""
+"""Settings of the approximate-and-weighted FedAvg attack (AWA), with where every number comes from
+(presets in `attacks.hfl.awa`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.options import Option, integer
+from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
+from attacks.settings import AttackSettings
 from vfl.errors import SplitlabError
+from vfl.options import integer, option, optional
 
-__all__ = ["AWASettings", "AGICSettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "OPTIONS"]
+__all__ = ["AWASettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "INITIALISATIONS"]
+
+INITIALISATIONS = ("uniform", "normal")
 
 TABLE_III = {
     # Q = (q_cv, q_bn, q_fc, q_en, p_mean, p_var) tuned by the paper's BO on ResNet-18 / CIFAR-10, per case (E, B)
@@ -25,8 +29,8 @@ UNWEIGHTED = (1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
 """Every layer weight 1 and no enhancement: the plain squared-L2 update match (eq. 10)."""
 
 
-@dataclass(frozen=True)
-class AWASettings:
+@dataclass(frozen=True, kw_only=True)
+class AWASettings(AttackSettings):
     """Approximate and Weighted Attack (Song, Wang, Zuazua, arXiv 2308.06822), Algorithm 2.
 
         u~ = u / E,  theta_start = theta_0 - ((e - 1) / E) u     (interpolation, eqs. 19-20; exact replay when E = 1 or B = 1)
@@ -46,65 +50,41 @@ class AWASettings:
     (the trials then differ only in Q) and the re-run with Q* from a fresh one; the answer is whichever
     of the re-run and the best BO trial has the lower f(Q) ("keep the best trial too").
     """
-    name: str
-    iterations: int = 1_000
+    iterations: int = option(1_000, "Adam steps of each attack run (preset: 1,000).", ITERATIONS)
+    restarts: int = option(1, "independent restarts without BO (the BO trials are its restarts).", RESTARTS)
     lr: float = 0.1
     q: tuple[float, ...] = TABLE_III[4]
     """Q used when no BO runs (`bo_trials` = 0)."""
     replication: str = "auto"
     """auto (exact when E = 1 or B = 1, else interpolation), exact (refuse E > 1 with B > 1), interpolate."""
-    target_epoch: int = 1
+    target_epoch: int = option(1, "the interpolated local epoch it attacks when E > 1 and B > 1 (default 1).",
+                               integer(low=1, high=100_000))
     grouping: str = "module"
     """module (conv weight+bias, BN gamma+beta, Linear W+b are one layer each) or parameter (one per tensor)."""
     scale_by_lr: bool = True
-    bo_trials: int = 0
-    """Bayesian optimisation trials (0: run once with `q`)."""
-    bo_random: int = 12
-    """Of the BO trials, how many are drawn at random before the GP takes over."""
+    bo_trials: int = option(0, "Bayesian-optimisation trials over Q (0: the preset's fixed Q).",
+                            integer(low=0, high=10_000))
+    bo_random: int | None = option(None, "of the BO trials, how many are random before the GP (default 12).",
+                                   optional(integer(low=1, high=10_000)))
     bo_iterations: int | None = None
     """Attack iterations per BO trial (None: `iterations`)."""
-    restarts: int = 1
     initial: str = "uniform"
     """Dummy start: uniform (x ~ U(0, 1), the pixel range) or normal (x ~ N(0, 1), as DLG and IG)."""
     eps: float = 1e-12
     """Guard of the enhancement's relative errors against a zero target mean or variance."""
 
-    attack = "awa"
+    def check(self) -> None:
+        if not self.bo_trials:
+            if self.bo_random is not None:
+                raise SplitlabError("--bo-random applies to a Bayesian optimisation: give --bo-trials too")
+            return
+        if self.random_trials > self.bo_trials:
+            raise SplitlabError(f"BO random trials {self.random_trials} exceed its {self.bo_trials} trials "
+                                f"(preset {self.preset}; set --bo-random and --bo-trials)")
+        if self.restarts != 1:
+            raise SplitlabError("--restarts does not apply with --bo-trials (the BO trials are the restarts)")
 
-    def __post_init__(self) -> None:
-        if self.bo_trials and self.bo_random > self.bo_trials:
-            raise SplitlabError(f"BO random trials {self.bo_random} exceed its {self.bo_trials} trials "
-                                f"(preset {self.name}; set --bo-random and --bo-trials)")
-
-
-@dataclass(frozen=True)
-class AGICSettings:
-    """AGIC (Xu et al. 2022, arXiv 2204.13784) as the AWA paper runs it as a baseline.
-
-        G(x, y) = one full-batch SGD step on the client's whole data at theta_0 (every mini-batch of every
-                  epoch combined; the scale does not matter under a cosine)
-        x* = argmin_x  1 - cos_w(G(x, y), u)
-
-    Our choice for the weights, which the AWA paper does not give: the conv and fully-connected layers in
-    forward order get weights rising linearly from 1 to `last_weight` (None: their count K, so layer k
-    weighs k); BN layers weigh 1. Adam lr 0.1 and the iteration count as AWA (the paper compares at equal
-    budget), labels known, no prior, x ~ U(0, 1) as AWA.
-    """
-    name: str
-    iterations: int = 1_000
-    lr: float = 0.1
-    last_weight: float | None = None
-    restarts: int = 1
-    initial: str = "uniform"
-    """Dummy start: uniform (x ~ U(0, 1)) or normal (x ~ N(0, 1)), as AWA."""
-
-    attack = "agic"
-
-
-OPTIONS = tuple(Option(name, name, integer(low=low, high=high), ("awa",), "awa: " + text)
-                for name, low, high, text in (
-    ("bo_trials", 0, 10_000, "Bayesian-optimisation trials over Q (0: the preset's fixed Q; default: the preset's)."),
-    ("bo_random", 1, 10_000, "of the BO trials, how many are random before the GP (default: the preset's)."),
-    ("target_epoch", 1, 100_000, "the interpolated local epoch it attacks when E > 1 and B > 1 (default 1)."),
-))
-"""`splitlab hfl` options that set AWA's settings (`attacks.hfl.options`)."""
+    @property
+    def random_trials(self) -> int:
+        """Of the BO trials, how many are drawn at random (the paper's 12 unless set)."""
+        return 12 if self.bo_random is None else self.bo_random

@@ -1,6 +1,6 @@
-"""Evaluation-side diagnostics for the FedAvg attacks (AWA, AGIC): quantities that need what the attack
-never sees (the client's true per-epoch weights, the ground-truth images), added to metrics.json by
-`attacks.hfl.experiment.execute`, and AWA's BO figure.
+"""Evaluation-side diagnostics for the FedAvg attacks (AWA, and AGIC beside it): quantities that need what
+the attack never sees (the client's true per-epoch weights, the ground-truth images), added to
+metrics.json through the specs' hooks, and AWA's BO figure.
 
 - `interpolation`: how far the interpolated epoch-e target u / E (eq. 20) is from the client's true
   epoch-e update, relative to the latter; and the same for the interpolated start theta~_{e-1}.
@@ -17,9 +17,9 @@ import torch
 from scipy.stats import rankdata
 from matplotlib.figure import Figure
 
-from attacks.engine import epoch_problem, plan_replication
+from attacks.hfl.awa.interpolation import epoch_problem, plan_replication
 
-__all__ = ["upload_diagnostics", "evaluation", "save_figures", "interpolation_errors"]
+__all__ = ["upload_diagnostics", "evaluation", "save_figures", "interpolation_errors", "bo_scores"]
 
 
 def _norm(tensors) -> float:
@@ -73,8 +73,8 @@ def bo_scores(bo: dict, per_trial: list[dict]) -> dict[str, Any]:
             "spearman_f_psnr": _spearman([f for f, _ in pairs], [p for _, p in pairs])}
 
 
-def evaluation(reconstruction, metrics: dict) -> dict[str, Any]:
-    """metrics.json additions after scoring (the driver's `evaluate` hook)."""
+def evaluation(reconstruction, metrics: dict, truth=None) -> dict[str, Any]:
+    """metrics.json additions after scoring (the spec's `evaluate` hook)."""
     bo = reconstruction.extras.get("bo")
     return {"bo_scores": bo_scores(bo, metrics["per_trial"])} if bo else {}
 

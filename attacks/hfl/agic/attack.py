@@ -7,7 +7,7 @@
       x ~ U(0, 1); T Adam steps on  1 - cos_w(G(x, y), u),  w rising linearly over the conv and FC layers
       return x
 
-Settings and their sources: `attacks.hfl.awa_settings.AGICSettings`; presets `agic.paper`, `agic.quick`.
+Settings and their sources: `attacks.hfl.agic.settings.AGICSettings`; presets in `attacks.hfl.agic`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Mapping
 import torch
 
 from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, ramp, run
-from attacks.hfl.awa_settings import AGICSettings
+from attacks.hfl.agic.settings import AGICSettings
 from attacks.hfl.observations import FedAvgObservation, check_requirements
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
@@ -38,8 +38,7 @@ def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[
 
 
 class KnownLabelsFedAvg:
-    """What AGIC and AWA observe: one FedAvg update, the local hyperparameters, and the labels."""
-    observes = "fedavg"
+    """What AGIC and AWA need of their FedAvg observation: the update, the local hyperparameters, the labels."""
     requires = ("update", "batch_size", "local_hyperparameters", "labels")
 
     def check(self, observation) -> None:
@@ -48,7 +47,7 @@ class KnownLabelsFedAvg:
 
 @dataclass(frozen=True)
 class AGIC(KnownLabelsFedAvg):
-    settings: AGICSettings = AGICSettings("agic.quick", iterations=300)
+    settings: AGICSettings = AGICSettings(preset="agic.quick", iterations=300)
     name = "agic"
 
     def __call__(self, observation: FedAvgObservation, *, seed: int = 0, mode: str = "auto",
@@ -64,8 +63,8 @@ class AGIC(KnownLabelsFedAvg):
                                   images=s.initial)
         schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations),))
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
-                     description=f"agic {s.name} ({mode})")
-        return Reconstruction(attack=self.name, preset=s.name, trials=result.best["x"], loss=result.best_loss,
+                     description=f"agic {s.preset} ({mode})")
+        return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
                               labels=observation.labels.to(result.best["x"].device).expand(s.restarts, -1),

@@ -1,0 +1,22 @@
+"""AGIC as the AWA paper's baseline: approximate the whole FedAvg update by one full-batch step."""
+from attacks.hfl.agic.attack import AGIC
+from attacks.hfl.agic.settings import AGICSettings
+from attacks.hfl.awa.diagnostics import upload_diagnostics
+from attacks.spec import AttackSpec, Preset
+
+__all__ = ["SPEC", "AGIC", "AGICSettings"]
+
+SPEC = AttackSpec(
+    name="agic", setting="hfl", title="AGIC: one combined full-batch step matched by a layer-weighted cosine",
+    paper="Xu, Hong, Wang, Zhou. AGIC: Approximate Gradient Inversion Attack on Federated Learning. arXiv "
+          "2204.13784, as the AWA paper runs it",
+    observes=("fedavg",), settings=AGICSettings, attack=AGIC, default="agic.quick", labels=("known",),
+    diagnostics=upload_diagnostics,
+    presets=(
+        Preset("agic.paper", lambda: AGICSettings(preset="agic.paper"),
+               "AWA Section 5's AGIC baseline: one combined full-batch step, layer-weighted cosine, Adam 0.1, 1,000 "
+               "iterations (weights: ours)"),
+        Preset("agic.quick", lambda: AGICSettings(preset="agic.quick", iterations=300),
+               "ours: agic.paper with 300 iterations"),
+    ),
+)

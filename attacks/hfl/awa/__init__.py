@@ -1,0 +1,34 @@
+"""AWA: the approximate and weighted attack on a FedAvg client's model update.
+
+`attack.py` is Algorithm 2; `interpolation.py` the replication of the local epochs (eqs. 19-20),
+`match.py` the weighted and enhanced update match (eqs. 23-30), `bo.py` the Bayesian optimisation of Q,
+`diagnostics.py` what the evaluation measures beside it.
+"""
+from attacks.hfl.awa.attack import AWA
+from attacks.hfl.awa.diagnostics import evaluation, save_figures, upload_diagnostics
+from attacks.hfl.awa.settings import UNWEIGHTED, AWASettings
+from attacks.spec import AttackSpec, Preset
+
+__all__ = ["SPEC", "AWA", "AWASettings"]
+
+SPEC = AttackSpec(
+    name="awa", setting="hfl",
+    title="AWA: interpolated replication of the local epochs and a layer-weighted, enhanced update match",
+    paper="Song, Wang, Zuazua. Approximate and Weighted Data Reconstruction Attack in Federated Learning. "
+          "arXiv 2308.06822",
+    observes=("fedavg",), settings=AWASettings, attack=AWA, default="awa.quick", labels=("known",),
+    diagnostics=upload_diagnostics, evaluate=evaluation, write=save_figures,
+    presets=(
+        Preset("awa.paper", lambda: AWASettings(preset="awa.paper", bo_trials=50, bo_random=12),
+               "AWA Table I and Section 5: Adam 0.1, 1,000 iterations, BO 50 trials of which 12 random over the "
+               "Table II box"),
+        Preset("awa.quick", lambda: AWASettings(preset="awa.quick", iterations=300),
+               "ours: 300 iterations with the paper's case-4 Q (Table III), no BO"),
+        Preset("awa.bo-quick", lambda: AWASettings(preset="awa.bo-quick", iterations=300, bo_trials=16, bo_random=6),
+               "ours: a reduced BO that fits a 2-core CPU: 16 trials of which 6 random, 300 iterations each"),
+        Preset("awa.unweighted", lambda: AWASettings(preset="awa.unweighted", iterations=300, q=UNWEIGHTED),
+               "ours: AWA's replication with every layer weight 1 and no enhancement (the Q ablation)"),
+        Preset("awa.dlg", lambda: AWASettings(preset="awa.dlg", iterations=300, q=UNWEIGHTED, replication="exact"),
+               "AWA Section 5's DLG baseline: unweighted squared L2 (eq. 10), Adam 0.1, exact replay only (no case 4)"),
+    ),
+)

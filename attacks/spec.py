@@ -1,0 +1,132 @@
+"""The declaration of an attack: one `AttackSpec`, exported as `SPEC` by the attack's package.
+
+A spec says everything the lab needs to run, document and judge an attack without naming it anywhere
+else: what it is and where it comes from, which setting it attacks (split learning or horizontal FL),
+which observations it takes, its settings class (whose option fields are its CLI options), its attack
+class, its named presets with their sources, the label knowledge it accepts, how it deviates from its
+paper, and optional hooks where it needs more than the generic experiment does (building its own
+observation, diagnostics of the observation, evaluation against the ground truth, extra files).
+
+Hooks are plain functions; each receives what the experiment has at that point:
+
+- `observe(config, model, data, defence, reveal, settings) -> (observation, facts)`: build the
+  observation itself (a trace of FL rounds) instead of the experiment's one upload;
+- `diagnostics(observation, settings) -> dict`: facts of the observation for metrics.json, known
+  before the attack runs (they may read what only the evaluation knows, never the attack);
+- `evaluate(reconstruction, metrics, truth) -> dict`: evaluation-only additions after scoring;
+- `write(run, outcome)`: extra files and figures in the run directory, after the driver's own;
+- `configure(settings, config) -> settings`: settings that depend on the experiment (a prior's weight
+  per dataset);
+- `check(config, settings, observation_options)`: rules between the attack's settings, its observation
+  options and the experiment, checked before anything is loaded or written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+__all__ = ["AttackSpec", "Preset", "Deviation", "SETTINGS", "LABEL_KNOWLEDGE"]
+
+SETTINGS = ("hfl", "split")
+"""hfl: `splitlab hfl --attack NAME`; split: `splitlab attack NAME`."""
+LABEL_KNOWLEDGE = ("recovered", "known")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named setting of an attack: a factory for its settings and where each number comes from."""
+    name: str
+    """Dotted: `attack.variant` (`dlg.original`)."""
+    factory: Callable[[], Any]
+    source: str
+    experiment: tuple[tuple[str, Any], ...] = ()
+    """Experiment fields this preset was written against (FSHA's victim dataset and client learning rate)."""
+
+    @property
+    def attack(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def short(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    def settings(self, **overrides: Any) -> Any:
+        """The preset's settings with fields replaced where an override is not None (checked once, when built)."""
+        base = self.factory()
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return replace(base, **given) if given else base
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """How the lab departs from the attack's paper, stated where users read it."""
+    what: str
+    """The field, model, metric or protocol step (`model`, `iterations`, `alignment accuracy`)."""
+    paper: str
+    lab: str
+    why: str
+    presets: tuple[str, ...] = ()
+    """The presets it applies to (empty: every preset and the attack itself)."""
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    name: str
+    setting: str
+    """hfl or split (`SETTINGS`)."""
+    title: str
+    """One line: what the attack does."""
+    paper: str
+    """The source paper, as cited in the docs."""
+    observes: tuple[str, ...]
+    """Observation kinds it takes, the default first (fedsgd, fedavg, rounds, cut-activations, session)."""
+    settings: type
+    attack: type
+    """`attack(settings)` is the attack object; `attack(observation, *, seed, mode, progress) -> Reconstruction`."""
+    presets: tuple[Preset, ...]
+    default: str
+    """The preset run without --preset: the paper's where it fits a laptop, else a quick one."""
+    labels: tuple[str, ...] = ("recovered",)
+    """Label knowledge it accepts (`LABEL_KNOWLEDGE`); the first is its default."""
+    aggregates: bool = False
+    """Whether it can attack a secure aggregate of several clients' uploads."""
+    observation_options: type | None = None
+    """A dataclass of option fields for building its own observation (with `observe`)."""
+    observe: Callable[..., Any] | None = None
+    diagnostics: Callable[..., dict] | None = None
+    evaluate: Callable[..., dict] | None = None
+    write: Callable[..., None] | None = None
+    configure: Callable[..., Any] | None = None
+    check: Callable[..., None] | None = None
+    experiment: Any = None
+    """Split attacks: the experiment that builds the victim and runs the attack (`splitlab attack NAME`)."""
+    display: str = "clamp"
+    """How reconstruction.png draws the answer: clamp, or minmax (per-image, as the JAST paper shows UnSplit's)."""
+    deviations: tuple[Deviation, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.setting not in SETTINGS:
+            raise ValueError(f"spec {self.name}: setting must be one of {SETTINGS}")
+        names = [p.name for p in self.presets]
+        wrong = [n for n in names if n.split(".", 1)[0] != self.name]
+        if wrong or self.default not in names or len(set(names)) != len(names):
+            raise ValueError(f"spec {self.name}: presets must be distinct `{self.name}.*` names including the "
+                             f"default {self.default!r}, got {names}")
+        if not set(self.labels) <= set(LABEL_KNOWLEDGE):
+            raise ValueError(f"spec {self.name}: labels must be among {LABEL_KNOWLEDGE}")
+
+    def preset(self, name: str | None = None) -> Preset:
+        """A preset by its dotted or short name; None gives the default."""
+        from vfl.errors import SplitlabError
+
+        name = self.default if name is None else name
+        dotted = name if "." in name else f"{self.name}.{name}"
+        for preset in self.presets:
+            if preset.name == dotted:
+                return preset
+        raise SplitlabError(f"unknown preset {name!r} for {self.name}; choose one of: "
+                            f"{', '.join(p.name for p in self.presets)}")
+
+    def make(self, settings: Any) -> Any:
+        """The attack object for these settings."""
+        return self.attack(settings)

@@ -1,0 +1,161 @@
+"""Options declared once, on the dataclass field they set.
+
+A settings or config dataclass declares each user-facing field with `option(...)`: its default, a
+one-line help text, the check its value must pass and, where it is not `--field-name`, its CLI
+spelling. Everything else is derived from that one declaration: the CLI options of the commands
+(`vfl.cli_options`), the help texts, and the validation, which runs once, when the dataclass is
+built, for the CLI, the Python API and sweeps alike (`Validated`).
+
+    @dataclass(frozen=True)
+    class Settings(Validated):
+        ratio: float = option(0.5, "fraction of entries matched", number(low=0, high=1, low_open=True))
+        refine: bool = option(True, "refine the labels jointly", flag="--no-refine", negate=True)
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import MISSING, dataclass
+from typing import Any, Callable, Sequence
+
+from vfl.errors import SplitlabError
+from vfl.validate import check_choice, check_int, check_number
+
+__all__ = ["Check", "Option", "option", "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
+           "validate", "Validated", "given", "field_type", "is_optional"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A value check: `check(name, value)` returns the value (as its kind) or raises a one-line SplitlabError."""
+    kind: type
+    run: Callable[[str, Any], Any]
+    describe: str = ""
+    """The accepted values in words, for help texts ("0 < x <= 1", "one of a, b")."""
+    choices: tuple[str, ...] = ()
+
+    def __call__(self, name: str, value: Any) -> Any:
+        return self.run(name, value)
+
+
+def _bounds(low, high, low_open: bool, high_open: bool, symbol: str = "x") -> str:
+    if low is not None and high is not None:
+        return f"{low:g} {'<' if low_open else '<='} {symbol} {'<' if high_open else '<='} {high:g}"
+    if low is not None:
+        return f"{symbol} {'>' if low_open else '>='} {low:g}"
+    if high is not None:
+        return f"{symbol} {'<' if high_open else '<='} {high:g}"
+    return "finite"
+
+
+def number(*, low: float | None = None, high: float | None = None, low_open: bool = False,
+           high_open: bool = False) -> Check:
+    """A finite real number within [low, high] (either end open)."""
+    return Check(float, lambda name, value: check_number(name, value, low=low, high=high, low_open=low_open,
+                                                        high_open=high_open),
+                 _bounds(low, high, low_open, high_open))
+
+
+def integer(*, low: int | None = None, high: int | None = None) -> Check:
+    """An integer within [low, high] (3.5 is refused, not truncated)."""
+    return Check(int, lambda name, value: check_int(name, value, low=low, high=high), _bounds(low, high, False, False))
+
+
+def choice(choices: Sequence[str]) -> Check:
+    """One of a fixed set of words."""
+    words = tuple(choices)
+    return Check(str, lambda name, value: check_choice(name, value, words), "one of " + ", ".join(words), words)
+
+
+def text() -> Check:
+    """Any string (checked where it is used: a dataset or architecture name, a defence spec)."""
+    def run(name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise SplitlabError(f"{name} must be text, got {value!r}")
+        return value
+    return Check(str, run, "text")
+
+
+def optional(check: Check) -> Check:
+    """`check`, or None (the field's "not given": the preset's or the dataset's value is used)."""
+    return Check(check.kind, lambda name, value: None if value is None else check(name, value),
+                 check.describe + " (or unset)", check.choices)
+
+
+@dataclass(frozen=True)
+class Option:
+    """What a field's metadata says about its option."""
+    help: str
+    check: Check | None = None
+    """None for a switch (a bool field)."""
+    flag: str | None = None
+    """The CLI spelling where it is not --field-name; "--on/--off" for a pair of switches."""
+    negate: bool = False
+    """A single switch that sets the field to False when given (--no-refine)."""
+
+
+def option(default: Any = MISSING, help: str = "", check: Check | None = None, *, flag: str | None = None,
+           negate: bool = False) -> Any:
+    """A dataclass field that is also a user option (see the module docstring)."""
+    if check is None and not isinstance(default, bool):
+        raise TypeError("only a bool field (a switch) may be declared without a check")
+    return dataclasses.field(default=default, metadata={"option": Option(help, check, flag, negate)})
+
+
+def options_of(cls: type) -> list[tuple[dataclasses.Field, Option]]:
+    """The option fields of a dataclass, in declaration order."""
+    return [(f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata]
+
+
+def flag_of(field: dataclasses.Field, opt: Option) -> str:
+    """The option's first CLI spelling (--no-refine, --layer-ramp, --ratio)."""
+    return (opt.flag or "--" + field.name.replace("_", "-")).split("/")[0]
+
+
+def validate(instance: Any) -> None:
+    """Run every option field's check on its value, naming the CLI flag: the one validator."""
+    for field, opt in options_of(type(instance)):
+        value = getattr(instance, field.name)
+        if opt.check is None:
+            if not isinstance(value, bool):
+                raise SplitlabError(f"{flag_of(field, opt)} is a switch: give True or False, got {value!r}")
+            continue
+        checked = opt.check(flag_of(field, opt), value)
+        if checked is not value and checked != value or type(checked) is not type(value) and value is not None:
+            object.__setattr__(instance, field.name, checked)       # 3.0 for an int field becomes 3
+
+
+class Validated:
+    """Base of a frozen dataclass whose option fields are checked when it is built; a subclass adds its
+    cross-field rules in `check()` (called after the fields' own checks)."""
+
+    def __post_init__(self) -> None:
+        validate(self)
+        self.check()
+
+    def check(self) -> None:
+        pass
+
+
+def given(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """The values that mean "given" for `cls`'s option fields: not None, and a single negated switch only
+    when on (its CLI form is a switch that is off by default). Keys that are not option fields are kept."""
+    fields = {f.name: o for f, o in options_of(cls)}
+    out = {}
+    for key, value in values.items():
+        opt = fields.get(key)
+        if value is None or (opt is not None and opt.negate and value is False):
+            continue
+        out[key] = (not value) if opt is not None and opt.negate and value is True else value
+    return out
+
+
+def field_type(cls: type, name: str) -> Any:
+    """The resolved annotation of a dataclass field (string annotations evaluated)."""
+    return typing.get_type_hints(cls)[name]
+
+
+def is_optional(annotation: Any) -> bool:
+    return isinstance(annotation, types.UnionType) and type(None) in typing.get_args(annotation) or (
+        typing.get_origin(annotation) is typing.Union and type(None) in typing.get_args(annotation))
