@@ -44,6 +44,8 @@ class Reconstruction:
     """How the engine ran the trials: batched, sequential, or the attack's own loop."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Attack-specific quantities under names that say what they are (e.g. UnSplit's activation_mse)."""
+    artefacts: dict[str, Any] = field(default_factory=dict, repr=False)
+    """What the attacker holds afterwards (FSHA's trained networks), for evaluation hooks; never written."""
 
     @property
     def n_trials(self) -> int:

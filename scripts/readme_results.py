@@ -109,7 +109,7 @@ def cut_layers_section(root: Path, fresh: bool) -> str:
     cuts = sorted({int(r["cut-layer"]) for r in rows})
     by = {(r["defence"], int(r["cut-layer"])): r for r in rows}
     body = []
-    for defence in ("none", "dp:epsilon=6,delta=0.5"):
+    for defence in ("none", "input-dp:epsilon=6,delta=0.5"):
         body.append([f"MSE X, {defence}"] + [pm(by[(defence, c)], "image_mse_minmax") for c in cuts])
         body.append([f"accuracy %, {defence}"] + [pm(by[(defence, c)], "accuracy", 100, 1) for c in cuts])
     return ("**CNN cut layers 1-6** (`splitlab sweep --paper jast-cut-layers`, JAST Table 3, seeds 0-2):\n\n"

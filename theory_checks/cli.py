@@ -17,7 +17,7 @@ from theory_checks.bounds.logreg import KINDS, load_digits
 from theory_checks.bounds.surrogate import FEEDS, INPUTS
 from theory_checks.convergence import example1_figure, example1_runs
 from theory_checks.suite import CHECKS, one_intra_op_thread, parse_dtype, run_checks, select_checks
-from vfl.cli import JSON_OPTION, OUT_OPTION, OVERWRITE_OPTION, emit, handles_errors, table
+from vfl.cli import RunOptions, emit, handles_errors, table, with_run_options
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.validate import check_choice, check_int, check_number
@@ -26,19 +26,18 @@ EXAMPLE1 = "example1-adam-rotation"
 COLUMNS = ["check", "claim", "measured", "tolerance", "expected", "verdict", "matched"]
 
 
+@with_run_options("out", "overwrite", "as_json")
 def theory(
     only: Optional[List[str]] = typer.Option(None, "--only", help="Run only this check (repeatable). Names: "
                                              + ", ".join(CHECKS) + "."),
     dtype: str = typer.Option("float64", "--dtype", help="float64 (tolerance 1e-10) or float32 (tolerance 1e-5)."),
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Run the orthogonal-invariance lemmas of JAST through the real protocol; exit 0 only if every
     check matched its expected verdict (holds / breaks), 1 otherwise, 2 on bad input."""
     names = select_checks(only)
     torch_dtype = parse_dtype(dtype)
-    run = Run.create("theory", {"checks": names, "dtype": dtype}, out, overwrite=overwrite)
+    run = Run.create("theory", {"checks": names, "dtype": dtype}, opts.out, overwrite=opts.overwrite)
     start = time.perf_counter()
     suite = run_checks(names, dtype=torch_dtype)
     figures = []
@@ -62,7 +61,7 @@ def theory(
         console.print(f"{matched}/{len(suite.results)} checks matched their expected verdict in {seconds:.1f} s; "
                       f"run directory {run.path}" + (f"; figure {figures[0]}" if figures else ""))
 
-    emit(run.record(metrics, figures=figures), as_json, summary)
+    emit(run.record(metrics, figures=figures), opts.as_json, summary)
     if not suite.all_matched:
         raise typer.Exit(1)
 
@@ -95,6 +94,7 @@ def _digits(text: str) -> tuple[int, ...]:
         raise SplitlabError(f"--digits needs comma-separated digits, got {text!r}") from None
 
 
+@with_run_options("out", "overwrite", "as_json")
 def bounds(
     surrogate_input: str = typer.Option("w,x0", "--surrogate-input", help="The unrolled surrogate's input: "
                                         "w,x0 (the paper) or w,g,x0 (with the observed gradient)."),
@@ -126,9 +126,7 @@ def bounds(
     sensitivity: bool = typer.Option(True, "--sensitivity/--no-sensitivity", help="L_R over ridge x input x H."),
     trends: bool = typer.Option(True, "--trends/--no-trends", help="The bound's trends in E, N and T."),
     seed: int = typer.Option(0, "--seed", help="Seed of the data split, FedAvg and the attacks' inits."),
-    out: Optional[Path] = OUT_OPTION,
-    overwrite: bool = OVERWRITE_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Theorem 1's reconstruction-error bound (seed paper 003) per attack and round against the attacks'
     mean and best-of-inits errors, with L_R from an unrolled surrogate; exit 1 if a mean error exceeds its
@@ -167,7 +165,7 @@ def bounds(
     available = len(load_digits(digit_tuple).labels)        # bad digits fail here, before the run directory
     check_int("--devices", devices, low=1, high=available)
     check_int("--samples", samples, low=1, high=available // devices * devices)
-    run = Run.create("bounds", asdict(config), out, overwrite=overwrite)
+    run = Run.create("bounds", asdict(config), opts.out, overwrite=opts.overwrite)
     with one_intra_op_thread():
         metrics = measure(config)
         path = run.save_figure("bounds.png", bounds_figure(metrics))
@@ -217,7 +215,7 @@ def bounds(
                       f"{metrics['idlg_below_dlg_by_bound']}; {metrics['seconds']['total']:.1f} s; "
                       f"run directory {run.path}; figure {path}")
 
-    emit(run.record(metrics, figures=[str(path)]), as_json, summary)
+    emit(run.record(metrics, figures=[str(path)]), opts.as_json, summary)
     if not ok:
         raise typer.Exit(1)
 

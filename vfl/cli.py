@@ -20,41 +20,19 @@ from rich.console import Console
 from rich.table import Table
 
 from vfl import data as datasets
+from vfl.cli_options import Output, command_from, parameters, values
 from vfl.errors import SplitlabError
+from vfl.options import Runtime
 from vfl.models import describe, describe_hfl
 from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run, closing_runs, dumps, to_jsonable
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split, training_metrics
 
-JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
-OUT_OPTION = typer.Option(None, "--out", help="Run directory (default: runs/<command>/<timestamp>).")
-DEVICE_OPTION = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda[:N].")
-DATA_ROOT_OPTION = typer.Option(None, "--data-root", help="Folder with torchvision datasets "
-                                "(default $SPLITLAB_DATA or ~/.cache/splitlab).")
-SEED_OPTION = typer.Option(0, "--seed", help="Seed for model initialisation and data order.")
-DATASET_OPTION = typer.Option("mnist5k", "--dataset", help="Dataset (see `splitlab datasets`).")
-ARCH_OPTION = typer.Option("cnn", "--arch", help="Architecture (see `splitlab models`).")
-CUT_OPTION = typer.Option(1, "--cut-layer", help="Cut layer: the client holds layers 0..cut.")
-EPOCHS_OPTION = typer.Option(10, "--epochs", help="Training epochs.")
-ITERATIONS_OPTION = typer.Option(None, "--iterations", help="Override the preset's iteration count (UnSplit rounds, "
-                                 "FSHA protocol rounds, DLG/iDLG L-BFGS steps, Inverting Gradients, FedLeak, AWA and "
-                                 "AGIC Adam steps, TGIAs-RO global rounds R_g).")
-OVERWRITE_OPTION = typer.Option(False, "--overwrite", help="Empty a non-empty --out directory and write this run "
-                                "there (without it, a non-empty --out is refused).")
-LPIPS_OPTION = typer.Option(None, "--lpips-weights", help="AlexNet weights for LPIPS (default: the torch hub cache; "
-                            "see `splitlab weights`).")
-FID_OPTION = typer.Option(None, "--fid-weights", help="pt_inception weights for FID (default: the torch hub cache; "
-                          "see `splitlab weights`).")
-DEFENCE_OPTION = typer.Option("none", "--defence", help="Client defence spec: none, orthogonal[:seed=N], "
-                              "semi-orthogonal:dim=D, patch-orthogonal[:patch=P], dp[:epsilon=E,delta=D,sensitivity=S] "
-                              "(defaults 6, 0.5, estimated) or dp:sigma=S, "
-                              "activation-noise:sigma=S, gradient-noise:sigma=S; join with +.")
-
-
 @dataclass(frozen=True)
 class RunOptions:
-    """The options every command that writes a run shares, handed to the command as one value."""
+    """The options every command that writes a run shares (declared on `Runtime` and `Output`), handed to
+    the command as one value."""
     out: Optional[Path] = None
     overwrite: bool = False
     as_json: bool = False
@@ -70,14 +48,30 @@ class RunOptions:
         return str(self.data_root) if self.data_root else None
 
 
-_RUN_OPTIONS = {  # name -> (type, typer option), in the order --help lists them
-    "seed": (int, SEED_OPTION), "device": (str, DEVICE_OPTION), "data_root": (Optional[Path], DATA_ROOT_OPTION),
-    "lpips_weights": (Optional[Path], LPIPS_OPTION), "fid_weights": (Optional[Path], FID_OPTION),
-    "out": (Optional[Path], OUT_OPTION), "overwrite": (bool, OVERWRITE_OPTION), "as_json": (bool, JSON_OPTION),
-}
 RUN = ("seed", "device", "data_root", "out", "overwrite", "as_json")
 """The shared options of a command that writes a run; `RUN + METRIC_WEIGHTS` for one that scores images."""
 METRIC_WEIGHTS = ("lpips_weights", "fid_weights")
+_PATHS = {"out", "data_root", "lpips_weights", "fid_weights"}
+
+
+def shared_parameters(names: tuple[str, ...], panel: str | None = None) -> list[inspect.Parameter]:
+    """The typer parameters of these shared options, in the order given, generated from their declarations."""
+    generated = {p.name: p for cls in (Runtime, Output) for p in parameters(cls, panel=panel)}
+    return [generated[n] for n in names]
+
+
+def _run_options(values: dict[str, Any]) -> RunOptions:
+    given = {k: (Path(v) if k in _PATHS else v) for k, v in values.items() if v is not None}
+    return RunOptions(**given)
+
+
+def option_info(name: str):
+    """A shared option's typer declaration, for a command that takes it without a whole `RunOptions`."""
+    return shared_parameters((name,))[0].default
+
+
+JSON_OPTION = option_info("as_json")
+DATA_ROOT_OPTION = option_info("data_root")
 
 
 def splice_parameters(fn: Callable, into: str, extra: list[inspect.Parameter],
@@ -102,12 +96,10 @@ def splice_parameters(fn: Callable, into: str, extra: list[inspect.Parameter],
 
 
 def with_run_options(*names: str) -> Callable[[Callable], Callable]:
-    """Give a command the shared options `names` (from `_RUN_OPTIONS`, listed after its own) and hand them
-    to it as one `opts: RunOptions` argument: each shared option is declared once, here."""
+    """Give a command the shared options `names` (listed after its own) and hand them to it as one `opts:
+    RunOptions` argument."""
     def decorate(fn: Callable) -> Callable:
-        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=_RUN_OPTIONS[n][1],
-                                    annotation=_RUN_OPTIONS[n][0]) for n in names]
-        return splice_parameters(fn, "opts", shared, lambda values: RunOptions(**values))
+        return splice_parameters(fn, "opts", shared_parameters(names), _run_options)
     return decorate
 
 
@@ -157,25 +149,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-@with_run_options(*RUN)
-def train(
-    dataset: str = DATASET_OPTION,
-    arch: str = ARCH_OPTION,
-    cut_layer: int = CUT_OPTION,
-    epochs: int = EPOCHS_OPTION,
-    batch_size: int = typer.Option(64, "--batch-size", help="Mini-batch size."),
-    lr: float = typer.Option(1e-3, help="Learning rate of client and server."),
-    optimizer: str = typer.Option("adam-amsgrad", help="sgd, momentum, adam or adam-amsgrad."),
-    defence: str = DEFENCE_OPTION,
-    opts: RunOptions = RunOptions(),
-) -> None:
-    """Train a split model with the explicit client/server protocol and save a checkpoint."""
-    config = TrainConfig(dataset=dataset, arch=arch, cut_layer=cut_layer, epochs=epochs, batch_size=batch_size,
-                         lr=lr, optimizer=optimizer, seed=opts.seed, device=opts.device, defence=defence,
-                         data_root=opts.root)
-    config.validate()
+def _train(given: dict[str, Any]) -> None:
+    opts = _run_options({k: given[k] for k in RUN if k in given})
+    config = TrainConfig(**values(TrainConfig, given))
     train_data, test_data = load_data(config)
-    run = Run.create("train", {"train": config, "device": str(resolve_device(opts.device)),
+    run = Run.create("train", {"train": config, "device": str(resolve_device(config.device)),
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
     trained = train_split(config, train_data, test_data, run, progress=not opts.as_json)
     checkpoint, curves = save_trained(run, trained)
@@ -191,18 +169,21 @@ def train(
     emit(run.record(metrics, checkpoint=str(checkpoint)), opts.as_json, summary)
 
 
+train = command_from(_train, [parameters(TrainConfig), shared_parameters(("out", "overwrite", "as_json"))], name="train",
+                     doc="Train a split model with the explicit client/server protocol and save a checkpoint.")
+
+
+@with_run_options("device", "data_root", "as_json")
 def evaluate(
     checkpoint: Path = typer.Option(..., "--checkpoint", help="A checkpoint.pt written by `splitlab train`."),
-    device: str = DEVICE_OPTION,
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    as_json: bool = JSON_OPTION,
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """Re-measure a checkpoint's test accuracy on its dataset (no run directory is written)."""
-    trained = load_checkpoint(checkpoint, device, str(data_root) if data_root else None)
+    trained = load_checkpoint(checkpoint, opts.device, opts.root)
     test = load_data(trained.config)[1]
-    accuracy = evaluate_split(trained.client, trained.server, test.images, test.labels, resolve_device(device))
+    accuracy = evaluate_split(trained.client, trained.server, test.images, test.labels, resolve_device(opts.device))
     emit({"command": "evaluate", "checkpoint": str(checkpoint), "config": trained.config,
-          "metrics": {"accuracy": accuracy}}, as_json,
+          "metrics": {"accuracy": accuracy}}, opts.as_json,
          lambda c: c.print(f"{trained.config.arch} cut {trained.config.cut_layer} on {trained.config.dataset}: "
                            f"test accuracy {accuracy:.4f}"))
 

@@ -14,18 +14,9 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from vfl.options import Validated, flag_of, integer, option, options_of, optional, text
+from vfl.options import Runtime, Validated, flag_of, option, options_of, optional, text
 
 __all__ = ["Runtime", "Output", "parameters", "values", "command_from"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Runtime(Validated):
-    """What every experiment runs with."""
-    seed: int = option(0, "Seed for model initialisation and data order.", integer(low=0, high=2**63 - 1))
-    device: str = option("auto", "auto (CUDA if present), cpu or cuda[:N].", text())
-    data_root: str | None = option(None, "Folder with torchvision datasets (default $SPLITLAB_DATA or "
-                                   "~/.cache/splitlab).", optional(text()))
 
 
 @dataclass(frozen=True, kw_only=True)

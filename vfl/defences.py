@@ -12,13 +12,13 @@ convolution relies on.
   d' features, so only clients with a flat dense input (mlp, small-mlp) can use it.
 - `patch-orthogonal`: one U (p*p*C square) applied to every non-overlapping p x p patch, which the
   Mixer's patch embedding absorbs.
-- `dp`: Gaussian noise on every input the client sends (training batches and attacked inputs),
+- `input-dp`: Gaussian noise on every input the client sends (training batches and attacked inputs),
   sigma from the analytic Gaussian mechanism (Balle & Wang 2018, via `autodp`) for (epsilon, delta)
   and an L2 sensitivity estimated as the JAST code does (below).
 - `activation-noise`, `gradient-noise`: Gaussian noise on the activations sent / gradients received.
 
 Specs: `none`, or `+`-joined items `name[:key=value,...]`, e.g. `orthogonal:seed=3`,
-`dp:epsilon=6,delta=0.5`. `parse_item` is the one parser of `name[:key=value,...]` against a schema
+`input-dp:epsilon=6,delta=0.5`. `parse_item` is the one parser of `name[:key=value,...]` against a schema
 (defence name -> option name -> `SpecKey`), shared with the HFL upload defences (attacks/hfl/defences.py).
 The noise defences draw from generators of their own (option `seed`, default 0), never torch's global one.
 """
@@ -140,7 +140,7 @@ class PatchOrthogonalTransform(_SecretMatrix):
 # --- differential privacy on the input ---------------------------------------------------------------
 
 DP_EPSILON, DP_DELTA = 6.0, 0.5
-"""dp's defaults when the spec gives none: the JAST DP experiments (epsilon 6, delta 0.5)."""
+"""input-dp's defaults when the spec gives none: the JAST DP experiments (epsilon 6, delta 0.5)."""
 
 CALIBRATION_SECONDS = 10.0
 """The calibration takes milliseconds where its inputs are bounded (below); past this it is stuck."""
@@ -163,20 +163,20 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
 
     Runs the calibration in a daemon thread bounded by `CALIBRATION_SECONDS`: a stuck search cannot be
     interrupted, but it no longer hangs the command (the process exits with the error)."""
-    dp = CLIENT_DEFENCES["dp"]
-    epsilon = dp["epsilon"].check("defence dp", epsilon, "epsilon")
-    delta = dp["delta"].check("defence dp", delta, "delta")
-    sensitivity = dp["sensitivity"].check("defence dp", sensitivity, "sensitivity")
+    dp = CLIENT_DEFENCES["input-dp"]
+    epsilon = dp["epsilon"].check("defence input-dp", epsilon, "epsilon")
+    delta = dp["delta"].check("defence input-dp", delta, "delta")
+    sensitivity = dp["sensitivity"].check("defence input-dp", sensitivity, "sensitivity")
     result: list = []
     worker = threading.Thread(target=lambda: result.append(_calibrate_or_error(epsilon, delta)), daemon=True)
     worker.start()
     worker.join(CALIBRATION_SECONDS)
     if not result:
-        raise SplitlabError(f"dp calibration for epsilon={epsilon:g}, delta={delta:g} did not finish in "
-                            f"{CALIBRATION_SECONDS:g} s; give the noise scale directly with dp:sigma=S")
+        raise SplitlabError(f"input-dp calibration for epsilon={epsilon:g}, delta={delta:g} did not finish in "
+                            f"{CALIBRATION_SECONDS:g} s; give the noise scale directly with input-dp:sigma=S")
     if isinstance(result[0], Exception):
-        raise SplitlabError(f"dp calibration for epsilon={epsilon:g}, delta={delta:g} failed "
-                            f"({type(result[0]).__name__}); give the noise scale directly with dp:sigma=S")
+        raise SplitlabError(f"input-dp calibration for epsilon={epsilon:g}, delta={delta:g} failed "
+                            f"({type(result[0]).__name__}); give the noise scale directly with input-dp:sigma=S")
     return result[0] * sensitivity
 
 
@@ -220,7 +220,7 @@ class _SeededNoise:
 class DPInputNoise(_SeededNoise, ClientDefence):
     """x -> x + N(0, sigma^2) per input element, on every input the client sends."""
 
-    name = "dp"
+    name = "input-dp"
 
     def __init__(self, sigma: float, epsilon: float | None = None, delta: float | None = None,
                  sensitivity: float | None = None, seed: int = 0):
@@ -261,12 +261,12 @@ CLIENT_DEFENCES: dict[str, dict[str, SpecKey]] = {
     "orthogonal": {"seed": SEED},
     "semi-orthogonal": {"dim": SpecKey(integer=True, low=1, high=MAX_MATRIX_BYTES // 8, required=True), "seed": SEED},
     "patch-orthogonal": {"patch": SpecKey(integer=True, low=1, high=4096), "seed": SEED},
-    "dp": {"epsilon": SpecKey(low=1e-3, high=10), "delta": SpecKey(low=1e-10, high=0.99),
+    "input-dp": {"epsilon": SpecKey(low=1e-3, high=10), "delta": SpecKey(low=1e-10, high=0.99),
            "sigma": SpecKey(low=0), "sensitivity": SpecKey(low=0, low_open=True), "seed": SEED},
     "activation-noise": {"sigma": SpecKey(low=0, required=True), "seed": SEED},
     "gradient-noise": {"sigma": SpecKey(low=0, required=True), "seed": SEED},
 }
-"""Split-learning client defences: name -> option -> type and range (dp's bounds: `_unit_sigma`)."""
+"""Split-learning client defences: name -> option -> type and range (input-dp's bounds: `_unit_sigma`)."""
 
 
 @dataclass(frozen=True)
@@ -314,12 +314,12 @@ def _check_patch(patch: int, shape: tuple[int, ...]) -> None:
         raise SplitlabError(f"patch-orthogonal patch={patch} must divide the image size {shape[1]}x{shape[2]}")
 
 
-_EXAMPLE = "dp:epsilon=6,delta=0.5"
+_EXAMPLE = "input-dp:epsilon=6,delta=0.5"
 
 
 def split_specs(text: str) -> list[str]:
     """A comma-separated list of defence specs, where a spec's own options are comma-separated too:
-    "none,dp:epsilon=6,delta=0.5" -> ["none", "dp:epsilon=6,delta=0.5"] (an item that starts with
+    "none,input-dp:epsilon=6,delta=0.5" -> ["none", "input-dp:epsilon=6,delta=0.5"] (an item that starts with
     key=value belongs to the spec before it)."""
     specs: list[str] = []
     for item in (t.strip() for t in text.split(",")):
@@ -339,7 +339,7 @@ def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> list[De
     items = spec.split("+")
     if not all(item.strip() for item in items):
         raise SplitlabError(f"defence spec {spec!r} has an empty item; use none or name[:key=value] items "
-                            "joined by +, e.g. orthogonal+dp:epsilon=6")
+                            "joined by +, e.g. orthogonal+input-dp:epsilon=6")
     shape = None if input_shape is None else tuple(input_shape)
     parsed = []
     for item in items:
@@ -369,7 +369,7 @@ def parse_defences(spec: str, input_shape: tuple[int, ...] = (1, 28, 28),
             defence = SemiOrthogonalTransform(shape, o["dim"], seed)
         elif item.name == "patch-orthogonal":
             defence = PatchOrthogonalTransform(shape, o.get("patch", DEFAULT_PATCH), seed)
-        elif item.name == "dp":
+        elif item.name == "input-dp":
             defence = _dp(o, train_images, seed)
         elif item.name == "activation-noise":
             defence = ActivationNoise(o["sigma"], seed)
@@ -387,7 +387,7 @@ def _dp(options: dict[str, int | float], train_images: torch.Tensor | None, seed
     sensitivity = options.get("sensitivity")
     if sensitivity is None:
         if train_images is None:
-            raise SplitlabError("dp needs training images to estimate its sensitivity, or sensitivity=<value>")
+            raise SplitlabError("input-dp needs training images to estimate its sensitivity, or sensitivity=<value>")
         sensitivity = estimate_sensitivity(train_images, seed=seed)
     return DPInputNoise(analytic_gaussian_sigma(epsilon, delta, sensitivity), epsilon, delta, sensitivity, seed)
 

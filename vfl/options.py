@@ -14,16 +14,14 @@ built, for the CLI, the Python API and sweeps alike (`Validated`).
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import MISSING, dataclass
 from typing import Any, Callable, Sequence
 
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
-__all__ = ["Check", "Option", "option", "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
-           "validate", "Validated", "given", "field_type", "is_optional"]
+__all__ = ["Check", "Option", "Runtime", "option", "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
+           "validate", "Validated"]
 
 
 @dataclass(frozen=True)
@@ -138,24 +136,10 @@ class Validated:
         pass
 
 
-def given(cls: type, values: dict[str, Any]) -> dict[str, Any]:
-    """The values that mean "given" for `cls`'s option fields: not None, and a single negated switch only
-    when on (its CLI form is a switch that is off by default). Keys that are not option fields are kept."""
-    fields = {f.name: o for f, o in options_of(cls)}
-    out = {}
-    for key, value in values.items():
-        opt = fields.get(key)
-        if value is None or (opt is not None and opt.negate and value is False):
-            continue
-        out[key] = (not value) if opt is not None and opt.negate and value is True else value
-    return out
-
-
-def field_type(cls: type, name: str) -> Any:
-    """The resolved annotation of a dataclass field (string annotations evaluated)."""
-    return typing.get_type_hints(cls)[name]
-
-
-def is_optional(annotation: Any) -> bool:
-    return isinstance(annotation, types.UnionType) and type(None) in typing.get_args(annotation) or (
-        typing.get_origin(annotation) is typing.Union and type(None) in typing.get_args(annotation))
+@dataclass(frozen=True, kw_only=True)
+class Runtime(Validated):
+    """What every experiment runs with."""
+    seed: int = option(0, "Seed for model initialisation and data order.", integer(low=0, high=2**63 - 1))
+    device: str = option("auto", "auto (CUDA if present), cpu or cuda[:N].", text())
+    data_root: str | None = option(None, "Folder with torchvision datasets (default $SPLITLAB_DATA or "
+                                   "~/.cache/splitlab).", optional(text()))

@@ -12,15 +12,15 @@ from typing import Any
 import torch
 
 from vfl import data as datasets
-from vfl.defences import SEED, parse_defences, parse_spec, transformed_shape
-from vfl.errors import SplitlabError, lookup
+from vfl.defences import parse_defences, parse_spec, transformed_shape
+from vfl.errors import SplitlabError
 from vfl.models import arch_spec, build_split, check_cut_layer, check_input_shape
 from vfl.progress import progress_bar
 from vfl.protocol import OPTIMIZERS, Client, Server, evaluate, make_optimizer, train_epoch
 from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
-from vfl.validate import check_int, check_number
+from vfl.options import Runtime, choice, integer, number, option, text
 
 CHECKPOINT_FORMAT = "splitlab-checkpoint/1"
 
@@ -28,31 +28,26 @@ MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
 """Far above any run here; they catch a typo (an extra digit) before hours of training are queued."""
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Split-learning training. Defaults are the JAST paper's (Adam 1e-3 amsgrad, batch 64, 10 epochs)."""
-    dataset: str = "mnist5k"
-    arch: str = "cnn"
-    cut_layer: int = 1
-    epochs: int = 10
-    batch_size: int = 64
-    lr: float = 1e-3
-    optimizer: str = "adam-amsgrad"
-    seed: int = 0
-    device: str = "auto"
-    defence: str = "none"
-    data_root: str | None = None
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(Runtime):
+    """Split-learning training. Defaults are the JAST paper's (Adam 1e-3 amsgrad, batch 64, 10 epochs).
+    Every name and number is checked when the config is built, before anything is loaded or written."""
+    dataset: str = option("mnist5k", "Dataset (see `splitlab datasets`).", text())
+    arch: str = option("cnn", "Architecture (see `splitlab models`).", text())
+    cut_layer: int = option(1, "Cut layer: the client holds layers 0..cut.", integer(low=0, high=1000))
+    epochs: int = option(10, "Training epochs.", integer(low=1, high=MAX_EPOCHS))
+    batch_size: int = option(64, "Mini-batch size.", integer(low=1, high=MAX_BATCH_SIZE))
+    lr: float = option(1e-3, "Learning rate of client and server.", number(low=0, low_open=True))
+    optimizer: str = option("adam-amsgrad", "sgd, momentum, adam or adam-amsgrad.", choice(OPTIMIZERS))
+    defence: str = option("none", "Client defence spec: none, orthogonal[:seed=N], semi-orthogonal:dim=D, "
+                          "patch-orthogonal[:patch=P], input-dp[:epsilon=E,delta=D,sensitivity=S] (defaults 6, 0.5, "
+                          "estimated) or input-dp:sigma=S, activation-noise:sigma=S, gradient-noise:sigma=S; join "
+                          "with +.", text())
 
-    def validate(self) -> None:
-        """Check every name and number before anything is loaded or written."""
+    def check(self) -> None:
         spec = arch_spec(self.arch)
         check_cut_layer(spec, self.cut_layer)
         check_input_shape(spec, datasets.dataset_spec(self.dataset).image_shape, self.dataset)
-        lookup(dict.fromkeys(OPTIMIZERS), self.optimizer, "optimizer")     # OPTIMIZERS is a tuple
-        check_int("--epochs", self.epochs, low=1, high=MAX_EPOCHS)
-        check_int("--batch-size", self.batch_size, low=1, high=MAX_BATCH_SIZE)
-        check_number("--lr", self.lr, low=0, low_open=True)
-        SEED.check("--seed", self.seed)
         for item in parse_spec(self.defence, datasets.dataset_spec(self.dataset).image_shape):
             if item.name == "semi-orthogonal" and not spec.flat_input:
                 raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "

@@ -12,7 +12,7 @@ attacker may know which defence was used but not its randomness.
   the largest magnitude and zero the rest (DLG, Section 5, "gradient pruning"; per-layer threshold).
 - `quant:bits=N`: uniform symmetric quantisation per tensor to 2^(N-1) - 1 levels either side of 0,
   u <- round(u / s) * s with s = max|u| / (2^(N-1) - 1) (deterministic rounding; N >= 2).
-- `dp:epsilon=E[,delta=D]`: DP-SGD's Gaussian mechanism calibrated from a privacy budget as FedLeak
+- `upload-dp:epsilon=E[,delta=D]`: DP-SGD's Gaussian mechanism calibrated from a privacy budget as FedLeak
   evaluates it (Sec. 5): clip to C = 1, then `gaussian` noise of sigma = C sqrt(2 ln(1/delta)) / E,
   delta = 1e-5 by default.
 - `none`: upload as computed.
@@ -121,7 +121,7 @@ class DPGaussian(GaussianNoise):
 
     @property
     def spec(self) -> str:
-        return f"dp:epsilon={self.epsilon:g}" + (f",delta={self.delta:g}" if self.delta != 1e-5 else "")
+        return f"upload-dp:epsilon={self.epsilon:g}" + (f",delta={self.delta:g}" if self.delta != 1e-5 else "")
 
 
 Defence = NoDefence | GaussianNoise | TopK | Quantise | DPGaussian
@@ -131,7 +131,7 @@ UPLOAD_DEFENCES: dict[str, dict[str, SpecKey]] = {
     "gaussian": {"sigma": SpecKey(low=0, required=True), "clip": SpecKey(low=0, low_open=True)},
     "topk": {"keep": SpecKey(low=0, high=1, low_open=True, required=True)},
     "quant": {"bits": SpecKey(integer=True, low=2, high=32, required=True)},
-    "dp": {"epsilon": SpecKey(low=0, low_open=True, required=True), "delta": SpecKey(low=0, high=1, low_open=True,
+    "upload-dp": {"epsilon": SpecKey(low=0, low_open=True, required=True), "delta": SpecKey(low=0, high=1, low_open=True,
                                                                                   high_open=True)},
 }
 """Upload defences: name -> option -> type and range, read by vfl.defences' one spec parser."""
@@ -148,6 +148,6 @@ def parse_defence(spec: str) -> Defence:
         return TopK(o["keep"])
     if item.name == "quant":
         return Quantise(o["bits"])
-    if item.name == "dp":
+    if item.name == "upload-dp":
         return DPGaussian.of(o["epsilon"], o.get("delta", 1e-5))
     return NoDefence()

@@ -1,85 +1,78 @@
-"""UnSplit as an experiment: get a trained split model (train it or load a checkpoint), let the curious
-server observe the first test image of each class, attack, score against the ground truth, draw.
+"""What a split-learning attack's experiment shares: its config (the run's seed and device, the attack's preset
+and settings overrides, the victim's options) and the contract `splitlab attack NAME` runs.
 
-Used by `splitlab attack unsplit` and `splitlab compare`; the attack itself is `attacks.split.unsplit.UnSplit`.
+An attack's spec names its `Experiment`: the config class, `prepare(config)` (everything validated and
+loaded, nothing written), `execute(prepared, run, ...)` (through the one driver) and `summary` (the human
+line). The victim's options are the fields of the experiment's `victim` dataclass; the attack's own are its
+settings' option fields; both are generated into the command (`attacks.split.cli`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import functools
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, ClassVar, Mapping
 
-import torch
+from attacks import registry
+from vfl.errors import SplitlabError
+from vfl.options import Runtime, option, options_of, optional, text
 
-from attacks.driver import Outcome, attack_and_score, write_outputs
-from attacks.figures import per_class_bars
-from attacks.metrics import FidMetric, LpipsMetric, Unavailable
-from attacks.split.unsplit import UnSplit, observe
-from vfl import data as datasets
-from vfl.runs import Run
-from vfl.training import TrainConfig, TrainedSplit, load_checkpoint, load_data, save_trained, train_split
+__all__ = ["SplitConfig", "Experiment"]
 
 
-@dataclass
-class Victim:
-    """The trained split model under attack and the data it came from."""
-    trained: TrainedSplit
-    train: datasets.ImageData
-    test: datasets.ImageData
-    checkpoint: Path | None             # None when the model was handed over in memory
+@dataclass(frozen=True, kw_only=True)
+class SplitConfig(Runtime):
+    """A split attack's run: the attack's preset and settings overrides, and the victim's given options."""
+    attack: ClassVar[str]
+    victim_options: ClassVar[type]
+    """The dataclass whose option fields describe the victim (`TrainConfig`, `FshaVictim`)."""
+    preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The attack's settings fields to override; None keeps the preset's."""
+    victim: Mapping[str, Any] = field(default_factory=dict)
+    """The victim's fields that were given (the rest are the preset's or their defaults)."""
+
+    def check(self) -> None:
+        self.settings                       # every name and number, once, when the config is built
+
+    @functools.cached_property
+    def settings(self) -> Any:
+        spec = registry.spec(self.attack)
+        own = {f.name for f, _ in options_of(spec.settings)}
+        unknown = sorted(set(self.options) - own)
+        if unknown:
+            raise SplitlabError(f"{spec.name} has no option {unknown[0]!r}; its options are {', '.join(sorted(own))}")
+        victim_fields = {f.name for f in fields(self.victim_options)}
+        stray = sorted(set(self.victim) - victim_fields)
+        if stray:
+            raise SplitlabError(f"{spec.name}'s victim has no option {stray[0]!r}")
+        return spec.preset(self.preset).settings(**self.options)
+
+    @classmethod
+    def of(cls, **values: Any) -> "SplitConfig":
+        """The config from flat values: the attack's settings fields go to `options`, the victim's to `victim`;
+        None means not given."""
+        values = {k: v for k, v in values.items() if v is not None}
+        options, victim = dict(values.pop("options", None) or {}), dict(values.pop("victim", None) or {})
+        own = {f.name for f in fields(cls)}
+        attack_fields = {f.name for f, _ in options_of(registry.spec(cls.attack).settings)}
+        victim_fields = {f.name for f, _ in options_of(cls.victim_options)}
+        for key in [k for k in values if k not in own]:
+            if key in attack_fields:
+                options[key] = values.pop(key)
+            elif key in victim_fields:
+                victim[key] = values.pop(key)
+            else:
+                raise SplitlabError(f"unknown option {key!r} for {cls.attack}; its options are "
+                                    + ", ".join(sorted(attack_fields | victim_fields)))
+        return cls(**values, options=options, victim=victim)
 
 
-def load_victim(checkpoint: Path, device: str = "auto", data_root: str | None = None) -> Victim:
-    """A trained split model from a checkpoint, with its dataset (from `data_root` when given; errors before
-    anything is written)."""
-    trained = load_checkpoint(checkpoint, device, data_root)
-    train, test = load_data(trained.config)
-    return Victim(trained, train, test, Path(checkpoint))
-
-
-def train_victim(config: TrainConfig, train: datasets.ImageData, test: datasets.ImageData, run: Run,
-                 progress: bool = True) -> Victim:
-    """Train the split model and save its checkpoint into the run directory."""
-    trained = train_split(config, train, test, run, progress)
-    path, _ = save_trained(run, trained)
-    run.log(f"trained {config.arch} cut {config.cut_layer}: accuracy {trained.accuracy:.4f} in {trained.seconds:.1f} s")
-    return Victim(trained, train, test, path)
-
-
-def attack_victim(victim: Victim, attack: UnSplit, run: Run | None = None, *, seed: int = 0,
-                  lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                  progress: bool = True) -> Outcome:
-    """UnSplit on the first test image of each class through the one driver; metrics on [0,1] against the
-    clean targets, plus the victim's accuracy, the clone fit (MSE Z) and per-class errors."""
-    config = victim.trained.config
-    device = next(victim.trained.client.model.parameters()).device
-    targets, labels = datasets.first_of_each_class(victim.test)
-    observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer)
-    outcome = attack_and_score(attack, observation, targets, run=None, seed=seed, progress=progress, lpips=lpips,
-                               fid=fid)
-    m, rec = outcome.metrics, outcome.reconstruction
-    kept = rec.kept
-    fit = torch.tensor(rec.extras["activation_mse_per_target"])
-    trajectory = torch.tensor(rec.extras["activation_mse_trajectory_per_target"])
-    per_class: dict[int, dict] = {}
-    kept_classes = labels[kept].tolist()
-    for i, c in enumerate(kept_classes):
-        per_class[int(c)] = {"image_mse_minmax": m["per_image"]["image_mse_minmax"][i],
-                             "image_mse": m["per_image"]["image_mse"][i]}
-    for c, final, mean in zip(labels.tolist(), fit.tolist(), trajectory.tolist()):
-        per_class.setdefault(int(c), {}).update(activation_mse=final, activation_mse_trajectory=mean)
-    m.update({"accuracy": victim.trained.accuracy, "arch": config.arch, "cut_layer": config.cut_layer,
-              "defence": config.defence,
-              "activation_mse": float(fit[kept].mean()) if bool(kept.any()) else None,
-              "activation_mse_trajectory": float(trajectory[kept].mean()) if bool(kept.any()) else None,
-              "per_class": per_class, "diverged_targets": labels[~kept].tolist()})
-    if run is not None:
-        write_outputs(run, outcome, display="minmax",
-                      title=f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}")
-        figure = per_class_bars({"reconstruction MSE (min-max)": [per_class[c].get("image_mse_minmax", float("nan"))
-                                                                   for c in sorted(per_class)]},
-                                "MSE", f"UnSplit per-class error, {config.arch}")
-        run.save_figure("per_class.png", figure)
-        if m["image_mse_minmax"] is not None:
-            run.log(f"unsplit: image_mse_minmax {m['image_mse_minmax']:.4f} activation_mse "
-                    f"{m['activation_mse']:.3g} in {rec.seconds:.1f} s")
-    return outcome
+@dataclass(frozen=True)
+class Experiment:
+    """How `splitlab attack NAME` runs a split attack (see the module docstring)."""
+    config: type
+    prepare: Callable[[Any], Any]
+    execute: Callable[..., Any]
+    summary: Callable[..., Callable]
+    victim_skip: tuple[str, ...] = ()
+    """Fields of the victim dataclass that are not options of the command (set from the attack's settings)."""

@@ -7,7 +7,7 @@ to the constant 0.5) and a randomly initialised clone f~ of the client, alternat
     input steps:  min_X~  MSE(f~(X~), H) + lambda_tv * TV(X~) + lambda_l2 * mean(X~^2)    (JAST Eq. 1)
     clone steps:  min_f~  MSE(f~(X~), H)                                                   (JAST Eq. 2)
 
-each with Adam(lr, amsgrad=True), for `rounds` rounds of `input_steps` + `clone_steps`. TV is the
+each with Adam(lr, amsgrad=True), for `iterations` rounds of `input_steps` + `clone_steps`. TV is the
 squared form of the UnSplit code (see `attacks.engine.priors.tv_squared`). The reconstruction is the
 final X~; the paper scores it after per-image min-max normalisation ("MSE X") and reports the final
 clone-fit MSE ("MSE Z").
@@ -18,11 +18,11 @@ Clone modes (`UnsplitSettings.clone`):
 - `per-target`: every target has its own clone (item r of the attacker's clone stream); all targets run
   together as engine trials.
 
-Presets (`attacks.presets`): `unsplit.jast`, `unsplit.original`, `unsplit.quick`.
+Settings: `settings.py`; presets in the spec (`attacks.split.unsplit`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -30,57 +30,9 @@ from torch import nn
 from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule, l2, run,
                             tv_squared)
 from attacks.result import Reconstruction
+from attacks.split.unsplit.settings import UnsplitSettings
 from vfl.models import arch_spec, build_split
 from vfl.runtime import stream_seed
-from vfl.validate import check_choice, check_int, check_number
-
-CLONE_MODES = ("shared", "per-target")
-
-
-@dataclass(frozen=True)
-class UnsplitSettings:
-    """The attack's settings; the presets below say where each number comes from."""
-    name: str                 # the preset these settings started from
-    rounds: int               # outer rounds ("main_iters")
-    input_steps: int          # input steps per round ("input_iters")
-    clone_steps: int          # clone steps per round ("model_iters")
-    lambda_tv: float          # weight of the squared TV prior
-    lambda_l2: float          # weight of mean(x^2)
-    lr: float = 1e-3          # Adam learning rate, input and clone (amsgrad)
-    init: float = 0.5         # constant initial value of the dummy input
-    clone: str = "per-target"  # shared (the papers' code) or per-target (one clone per target, batched)
-
-    def __post_init__(self) -> None:
-        check_int("--iterations (UnSplit rounds)", self.rounds, low=1, high=10_000_000)
-        check_int("input steps", self.input_steps, low=0, high=10_000_000)
-        check_int("clone steps", self.clone_steps, low=0, high=10_000_000)
-        check_number("--lambda-tv", self.lambda_tv, low=0)
-        check_number("--lambda-l2", self.lambda_l2, low=0)
-        check_number("UnSplit lr", self.lr, low=0, low_open=True)
-        check_number("UnSplit init", self.init)
-        check_choice("--clone", self.clone, CLONE_MODES)
-
-    @property
-    def steps(self) -> int:
-        return self.rounds * (self.input_steps + self.clone_steps)
-
-
-def jast() -> UnsplitSettings:
-    """JAST notebooks and README (github.com/Andron00e/JAST): main_iters 200, input_iters 20, model_iters 20,
-    lambda_tv 1.0, lambda_l2 0.1, Adam 1e-3 amsgrad."""
-    return UnsplitSettings("unsplit.jast", 200, 20, 20, 1.0, 0.1)
-
-
-def original() -> UnsplitSettings:
-    """UnSplit repository defaults (github.com/ege-erdogan/unsplit attacks.py): 1000 x (100 + 100),
-    lambda_tv 0.1, lambda_l2 1."""
-    return UnsplitSettings("unsplit.original", 1000, 100, 100, 0.1, 1.0)
-
-
-def quick() -> UnsplitSettings:
-    """CPU smoke preset: the jast weights with a quarter of the rounds (2,000 steps per target)."""
-    return UnsplitSettings("unsplit.quick", 50, 20, 20, 1.0, 0.1)
-
 
 @dataclass(frozen=True)
 class CutObservation:
@@ -113,9 +65,8 @@ def _clone_params(module: nn.Module) -> dict[str, torch.Tensor]:
 @dataclass(frozen=True)
 class UnSplit:
     """Model inversion plus model stealing against the cut activations of each target."""
-    settings: UnsplitSettings = field(default_factory=jast)
+    settings: UnsplitSettings = UnsplitSettings(preset="unsplit.jast")
     name = "unsplit"
-    observes = "cut-layer activations and the client architecture"
 
     def schedule(self) -> Schedule:
         s = self.settings
@@ -123,7 +74,7 @@ class UnSplit:
         return Schedule((
             Block(("x",), optimizer, s.input_steps),                                       # Eq. 1: match + priors
             Block(("clone",), optimizer, s.clone_steps, select=False, terms=("match",)),   # Eq. 2: match only
-        ), rounds=s.rounds)
+        ), rounds=s.iterations)
 
     def __call__(self, observation: CutObservation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False) -> Reconstruction:
@@ -160,8 +111,7 @@ def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: to
     fit = cat(p.final_terms["match"] for p in parts)
     trace = {k: cat((p.trace[k] for p in parts), dim=1) for k in parts[0].trace}
     return Reconstruction(
-        attack="unsplit", preset=settings.name, trials=cat(p.final["x"] for p in parts), loss=fit, history=trace,
+        attack="unsplit", preset=settings.preset, trials=cat(p.final["x"] for p in parts), loss=fit, history=trace,
         diverged=cat(p.diverged for p in parts), seconds=sum(p.seconds for p in parts), steps=settings.steps,
         per_target=True, initial=x0, mode=f"{settings.clone} ({parts[0].mode})",
-        extras={"activation_mse_per_target": fit.tolist(),
-                "activation_mse_trajectory_per_target": trace["match"].mean(0).tolist()})
+        extras={"activation_mse_per_target": fit, "activation_mse_trajectory_per_target": trace["match"].mean(0)})

@@ -1,0 +1,75 @@
+"""`splitlab attack NAME`: one command per split-learning attack in the registry, every option generated.
+
+A command's options are its experiment's (the run's seed and device, the preset, a checkpoint), its
+victim's (the model to train, or the honest client) and the attack's own (its settings' option fields); a
+command is built only when it is asked for, so `splitlab attack unsplit` loads UnSplit's package only.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from attacks import registry
+from vfl.cli import METRIC_WEIGHTS, emit, handles_errors, shared_parameters
+from vfl.cli_options import Output, command_from, parameters, values
+from vfl.options import Runtime, options_of
+from vfl.runs import Run
+
+__all__ = ["register", "split_command"]
+
+RUNTIME = tuple(f.name for f, _ in options_of(Runtime))
+
+
+def _run(name: str, given: dict[str, Any]) -> None:
+    from attacks.metrics import load_fid, load_lpips
+
+    spec = registry.spec(name)
+    experiment = spec.experiment
+    output = Output(**values(Output, given))
+    victim = {k: v for k, v in values(experiment.config.victim_options, given).items() if k not in RUNTIME}
+    config = experiment.config.of(**values(experiment.config, given), victim=victim,
+                                  options=values(spec.settings, given))
+    prepared = experiment.prepare(config)
+    lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
+    run = Run.create(f"attack-{name}", prepared.record(), Path(output.out) if output.out else None,
+                     overwrite=output.overwrite)
+    outcome = experiment.execute(prepared, run, lpips=lpips, fid=fid, progress=not output.as_json)
+    emit(run.record(outcome.metrics), output.as_json, experiment.summary(prepared, outcome, run))
+
+
+@functools.cache
+def split_command(name: str):
+    """The command function of split attack `name`, its options generated from its declarations."""
+    spec = registry.spec(name)
+    experiment = spec.experiment
+    groups = [parameters(experiment.config),
+              parameters(experiment.config.victim_options, panel="Victim", skip=RUNTIME + experiment.victim_skip),
+              shared_parameters(("out", "overwrite", "as_json", *METRIC_WEIGHTS), panel="Output"),
+              parameters(spec.settings, panel=f"{name} options", show_defaults=False)]
+    for p in groups[0]:
+        if p.name == "preset":
+            p.default.help = f"Preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."
+    return handles_errors(command_from(functools.partial(_run, name), groups, name=name, doc=spec.title + "."))
+
+
+class AttackGroup(TyperGroup):
+    """The split attacks of the registry as subcommands, each built when it is asked for."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return registry.names("split")
+
+    def get_command(self, ctx: Any, name: str) -> Any:
+        if name not in registry.names("split"):
+            return None
+        app = typer.Typer(add_completion=False)
+        app.command(name)(split_command(name))
+        return typer.main.get_group(app).commands[name]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(typer.Typer(cls=AttackGroup, no_args_is_help=True, add_completion=False), name="attack",
+                  help="Attacks on a split-learning model.")

@@ -1,0 +1,35 @@
+"""FSHA, the Feature-Space Hijacking Attack: a malicious server hijacks the client's feature space and decodes
+its private images.
+
+`attack.py` is the malicious server; `networks.py` its pilot, decoder and critic; `settings.py` its settings and
+presets; `victim.py` the honest client; `evaluation.py` the ground-truth measures and figures; `experiment.py`
+runs one attack end to end.
+"""
+from attacks.spec import AttackSpec, Preset
+from attacks.split.experiment import Experiment
+from attacks.split.fsha import evaluation, experiment
+from attacks.split.fsha.attack import FSHA, FshaObservation
+from attacks.split.fsha.settings import FshaSettings, paper, paper_fashion, quick
+
+__all__ = ["SPEC", "FSHA", "FshaSettings", "FshaObservation"]
+
+SPEC = AttackSpec(
+    name="fsha", setting="split",
+    title="FSHA: a malicious server returns gradients that hijack the client's features into its own decodable "
+          "feature space",
+    paper="Pasquini, Ateniese, Bernaschi. Unleashing the Tiger: Inference Attacks on Split Learning. CCS 2021; as "
+          "the JAST paper (arXiv 2412.11689) runs it",
+    observes=("session",), settings=FshaSettings, attack=FSHA, default="fsha.quick",
+    evaluate=evaluation.evaluation, write=evaluation.write_outputs,
+    experiment=Experiment(experiment.FshaConfig, experiment.prepare, experiment.execute, experiment.summary),
+    presets=(
+        Preset("fsha.paper", paper,
+               "FSHA code hparams kept by JAST: level 4, 3000 iterations (JAST Figure 5), batch 64, Adam "
+               "1e-5/1e-5/1e-4, WGAN-GP 500"),
+        Preset("fsha.paper-fashion", paper_fashion, "JAST notebook fsha(5000, ...): Fashion-MNIST, 5000 iterations",
+               experiment=(("dataset", "fashion-mnist"),)),
+        Preset("fsha.quick", quick,
+               "ours: 1000 iterations, batch 32, quarter width, learning rates x10 (fits a 2-core CPU in minutes)",
+               experiment=(("lr_client", 1e-4),)),
+    ),
+)

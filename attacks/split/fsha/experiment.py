@@ -1,0 +1,153 @@
+"""FSHA as an experiment: build the honest client on the private split, let the malicious server (the attack)
+run protocol rounds with it through a `ClientSession`, score the decoded targets through the one driver, and
+evaluate against the ground truth (`evaluation.py`).
+
+Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.split.experiment import SplitConfig
+from attacks.split.fsha.attack import FSHA, FshaObservation
+from attacks.split.fsha.evaluation import RoundLog
+from attacks.split.fsha.victim import FshaVictim, load_split, victim_side
+from vfl.cli import table
+from vfl.protocol import Transcript
+from vfl.runs import Run
+from vfl.runtime import resolve_device
+
+__all__ = ["FshaConfig", "victim_for", "run_fsha", "prepare", "execute", "summary"]
+
+
+def victim_for(settings, **given: Any) -> FshaVictim:
+    """The victim the settings' preset was written against (its dataset and client learning rate), sharing the
+    attack's batch size and width, with the given fields (None: not given) replaced; checked."""
+    from attacks.split.fsha import SPEC
+
+    preset = next((p for p in SPEC.presets if p.name == settings.preset), None)
+    base = dict(preset.experiment) if preset is not None else {}
+    return FshaVictim(**{**base, "batch_size": settings.batch_size, "width": settings.width,
+                         **{k: v for k, v in given.items() if v is not None}})
+
+
+@dataclass(frozen=True, kw_only=True)
+class FshaConfig(SplitConfig):
+    """`splitlab attack fsha`: the malicious server's preset and settings, and the victim's options."""
+    attack: ClassVar[str] = "fsha"
+    victim_options: ClassVar[type] = FshaVictim
+
+    def check(self) -> None:
+        super().check()
+        self.victim_config
+
+    @functools.cached_property
+    def victim_config(self) -> FshaVictim:
+        return victim_for(self.settings, seed=self.seed, device=self.device, data_root=self.data_root, **self.victim)
+
+
+@dataclass(frozen=True, eq=False)
+class Prepared:
+    config: Any
+    attack: FSHA
+    victim: FshaVictim
+    private: Any
+    public: Any
+
+    def record(self) -> dict[str, Any]:
+        return {"settings": self.attack.settings, "victim": self.victim, "seed": self.victim.seed,
+                "device": str(resolve_device(self.victim.device)), "dataset_provenance": self.private.provenance,
+                "private_images": len(self.private), "public_images": len(self.public)}
+
+
+def prepare(config: FshaConfig) -> Prepared:
+    attack = FSHA(config.settings)
+    private, public = load_split(config.victim_config, attack.settings.batch_size)
+    return Prepared(config, attack, config.victim_config, private, public)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """`kill PID` on a background run stops it like Ctrl-C: the run still writes what it reached.
+
+    Only the first: it puts the previous handler back, so a second `kill` ends a run that hangs while writing.
+    """
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, previous)
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                      # not the main thread (an embedding app): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,
+             progress: bool = True, interruptible: bool = False, transcript: Transcript | None = None,
+             private=None, public=None) -> Outcome:
+    """FSHA against an honest client: observe -> attack -> score, evaluate and write (the one driver).
+
+    The victim (client initialisation and private batch order from `victim.seed`) trains with the malicious
+    server `attack` (its networks, public batch order and penalty draws from `seed`). The targets are the
+    first private image of each class. `interruptible`: Ctrl-C ends the rounds early and what was reached is
+    scored and written (`extras.interrupted`); otherwise Ctrl-C propagates, so a caller running several jobs
+    (`splitlab compare`) stops as a whole."""
+    from attacks.split.fsha import SPEC
+
+    if private is None:
+        private, public = load_split(victim, attack.settings.batch_size)
+    side = victim_side(victim, private, public, transcript)
+    s = attack.settings
+    log = run.log if run is not None else (lambda line: None)
+    label = f"fsha {victim.arch} L{victim.level}"
+    rounds = RoundLog(side.batches, s.log_every, s.iterations, side.device, log, label)
+    log(f"{label} on {victim.dataset} ({private.provenance}); {len(private)} private / {len(public)} public images; "
+        f"device {side.device}; preset {s.preset}")
+    observation = FshaObservation(public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
+    return attack_and_score(SPEC, attack, observation, Truth(side.targets, context={"side": side, "rounds": rounds}),
+                            run=run, seed=seed, mode="own loop", progress=progress, lpips=lpips, fid=fid,
+                            facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
+                            title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}",
+                            call={"monitor": rounds, "interruptible": interruptible})
+
+
+def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
+    with terminate_as_interrupt():
+        return run_fsha(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips, fid=fid,
+                        progress=progress, interruptible=True, private=prepared.private, public=prepared.public)
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary(prepared: Prepared, outcome: Outcome, run: Run):
+    m, victim, s = outcome.metrics, prepared.victim, prepared.attack.settings
+    e = m["extras"]
+
+    def show(console) -> None:
+        console.print(table(f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset} "
+                            "(MSE on [-1,1]; means over each log interval)", e["log"],
+                            ["iteration", "encoder_decoder_mse", "reconstruction_mse", "discriminator_loss",
+                             "client_loss"]))
+        console.print(f"training-interval reconstruction MSE final {_fmt(e['training_interval_mse_pm1_final'])} / "
+                      f"best {_fmt(e['training_interval_mse_pm1_best'])} on [-1,1] "
+                      f"({_fmt(e['training_interval_mse01_final'])} / {_fmt(e['training_interval_mse01_best'])} "
+                      f"on [0,1]); targets: image_mse {_fmt(m['image_mse'])} on [0,1] (zero-image baseline "
+                      f"{_fmt((m['baselines'] or {}).get('zero', {}).get('image_mse'))}), PSNR {_fmt(m['psnr'], 2)} dB, "
+                      f"SSIM {_fmt(m['ssim'], 3)}; {m['steps']} iterations in {m['seconds']:.1f} s "
+                      f"({_fmt(e['iterations_per_second'], 3)} it/s on {e['device']}); run {run.path}")
+        if e["interrupted"]:
+            console.print(f"interrupted by hand after {m['steps']} of {s.iterations} iterations")
+        if e["diverged_at"] is not None:
+            console.print(f"diverged by iteration {e['diverged_at']}: no final values reported")
+    return show

@@ -1,0 +1,112 @@
+"""FSHA's victim side: the honest client under attack, its private data and its session with the server."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attacks.split.fsha.images import BatchStream, to_fsha_images
+from attacks.split.fsha.networks import build_attacker
+from vfl import data as datasets
+from vfl.errors import SplitlabError
+from vfl.models.fsha import INPUT_SHAPE, LEVELS, SETUPS, build_client, feature_shape
+from vfl.options import Runtime, choice, integer, number, option, text
+from vfl.protocol import Client, ClientSession, Transcript
+from vfl.runtime import adam, generator, resolve_device
+from vfl.validate import check_int, check_number
+
+__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "MAX_PARAMETERS"]
+
+MAX_PARAMETERS = 2**28
+"""Parameters of client, pilot, decoder and critic together (1 GiB of float32, about 4 GiB with gradients and
+Adam's moments): a width beyond it is refused before anything is allocated."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FshaVictim(Runtime):
+    """The honest client under attack and its data; checked when built, before anything is written. Its seed
+    initialises the client and orders its private batches (the attack has its own)."""
+    dataset: str = option("mnist5k", "Dataset: private = its train split (the client's), public = its test split "
+                          "(the server's); disjoint (preset: paper mnist5k).", text())
+    arch: str = option("resnet", "Client setup: resnet (FSHA's CNN) or mlp (JAST's dense client).", choice(SETUPS))
+    level: int = option(4, "Split level 1-4: how much of the network the client holds.",
+                        integer(low=min(LEVELS), high=max(LEVELS)))
+    lr_client: float = option(1e-5, "The client's Adam learning rate (preset: paper 1e-5).",
+                              number(low=0, low_open=True, high=10))
+    eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
+                              "control on them.", integer(low=1, high=10_000_000))
+    batch_size: int = 64
+    """Private images per protocol round (the attack's batch size)."""
+    width: float = 1.0
+    """Multiplier on the client's channel counts and hidden widths (the attack's width)."""
+    adam_eps: float = 1e-7
+    """The client's Adam epsilon (TF/Keras default, as in the FSHA code)."""
+
+    def check(self) -> None:
+        spec = datasets.dataset_spec(self.dataset)
+        if spec.image_shape[0] not in (1, INPUT_SHAPE[0]):
+            raise SplitlabError(f"FSHA takes grey or RGB images; dataset {self.dataset} has "
+                                f"{spec.image_shape[0]} channels")
+        check_int("--batch-size", self.batch_size, low=1, high=1_000_000)
+        check_number("--width", self.width, low=0, low_open=True, high=16)
+        check_number("client adam_eps", self.adam_eps, low=0, low_open=True, high=1)
+        resolve_device(self.device)
+        count = parameter_count(self.arch, self.level, self.width)
+        if count > MAX_PARAMETERS:
+            raise SplitlabError(f"--width {self.width:g} gives the {self.arch} client and the server's networks "
+                                f"{count:,} parameters, more than the {MAX_PARAMETERS:,} this lab allocates; "
+                                "lower --width")
+
+    @property
+    def feature_shape(self) -> tuple[int, int, int]:
+        return feature_shape(self.level, self.width)
+
+
+def parameter_count(arch: str, level: int, width: float) -> int:
+    """Parameters of the client and the attacker's three networks, counted on the meta device (nothing allocated)."""
+    with torch.device("meta"):
+        client = build_client(arch, level, width)
+        nets = build_attacker(arch, feature_shape(level, width), width)
+    modules = (client, nets.pilot, nets.decoder, nets.discriminator)
+    return sum(p.numel() for m in modules for p in m.parameters())
+
+
+def load_split(victim: FshaVictim, public_batch: int | None = None) -> tuple[datasets.ImageData, datasets.ImageData]:
+    """Private (train) and public (test) split of the victim's dataset, checked against the batch sizes."""
+    private, public = datasets.private_public_split(victim.dataset, victim.data_root)
+    for name, split, batch in (("private", private, victim.batch_size), ("public", public, public_batch)):
+        if batch is not None and len(split) < batch:
+            raise SplitlabError(f"the {name} split of {victim.dataset} has {len(split)} images, fewer than "
+                                f"--batch-size {batch}; use a smaller batch")
+    return private, public
+
+
+@dataclass(eq=False)
+class VictimSide:
+    """The victim side of one FSHA run, built and seeded from the victim, and the attacker's session with it."""
+    victim: FshaVictim
+    device: torch.device
+    private: datasets.ImageData
+    public: datasets.ImageData
+    client: Client
+    batches: BatchStream
+    """The client's private batches (its `last` is the batch of the latest round: ground truth)."""
+    targets: torch.Tensor
+    """The first private image of each class, [0,1], the dataset's shape: what the attack is scored on."""
+    transcript: Transcript
+    session: ClientSession
+
+
+def victim_side(victim: FshaVictim, private: datasets.ImageData, public: datasets.ImageData,
+                transcript: Transcript | None = None) -> VictimSide:
+    """The honest client (initialised from `victim.seed`, Adam on f), its private batch stream (order from
+    `victim.seed`) and a `ClientSession` holding the targets."""
+    device = resolve_device(victim.device)
+    model = build_client(victim.arch, victim.level, victim.width, seed=victim.seed).to(device)
+    client = Client(model, adam(model.parameters(), victim.lr_client, eps=victim.adam_eps,
+                                fused=device.type == "cuda"))
+    batches = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
+    targets, _ = datasets.first_of_each_class(private)
+    transcript = transcript if transcript is not None else Transcript()
+    session = ClientSession(client, batches, to_fsha_images(targets.to(device)), transcript)
+    return VictimSide(victim, device, private, public, client, batches, targets, transcript, session)

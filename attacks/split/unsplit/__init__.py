@@ -1,0 +1,33 @@
+"""UnSplit: model inversion plus model stealing by an honest-but-curious server on the cut-layer activations.
+
+`attack.py` reads like the JAST paper's Eqs. 1-2; `settings.py` holds the settings; `experiment.py` trains or
+loads the victim, observes the targets and evaluates per class.
+"""
+from attacks.spec import AttackSpec, Preset
+from attacks.split.experiment import Experiment
+from attacks.split.unsplit import experiment
+from attacks.split.unsplit.attack import CutObservation, UnSplit
+from attacks.split.unsplit.settings import UnsplitSettings
+
+__all__ = ["SPEC", "UnSplit", "UnsplitSettings", "CutObservation"]
+
+SPEC = AttackSpec(
+    name="unsplit", setting="split",
+    title="UnSplit: a curious server inverts the cut activations while it fits a clone of the client",
+    paper="Erdogan, Kupcu, Cicek. UnSplit: Data-Oblivious Model Inversion, Model Stealing, and Label Inference "
+          "Attacks Against Split Learning. WPES 2022; as the JAST paper (arXiv 2412.11689) runs it",
+    observes=("cut-activations",), settings=UnsplitSettings, attack=UnSplit, default="unsplit.jast",
+    evaluate=experiment.evaluation, write=experiment.write_figures, display="minmax",
+    experiment=Experiment(experiment.UnsplitConfig, experiment.prepare, experiment.execute, experiment.summary),
+    presets=(
+        Preset("unsplit.jast", lambda: UnsplitSettings(preset="unsplit.jast"),
+               "JAST notebooks and README (github.com/Andron00e/JAST): 200 x (20 input + 20 clone) Adam 1e-3 amsgrad "
+               "steps, lambda_tv 1, lambda_l2 0.1"),
+        Preset("unsplit.original", lambda: UnsplitSettings(preset="unsplit.original", iterations=1000, input_steps=100,
+                                                           clone_steps=100, lambda_tv=0.1, lambda_l2=1.0),
+               "UnSplit repository defaults (github.com/ege-erdogan/unsplit attacks.py): 1000 x (100 + 100), "
+               "lambda_tv 0.1, lambda_l2 1"),
+        Preset("unsplit.quick", lambda: UnsplitSettings(preset="unsplit.quick", iterations=50),
+               "ours: the jast weights with 50 rounds (2,000 steps per target; a CPU smoke preset)"),
+    ),
+)

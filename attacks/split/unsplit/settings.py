@@ -1,0 +1,41 @@
+"""UnSplit's settings; the presets in the spec (`attacks.split.unsplit`) say where each number comes from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from attacks.settings import AttackSettings
+from vfl.options import choice, integer, number, option
+from vfl.validate import check_int, check_number
+
+__all__ = ["UnsplitSettings", "CLONE_MODES"]
+
+CLONE_MODES = ("shared", "per-target")
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnsplitSettings(AttackSettings):
+    """The attack's settings (JAST Eqs. 1-2); the presets say where each number comes from."""
+    iterations: int = option(200, "outer rounds of input steps, then clone steps (preset: jast 200).",
+                             integer(low=1, high=10_000_000))
+    input_steps: int = 20
+    """Input steps per round ("input_iters")."""
+    clone_steps: int = 20
+    """Clone steps per round ("model_iters")."""
+    lambda_tv: float = option(1.0, "weight of the squared TV prior (preset: jast 1).", number(low=0))
+    lambda_l2: float = option(0.1, "weight of mean(x^2) (preset: jast 0.1).", number(low=0))
+    lr: float = 1e-3
+    """Adam learning rate, input and clone (amsgrad)."""
+    init: float = 0.5
+    """Constant initial value of the dummy input."""
+    clone: str = option("per-target", "shared (one clone carried across the targets, as the papers' code) or "
+                        "per-target (a clone per target, all targets batched).", choice(CLONE_MODES))
+
+    def check(self) -> None:
+        check_int("UnSplit input steps", self.input_steps, low=0, high=10_000_000)
+        check_int("UnSplit clone steps", self.clone_steps, low=0, high=10_000_000)
+        check_number("UnSplit lr", self.lr, low=0, low_open=True)
+        check_number("UnSplit init", self.init)
+
+    @property
+    def steps(self) -> int:
+        return self.iterations * (self.input_steps + self.clone_steps)
