@@ -23,10 +23,12 @@ from matplotlib.figure import Figure
 
 from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
-from attacks.split.experiment import attack_victim, train_victim
-from attacks.split.fsha import FSHA, curves_figure, run_fsha, settings_record, victim_for
 from attacks.driver import shown
+from attacks.split.fsha import FSHA
+from attacks.split.fsha.evaluation import curves_figure
+from attacks.split.fsha.experiment import run_fsha, victim_for
 from attacks.split.unsplit import UnSplit
+from attacks.split.unsplit.experiment import Victim, attack_victim, train_victim
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
 
@@ -85,8 +87,7 @@ def compare(base: TrainConfig, archs: list[str], defences: list[str], attack: Un
             config = replace(base, arch=arch, defence=defence)
             name = arch if defence == "none" else f"{arch}-{defence.replace(':', '_').replace(',', '_')}"
             sub = Run.create("compare-row", {"train": config, "unsplit": attack.settings}, run.file(name))
-            train, test = load_data(config)
-            victim = train_victim(config, train, test, sub, progress)
+            victim = train_victim(Victim(config, *load_data(config)), sub, progress)
             outcome = attack_victim(victim, attack, sub, seed=config.seed, lpips=lpips, fid=fid, progress=progress)
             paper = PAPER_TABLE1.get((PAPER_DATASET.get(config.dataset, config.dataset), arch), {})
             rows.append(Row(arch, defence, outcome.metrics, os.path.relpath(sub.path, run.path),
@@ -104,10 +105,9 @@ def compare(base: TrainConfig, archs: list[str], defences: list[str], attack: Un
 def _run_fsha(attack: FSHA, base: TrainConfig, setup: str, run: Run, progress: bool, lpips, fid) -> dict:
     """One FSHA run against `setup` on the compared dataset, in its own run directory, scored by the same
     function on the same [0,1] scale as the UnSplit rows."""
-    victim = victim_for(attack.settings.preset, arch=setup, dataset=base.dataset, seed=base.seed, device=base.device,
+    victim = victim_for(attack.settings, arch=setup, dataset=base.dataset, seed=base.seed, device=base.device,
                         data_root=base.data_root)
-    sub = Run.create("compare-fsha", {"fsha": settings_record(attack.settings), "victim": settings_record(victim)},
-                     run.file(f"fsha-{setup}"))
+    sub = Run.create("compare-fsha", {"fsha": attack.settings, "victim": victim}, run.file(f"fsha-{setup}"))
     outcome = run_fsha(victim, attack, sub, seed=base.seed, lpips=lpips, fid=fid, progress=progress)
     m, extras = outcome.metrics, outcome.metrics["extras"]
     paper = PAPER_FSHA.get((PAPER_DATASET.get(base.dataset, base.dataset), setup))
@@ -176,7 +176,7 @@ def write_report(run: Run, base: TrainConfig, settings, rows: list[Row]) -> None
         f"# UnSplit{' and FSHA' if with_fsha else ''} against split-learning clients on {base.dataset}",
         "",
         f"Cut layer {base.cut_layer}; training: {base.epochs} epochs, {base.optimizer} lr {base.lr}, batch "
-        f"{base.batch_size}, seed {base.seed}. Attack: UnSplit, {settings.rounds} rounds of "
+        f"{base.batch_size}, seed {base.seed}. Attack: UnSplit, {settings.iterations} rounds of "
         f"{settings.input_steps} input + {settings.clone_steps} clone steps, lambda_tv {settings.lambda_tv}, "
         f"lambda_l2 {settings.lambda_l2}, clone {settings.clone}; targets: the first test image of each class.",
         "",

@@ -1,29 +1,20 @@
 """`splitlab compare`: the lab's main job (Table 1 and Figures 1, 2, 8 of the JAST paper)."""
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
+from attacks import registry
 from attacks.compare import FSHA_SETUP, compare
 from attacks.metrics import load_fid, load_lpips
-from attacks.presets import names_for, settings
 from attacks.split.fsha import FSHA
-from attacks.split.unsplit import UnSplit
-from attacks.split.unsplit_cli import CLONE_OPTION, LAMBDA_TV_OPTION, PRESET_OPTION, unsplit_settings
-from vfl.cli import (
-    CUT_OPTION,
-    DATASET_OPTION,
-    EPOCHS_OPTION,
-    METRIC_WEIGHTS,
-    RUN,
-    RunOptions,
-    emit,
-    handles_errors,
-    table,
-    with_run_options,
-)
+from attacks.split.unsplit import UnSplit, UnsplitSettings
+from vfl.cli import METRIC_WEIGHTS, emit, handles_errors, shared_parameters, table
+from vfl.cli_options import Output, command_from, parameters, values
 from vfl.defences import split_specs
 from vfl.errors import SplitlabError
 from vfl.runs import Run
@@ -47,45 +38,50 @@ def _check_attacks(names: list[str], archs: list[str]) -> bool:
     return "fsha" in names
 
 
-@with_run_options(*RUN, *METRIC_WEIGHTS)
-def compare_command(
-    dataset: str = DATASET_OPTION,
-    archs: str = typer.Option("cnn,mlp,small-mlp", "--archs", help="Comma-separated architectures to compare."),
-    attacks: str = typer.Option("unsplit", "--attacks", help="unsplit, or unsplit,fsha to add FSHA columns (FSHA's "
-                                "ResNet client for the cnn row, its dense client for the mlp row)."),
-    fsha_preset: str = typer.Option("quick", "--fsha-preset", help=f"FSHA preset: {', '.join(names_for('fsha'))} "
-                                    "(quick: minutes per client on a 2-core CPU)."),
-    fsha_iterations: Optional[int] = typer.Option(None, "--fsha-iterations", help="Override the FSHA preset's "
-                                                  "iterations."),
-    defences: str = typer.Option("none", "--defences", help="Comma-separated defence specs, each applied to every "
-                                 "architecture (e.g. none,orthogonal,dp:epsilon=6,delta=0.5)."),
-    cut_layer: int = CUT_OPTION,
-    epochs: int = EPOCHS_OPTION,
-    preset_name: str = PRESET_OPTION,
-    clone: str = CLONE_OPTION,
-    lambda_tv: Optional[float] = LAMBDA_TV_OPTION,
-    opts: RunOptions = RunOptions(),
-) -> None:
+def _own(name: str, default: Any, flag: str, help: str, annotation: Any = str) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(default, flag, help=help),
+                             annotation=annotation)
+
+
+OWN = [
+    _own("archs", "cnn,mlp,small-mlp", "--archs", "Comma-separated architectures to compare."),
+    _own("attacks", "unsplit", "--attacks", "unsplit, or unsplit,fsha to add FSHA columns (FSHA's ResNet client for "
+         "the cnn row, its dense client for the mlp row)."),
+    _own("defences", "none", "--defences", "Comma-separated defence specs, each applied to every architecture (e.g. "
+         "none,orthogonal,input-dp:epsilon=6,delta=0.5)."),
+    _own("preset", "unsplit.jast", "--preset", "UnSplit preset (unsplit.jast, unsplit.original, unsplit.quick)."),
+    _own("fsha_preset", "fsha.quick", "--fsha-preset", "FSHA preset (fsha.quick: minutes per client on a 2-core "
+         "CPU)."),
+    _own("fsha_iterations", None, "--fsha-iterations", "Override the FSHA preset's iterations.", Optional[int]),
+]
+"""compare's own options; the victims' and UnSplit's come from their declarations."""
+VICTIM = ("seed", "device", "data_root", "dataset", "cut_layer", "epochs")
+
+
+def _compare(given: dict[str, Any]) -> None:
     """Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit (and FSHA with --attacks
     unsplit,fsha); write report.md (Table 1 with the paper's numbers), report.csv and figures."""
-    attack = UnSplit(unsplit_settings(preset_name, clone, lambda_tv=lambda_tv))
-    base = TrainConfig(dataset=dataset, cut_layer=cut_layer, epochs=epochs, seed=opts.seed, device=opts.device,
-                       data_root=opts.root)
+    output = Output(**values(Output, given))
+    archs, attacks, defences = given["archs"], given["attacks"], given["defences"]
+    preset_name, fsha_preset, fsha_iterations = given["preset"], given["fsha_preset"], given["fsha_iterations"]
+    base = TrainConfig(**{k: v for k, v in values(TrainConfig, given).items() if k in VICTIM})
+    dataset, cut_layer = base.dataset, base.cut_layer
+    attack = UnSplit(registry.preset(preset_name, "unsplit").settings(**values(UnsplitSettings, given)))
     arch_list, defence_list = _names(archs), split_specs(defences) or ["none"]
     if not arch_list:
         raise SplitlabError("--archs needs at least one architecture, e.g. --archs cnn,mlp")
     fsha = None
     if _check_attacks(_names(attacks), arch_list):
-        fsha = FSHA(settings(fsha_preset, "fsha", iterations=fsha_iterations))
+        fsha = FSHA(registry.preset(fsha_preset, "fsha").settings(iterations=fsha_iterations))
     for arch in arch_list:                      # every row's config is checked before anything is written
         for defence in defence_list:
-            replace(base, arch=arch, defence=defence).validate()
+            replace(base, arch=arch, defence=defence)
     provenance = load_data(base)[1].provenance
-    lpips, fid = load_lpips(backbone_weights=opts.lpips_weights), load_fid(opts.fid_weights)
+    lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
     run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list,
-                                 "unsplit": attack.settings, "device": str(resolve_device(opts.device)),
+                                 "unsplit": attack.settings, "device": str(resolve_device(base.device)),
                                  "dataset_provenance": provenance, "fsha": fsha and fsha.settings},
-                     opts.out, overwrite=opts.overwrite)
+                     Path(output.out) if output.out else None, overwrite=output.overwrite)
     rows = compare(base, arch_list, defence_list, attack, run,
                    lpips=lpips, fid=fid, fsha=fsha)
     records = [{"model": r.label, "accuracy": r.metrics["accuracy"], "image_mse_minmax": r.metrics["image_mse_minmax"],
@@ -104,7 +100,14 @@ def compare_command(
         console.print(f"report: {run.file('report.md')}; figures: {run.file('reconstructions.png')}, "
                       f"{run.file('per_class.png')}")
 
-    emit(run.record(metrics, report=str(run.file("report.md"))), opts.as_json, summary)
+    emit(run.record(metrics, report=str(run.file("report.md"))), output.as_json, summary)
+
+
+compare_command = command_from(
+    _compare, [OWN, parameters(TrainConfig, only=VICTIM, panel="Victims"),
+               parameters(UnsplitSettings, panel="UnSplit", show_defaults=False),
+               shared_parameters(("out", "overwrite", "as_json", *METRIC_WEIGHTS), panel="Output")],
+    name="compare", doc=_compare.__doc__)
 
 
 def register(app: typer.Typer) -> None:

@@ -127,6 +127,18 @@ class AttackSpec:
         raise SplitlabError(f"unknown preset {name!r} for {self.name}; choose one of: "
                             f"{', '.join(p.name for p in self.presets)}")
 
+    def settings_for(self, preset: str | None = None, **overrides: Any) -> Any:
+        """The preset's settings with overrides (None keeps the preset's); an unknown field is a one-line error."""
+        from dataclasses import fields
+
+        from vfl.errors import SplitlabError
+
+        known = {f.name for f in fields(self.settings)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise SplitlabError(f"{self.name} has no setting {unknown[0]!r}; its settings are {', '.join(sorted(known))}")
+        return self.preset(preset).settings(**overrides)
+
     def make(self, settings: Any) -> Any:
         """The attack object for these settings."""
         return self.attack(settings)

@@ -34,13 +34,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attacks.engine import (L1, Adam, Block, BoxClamp, Cosine, FedSGDGradient, GradientBlend, Objective, Prior,
-                            Schedule, Sum, TopMagnitude, activation_l1, run, tv_l1)
+from attacks.engine import L1, Adam, Block, BoxClamp, Cosine, FedSGDGradient, Objective, Prior, Schedule, Sum, run, tv_l1
 from attacks.hfl.dlg import DLG
 from attacks.hfl.fedleak import FedLeak
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.observations import observe_fedsgd
-from attacks.presets import settings as preset
+from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude, activation_l1
+from attacks.registry import preset as registry_preset
 from attacks.hfl.variables import initial_variables
 from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
@@ -51,6 +51,10 @@ FEDLEAK = {"fraction": 0.5, "alpha": 1e-5, "beta": 1e-4, "blend": 0.7, "k": 0.01
 
 
 # --- the original algorithms as plain loops (one trial) ---------------------------------------------
+
+def preset(name):
+    return registry_preset(name).settings()
+
 
 def _own_copy(model: nn.Module) -> nn.Module:
     """The model as the original code holds it: a module whose parameters take gradients."""
@@ -198,7 +202,7 @@ def workloads(device: torch.device, args) -> list[Workload]:
     lenet = observe_fedsgd(build_hfl_model("lenet", seed=0).to(device), x, y, arch="lenet")
     convnet = observe_fedsgd(build_hfl_model("convnet", seed=0).to(device), x, y, arch="convnet")
     r = args.restarts
-    dlg = replace(preset("dlg.original"), steps=args.dlg_steps)
+    dlg = replace(preset("dlg.original"), iterations=args.dlg_steps)
     ig = replace(preset("invgrad.paper"), iterations=args.ig_iterations, tv=1e-4)
     # the engine's one-trial start (label logits are drawn after all restarts' images)
     start_dlg = initial_variables(lenet, 1, 0, label_logits=True)

@@ -32,8 +32,9 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from attacks.engine import auto_mode
-from attacks.presets import settings as preset_settings
-from attacks.split.unsplit import CutObservation, UnSplit, UnsplitSettings, observe
+from attacks.registry import preset as registry_preset
+from attacks.split.unsplit import CutObservation, UnSplit, UnsplitSettings
+from attacks.split.unsplit.attack import observe
 from vfl import data
 from vfl.models import arch_spec, build_split
 from vfl.protocol import Client
@@ -59,7 +60,7 @@ def plain_unsplit(observation: CutObservation, settings: UnsplitSettings, seed: 
         x = torch.full((1, *observation.input_shape), settings.init, device=h.device).requires_grad_(True)
         input_opt = torch.optim.Adam([x], lr=settings.lr, amsgrad=True)
         model_opt = torch.optim.Adam(clone.parameters(), lr=settings.lr, amsgrad=True)
-        for _ in range(settings.rounds):
+        for _ in range(settings.iterations):
             for _ in range(settings.input_steps):
                 input_opt.zero_grad()
                 loss = mse(clone(x), h) + settings.lambda_tv * tv(x) + settings.lambda_l2 * (x ** 2).mean()
@@ -74,7 +75,7 @@ def plain_unsplit(observation: CutObservation, settings: UnsplitSettings, seed: 
 
 
 def preset(name: str, **overrides) -> UnsplitSettings:
-    return preset_settings(name, "unsplit", **overrides)
+    return registry_preset(name, "unsplit").settings(**overrides)
 
 
 def unsplit(observation: CutObservation, settings: UnsplitSettings, clone: str, mode: str = "batched", **kwargs):
@@ -105,7 +106,7 @@ def measure(arch: str, settings: UnsplitSettings, device: torch.device, repeats:
         "per-target, sequential": lambda s: _per_target(observation, s, "sequential"),
         f"per-target, auto ({_auto_pick(observation)})": lambda s: _per_target(observation, s, "auto"),
     }
-    warm = preset("jast", rounds=1, input_steps=2, clone_steps=2)
+    warm = preset("jast", iterations=1, input_steps=2, clone_steps=2)
     for fn in variants.values():
         fn(warm)
     seconds: dict[str, list[float]] = {k: [] for k in variants}
@@ -168,11 +169,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    settings = preset("jast", rounds=args.rounds)
+    settings = preset("jast", iterations=args.rounds)
     if args.quick:
-        settings, args.repeats = preset("jast", rounds=1, input_steps=5, clone_steps=5), 1
+        settings, args.repeats = preset("jast", iterations=1, input_steps=5, clone_steps=5), 1
     device = resolve_device(args.device)
-    print(f"UnSplit, {args.targets} targets, {settings.rounds} x ({settings.input_steps} + {settings.clone_steps}) "
+    print(f"UnSplit, {args.targets} targets, {settings.iterations} x ({settings.input_steps} + {settings.clone_steps}) "
           f"steps per target; median of {args.repeats} repeats\nhardware: {hardware(device)}", flush=True)
     rows = [measure(arch, settings, device, args.repeats, args.targets) for arch in args.archs.split(",")]
     print(f"\n{'arch':5} {'variant':34} {'s/target':>9} {'ms/step':>8} {'vs plain':>9}")

@@ -3,12 +3,11 @@
     python scripts/fsha_bench.py                          # resnet and mlp, quick and paper presets, --device auto
     python scripts/fsha_bench.py --device cpu --threads 1 --iterations 10 --warmup 3
 
-Each row builds the victim's client session and the attacker's observation (`attacks.split.fsha.prepare`,
-as `run_fsha` does), runs the attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh
+Each row builds the victim's client session and the attacker's observation (as `run_fsha` does), runs the
+attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh
 session for `--iterations` rounds, and reports the second run's loop time (`Reconstruction.seconds`: the rounds only, the device's queued work included,
 networks built before the clock starts). The public PyTorch port of FSHA runs about 4 it/s on a GPU
-(10,000 iterations in 39.5 min, with `set_detect_anomaly` in every step); the issue's target is at least
-ten times that on a GPU.
+(10,000 iterations in 39.5 min, with `set_detect_anomaly` in every step).
 """
 from __future__ import annotations
 
@@ -18,18 +17,25 @@ from dataclasses import replace
 
 import torch
 
-from attacks.presets import settings
-from attacks.split.fsha import FSHA, prepare, victim_for
+from attacks.registry import preset as registry_preset
+from attacks.split.fsha import FSHA, FshaObservation
+from attacks.split.fsha.experiment import victim_for
+from attacks.split.fsha.victim import load_split, victim_side
 from vfl.runtime import resolve_device
 
 
+def observation(victim, attack: FSHA) -> FshaObservation:
+    side = victim_side(victim, *load_split(victim, attack.settings.batch_size))
+    return FshaObservation(side.public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
+
+
 def bench(preset: str, arch: str, device: str, iterations: int, warmup: int, level: int) -> dict:
-    s = settings(preset, "fsha")
-    victim = victim_for(s.preset, arch=arch, device=device, level=level)
+    s = registry_preset(preset, "fsha").settings()
+    victim = victim_for(s, arch=arch, device=device, level=level)
     attack = FSHA(replace(s, iterations=warmup, log_every=max(warmup, 1)))
-    attack(prepare(victim, attack).observation, seed=0)        # warm-up: allocator, kernels, caches
+    attack(observation(victim, attack), seed=0)        # warm-up: allocator, kernels, caches
     timed = FSHA(replace(s, iterations=iterations, log_every=iterations))
-    rec = timed(prepare(victim, timed).observation, seed=0)
+    rec = timed(observation(victim, timed), seed=0)
     return {"preset": s.preset, "arch": arch, "level": level, "batch_size": s.batch_size, "width": s.width,
             "device": str(resolve_device(device)), "threads": torch.get_num_threads(), "iterations": iterations,
             "seconds_per_iteration": rec.seconds / iterations, "iterations_per_second": iterations / rec.seconds}

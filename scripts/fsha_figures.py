@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from attacks.figures import image_grid
-from attacks.split.fsha import curves_figure
+from attacks.split.fsha.evaluation import curves_figure
 from vfl.runs import Run
 
 

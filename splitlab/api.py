@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 from attacks.driver import Outcome
 from attacks.metrics import score
+from vfl.errors import SplitlabError
+from vfl.options import build
 from vfl.runs import Run
 from vfl.training import TrainConfig, TrainedSplit
 
@@ -37,8 +39,7 @@ def train(arch: str = "cnn", *, out: str | Path | None = None, overwrite: bool =
     """Train a split model (`TrainConfig` fields as keywords: dataset, cut_layer, epochs, defence, seed, ...)."""
     from vfl.training import load_data, save_trained, train_split, training_metrics
 
-    settings = TrainConfig(arch=arch, **config)
-    settings.validate()
+    settings = build(TrainConfig, "train", arch=arch, **config)
     train_data, test_data = load_data(settings)
     with _run("train", {"train": settings}, out, overwrite) as run:
         trained = train_split(settings, train_data, test_data, run, progress)
@@ -48,22 +49,24 @@ def train(arch: str = "cnn", *, out: str | Path | None = None, overwrite: bool =
     return trained
 
 
-def unsplit(victim: TrainedSplit | str | Path, *, preset: str = "jast", clone: str = "per-target", seed: int = 0,
+def unsplit(victim: TrainedSplit | str | Path, *, preset: str = "jast", seed: int = 0,
             out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
             **overrides: Any) -> Outcome:
     """UnSplit against a trained model (or a checkpoint path); `overrides` are UnsplitSettings fields."""
-    from attacks.presets import settings
-    from attacks.split.experiment import Victim, attack_victim, load_victim
+    from attacks import registry
     from attacks.split.unsplit import UnSplit
+    from attacks.split.unsplit.experiment import Victim, attack_victim, load_victim
     from vfl.training import load_data
 
-    attack = UnSplit(settings(preset, "unsplit", clone=clone, **overrides))
+    attack = UnSplit(registry.spec("unsplit").settings_for(preset, **overrides))
     if isinstance(victim, TrainedSplit):
-        train_data, test_data = load_data(victim.config)
-        victim = Victim(victim, train_data, test_data, None)
-    else:
+        victim = Victim(victim.config, *load_data(victim.config), victim)
+    elif isinstance(victim, (str, Path)):
         victim = load_victim(Path(victim))
-    with _run("attack-unsplit", {"train": victim.trained.config, "unsplit": attack.settings, "seed": seed},
+    else:
+        raise SplitlabError(f"unsplit attacks a trained split model (api.train's result) or a checkpoint path, "
+                            f"not a {type(victim).__name__}")
+    with _run("attack-unsplit", {"train": victim.config, "settings": attack.settings, "seed": seed},
               out, overwrite) as run:
         return attack_victim(victim, attack, run, seed=seed, progress=progress)
 
@@ -73,19 +76,21 @@ def fsha(arch: str = "resnet", *, preset: str = "quick", seed: int = 0, out: str
          **overrides: Any) -> Outcome:
     """FSHA against an honest client of `arch` (resnet or mlp); `overrides` are FshaSettings fields, `victim`
     FshaVictim fields."""
-    from attacks.presets import settings
-    from attacks.split.fsha import FSHA, run_fsha, victim_for
+    from attacks import registry
+    from attacks.split.fsha import FSHA
+    from attacks.split.fsha.experiment import run_fsha, victim_for
 
-    attack = FSHA(settings(preset, "fsha", **overrides))
-    client = victim_for(attack.settings.preset, arch=arch, seed=seed, **(victim or {}))
-    with _run("attack fsha", {"fsha": attack.settings, "victim": client, "seed": seed}, out, overwrite) as run:
+    attack = FSHA(registry.spec("fsha").settings_for(preset, **overrides))
+    client = victim_for(attack.settings, arch=arch, seed=seed, **(victim or {}))
+    with _run("attack-fsha", {"settings": attack.settings, "victim": client, "seed": seed}, out, overwrite) as run:
         return run_fsha(client, attack, run, seed=seed, progress=progress)
 
 
 def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
         **config: Any) -> Outcome:
     """Gradient inversion by an HFL server (`HFLConfig.of`'s keywords: its fields (arch, preset, batch_size, ...),
-    each attack's options (ratio=0.3, ...) and the FL trace's (clients=4, ...), flat or as options=/trace=)."""
+    the attack's settings (ratio=0.3, ...) and its observation options (clients=4, ...), flat or as options= and
+    observation_options=)."""
     from attacks.hfl.experiment import HFLConfig, execute, prepare
 
     prepared = prepare(HFLConfig.of(attack=attack, **config))

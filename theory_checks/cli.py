@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import List, Optional
 
 import typer

@@ -49,11 +49,12 @@ def _parameter(field: dataclasses.Field, opt, panel: str | None, show: bool) -> 
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
 
 
-def parameters(cls: type, *, panel: str | None = None, show_defaults: bool = True,
-               skip: tuple[str, ...] = ()) -> list[inspect.Parameter]:
-    """Typer parameters for every option field of `cls` (less `skip`), in declaration order. `show_defaults`
-    False where the default shown would mislead (an attack's settings take their preset's values)."""
-    return [_parameter(f, o, panel, show_defaults) for f, o in options_of(cls) if f.name not in skip]
+def parameters(cls: type, *, panel: str | None = None, show_defaults: bool = True, skip: tuple[str, ...] = (),
+               only: tuple[str, ...] | None = None) -> list[inspect.Parameter]:
+    """Typer parameters for the option fields of `cls` (`only` these, less `skip`), in declaration order.
+    `show_defaults` False where the default shown would mislead (an attack's settings take their preset's)."""
+    return [_parameter(f, o, panel, show_defaults) for f, o in options_of(cls)
+            if f.name not in skip and (only is None or f.name in only)]
 
 
 def values(cls: type, given: dict[str, Any]) -> dict[str, Any]:

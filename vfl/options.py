@@ -21,7 +21,7 @@ from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["Check", "Option", "Runtime", "option", "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
-           "validate", "Validated"]
+           "validate", "Validated", "build"]
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,15 @@ def validate(instance: Any) -> None:
         checked = opt.check(flag_of(field, opt), value)
         if checked is not value and checked != value or type(checked) is not type(value) and value is not None:
             object.__setattr__(instance, field.name, checked)       # 3.0 for an int field becomes 3
+
+
+def build(cls: type, what: str, **values: Any) -> Any:
+    """`cls(**values)`, with a one-line error naming the fields where one is unknown (not a bare TypeError)."""
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise SplitlabError(f"{what} has no field {unknown[0]!r}; its fields are {', '.join(sorted(known))}")
+    return cls(**values)
 
 
 class Validated:

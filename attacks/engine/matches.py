@@ -6,7 +6,6 @@ Every match takes optional per-layer weights and an optional element subset (a m
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Iterable, Sequence
 

@@ -6,7 +6,6 @@ from typing import Mapping
 
 import torch
 from torch import nn
-from attacks.engine.matches import total
 from attacks.engine.simulators import call, recording
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
 
 from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.figures import per_class_bars
