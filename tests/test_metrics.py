@@ -255,10 +255,20 @@ def fid_metric(inception_file):
     return metrics.load_fid(weights=inception_file)
 
 
-def test_fid_builds_offline_and_restores_the_loader(fid_metric):
-    assert isinstance(fid_metric, metrics.FidMetric)
-    assert not isinstance(fid_inception.load_state_dict_from_url, mock.Mock)
-    assert fid_inception.load_state_dict_from_url.__name__ in ("load_state_dict_from_url", "load_url")
+def test_fid_builds_without_calling_pytorch_fids_downloading_loader(inception_file):
+    refuse = AssertionError("pytorch-fid's load_state_dict_from_url was called")
+    with mock.patch.object(fid_inception, "load_state_dict_from_url", side_effect=refuse):
+        assert isinstance(metrics.load_fid(weights=inception_file), metrics.FidMetric)
+
+
+def test_fid_features_are_bitwise_those_of_pytorch_fids_own_inception(fid_metric, inception_file, one_thread):
+    state = torch.load(inception_file, map_location="cpu", weights_only=True)
+    with mock.patch.object(fid_inception, "load_state_dict_from_url", return_value=state):
+        reference = fid_inception.InceptionV3([fid_inception.InceptionV3.BLOCK_INDEX_BY_DIM[2048]]).eval()
+    x = _images(2, c=3, size=16)
+    with torch.no_grad():
+        expected = reference(x)[0].flatten(1).double().numpy()
+    assert np.array_equal(fid_metric.features(x), expected)
 
 
 def test_fid_is_zero_for_the_same_set_and_positive_otherwise(fid_metric, one_thread):

@@ -9,13 +9,13 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from lpips import LPIPS
 from pytorch_fid import inception as fid_inception
+from torchvision.models import inception_v3
 
 from attacks.metrics.pixel import check_pair
 from attacks.metrics.weights import FID_WEIGHTS_FILE, LPIPS_BACKBONES, Unavailable, local_weights, unavailable
@@ -148,7 +148,7 @@ class FidMetric:
         self.model.to(x.device)
         with torch.no_grad():
             chunks = [
-                self.model(_to_rgb(part.detach().float().clamp(0, 1)))[0].flatten(1).double().cpu()
+                self.model(_to_rgb(part.detach().float().clamp(0, 1))).flatten(1).double().cpu()
                 for part in x.split(self.batch_size)
             ]
         return torch.cat(chunks).numpy()
@@ -157,22 +157,59 @@ class FidMetric:
         return frechet_distance(self.features(real), self.features(fake))
 
 
+class _InceptionPool(torch.nn.Module):
+    """What pytorch-fid's `InceptionV3(output_blocks=[3])` computes: resize to 299x299 (bilinear), scale
+    [0,1] to [-1,1], then the FID Inception up to its 2048-d average pool, shape (N, 2048, 1, 1)."""
+
+    def __init__(self, layers: torch.nn.Sequential):
+        super().__init__()
+        self.layers = layers
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.interpolate(x, size=(299, 299), mode="bilinear", align_corners=False)
+        return self.layers(2 * x - 1)
+
+
+def _fid_inception(state: dict[str, torch.Tensor]) -> _InceptionPool:
+    """pytorch-fid's FID Inception with `state` loaded, assembled as `pytorch_fid.inception.fid_inception_v3`
+    does but without its last step, `load_state_dict_from_url`, which downloads when the hub cache lacks
+    the file: torchvision's Inception v3 built without weights (`weights=None`, no init since every
+    tensor is loaded), pytorch-fid's FID blocks swapped in, and the state dict loaded strictly (a
+    missing, unexpected or mis-shaped key raises RuntimeError)."""
+    net = inception_v3(weights=None, aux_logits=False, num_classes=1008, init_weights=False)
+    net.Mixed_5b = fid_inception.FIDInceptionA(192, pool_features=32)
+    net.Mixed_5c = fid_inception.FIDInceptionA(256, pool_features=64)
+    net.Mixed_5d = fid_inception.FIDInceptionA(288, pool_features=64)
+    net.Mixed_6b = fid_inception.FIDInceptionC(768, channels_7x7=128)
+    net.Mixed_6c = fid_inception.FIDInceptionC(768, channels_7x7=160)
+    net.Mixed_6d = fid_inception.FIDInceptionC(768, channels_7x7=160)
+    net.Mixed_6e = fid_inception.FIDInceptionC(768, channels_7x7=192)
+    net.Mixed_7b = fid_inception.FIDInceptionE_1(1280)
+    net.Mixed_7c = fid_inception.FIDInceptionE_2(2048)
+    net.load_state_dict(state)  # the classifier (fc) is loaded too, so a file for another network fails here
+    layers = torch.nn.Sequential(
+        net.Conv2d_1a_3x3, net.Conv2d_2a_3x3, net.Conv2d_2b_3x3, net.maxpool1,
+        net.Conv2d_3b_1x1, net.Conv2d_4a_3x3, net.maxpool2,
+        net.Mixed_5b, net.Mixed_5c, net.Mixed_5d, net.Mixed_6a, net.Mixed_6b, net.Mixed_6c, net.Mixed_6d, net.Mixed_6e,
+        net.Mixed_7a, net.Mixed_7b, net.Mixed_7c, net.avgpool,
+    )
+    return _InceptionPool(layers).requires_grad_(False).eval()
+
+
 def load_fid(
     weights: Path | None = None, hub_dir: Path | None = None, *, require: bool = False
 ) -> FidMetric | Unavailable:
     """Build pytorch-fid's Inception from a local file, or say why not; never downloads.
 
-    pytorch-fid fetches its weights with `load_state_dict_from_url`, which downloads when the hub
-    cache lacks the file. The file is checked first, and that loader is patched only while the model
-    is built, to hand over the already-read state dict.
+    The file is read first (`weights`, else the torch hub cache) and loaded into the network that
+    `_fid_inception` assembles, so pytorch-fid's downloading loader is never called.
     """
     path, state = local_weights("FID", "pytorch-fid's Inception weights", FID_WEIGHTS_FILE, weights, hub_dir, "fid",
                                 "--fid-weights", require)
     if isinstance(state, Unavailable):
         return state
     try:
-        with mock.patch.object(fid_inception, "load_state_dict_from_url", lambda *args, **kwargs: state):
-            model = fid_inception.InceptionV3([fid_inception.InceptionV3.BLOCK_INDEX_BY_DIM[2048]])
+        model = _fid_inception(state)
     except RuntimeError as err:  # load_state_dict: missing, unexpected or mis-shaped keys
         return unavailable(f"FID: {path} does not fit pytorch-fid's Inception ({str(err).splitlines()[0]})", require)
-    return FidMetric(model=model.eval(), weights=path)
+    return FidMetric(model=model, weights=path)
