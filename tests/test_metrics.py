@@ -255,9 +255,11 @@ def fid_metric(inception_file):
     return metrics.load_fid(weights=inception_file)
 
 
-def test_fid_builds_without_calling_pytorch_fids_downloading_loader(inception_file):
-    refuse = AssertionError("pytorch-fid's load_state_dict_from_url was called")
-    with mock.patch.object(fid_inception, "load_state_dict_from_url", side_effect=refuse):
+def test_fid_builds_without_pytorch_fids_downloading_constructor_or_loader(inception_file):
+    # fid_inception_v3 always ends in load_state_dict_from_url (a download when the hub cache lacks the file)
+    refuse = AssertionError("pytorch-fid's downloading path was taken")
+    with mock.patch.object(fid_inception, "fid_inception_v3", side_effect=refuse), \
+            mock.patch.object(fid_inception, "load_state_dict_from_url", side_effect=refuse):
         assert isinstance(metrics.load_fid(weights=inception_file), metrics.FidMetric)
 
 
