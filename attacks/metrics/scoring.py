@@ -16,6 +16,7 @@ from attacks.metrics.perceptual import FidMetric, LpipsMetric
 from attacks.metrics.pixel import check_pair, image_mse, match_pairs, minmax_normalise, psnr, ssim
 from attacks.metrics.schema import BASELINE_KEYS, IMAGE_KEYS
 from attacks.metrics.weights import Unavailable
+from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
 
 
@@ -35,9 +36,9 @@ def score_reconstruction(
     min-max-normalises each reconstruction (not the target), as the JAST paper does. Every metric
     left `None` has its reason under `unavailable`.
     """
-    low, high = float(x_true.min()), float(x_true.max())
-    if low < -1e-6 or high > 1 + 1e-6:
-        raise SplitlabError(f"targets must be in [0,1] (undo normalisation first), got [{low:.3g}, {high:.3g}]")
+    _check_images("the reconstruction", x_rec)
+    _check_targets(x_true)
+    _check_optional_metrics(lpips, fid)
     raw = x_rec.detach()
     perm = match_pairs(raw.clamp(0, 1), x_true) if match else None
     if perm is not None:
@@ -105,7 +106,7 @@ def baselines(x_true: torch.Tensor, initial: torch.Tensor | None = None) -> dict
             "initial": None if initial is None else _image_scores(initial.float(), x_true)}
 
 
-def score(reconstruction, x_true: torch.Tensor, y_true: torch.Tensor | None = None, *,
+def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Tensor | None = None, *,
           lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None) -> dict:
     """metrics.json for any attack's `attacks.result.Reconstruction` against the private targets.
 
@@ -114,7 +115,11 @@ def score(reconstruction, x_true: torch.Tensor, y_true: torch.Tensor | None = No
     image first. Diverged targets are left out and listed; when nothing is left, the image metrics are
     null with the reason. Every restart is scored too (`per_trial`). Label accuracy where the attack
     infers labels. Baselines on the same targets beside the scores.
+
+    `x_true` are the (N, C, H, W) images the attack reconstructed, in [0, 1]; `y_true` their (N,) integer
+    labels or None. Anything else is a `SplitlabError` naming what was expected.
     """
+    _check_score_inputs(reconstruction, x_true, y_true, lpips, fid)
     rec = reconstruction
     x_true = x_true.detach().float().cpu()
     answer = rec.images.detach().float().cpu()
@@ -170,3 +175,63 @@ def label_accuracy(predicted: torch.Tensor, true: torch.Tensor) -> float:
     classes = int(max(predicted.max(), true.max())) + 1
     overlap = torch.minimum(torch.bincount(predicted, minlength=classes), torch.bincount(true, minlength=classes))
     return float(overlap.sum()) / len(true)
+
+
+# --------------------------------------------------------------------------- input checks (one-line errors)
+
+
+def _describe(value) -> str:
+    """What a value is, for an error message: its type, and dtype and shape for a tensor."""
+    if isinstance(value, torch.Tensor):
+        return f"a {str(value.dtype).removeprefix('torch.')} tensor shaped {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def _check_images(what: str, x, scale: str = "") -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or len(x) == 0:
+        raise SplitlabError(f"{what} must be a tensor shaped (N, C, H, W) with N >= 1{scale}, got {_describe(x)}")
+
+
+def _check_targets(x_true) -> None:
+    """Targets are images already on the [0,1] scale; NaN fails the range test too."""
+    _check_images("the target images", x_true, ", in [0, 1]")
+    low, high = float(x_true.min()), float(x_true.max())
+    if not (low >= -1e-6 and high <= 1 + 1e-6):
+        raise SplitlabError(f"targets must be in [0,1] (undo normalisation first), got [{low:.3g}, {high:.3g}]")
+
+
+def _check_optional_metrics(lpips, fid) -> None:
+    for name, metric, kind in (("lpips", lpips, LpipsMetric), ("fid", fid, FidMetric)):
+        if metric is not None and not isinstance(metric, (kind, Unavailable)):
+            raise SplitlabError(f"{name} must be what load_{name}() returns (a {kind.__name__} or Unavailable) "
+                                f"or None, got {_describe(metric)}")
+
+
+def _check_score_inputs(rec, x_true, y_true, lpips, fid) -> None:
+    """Everything `score` indexes, checked before any work, so a wrong argument is named, not a bare error."""
+    if not isinstance(rec, Reconstruction):
+        raise SplitlabError(f"score needs an attacks.result.Reconstruction (what an attack returns) as its first "
+                            f"argument, got {_describe(rec)}")
+    trials = rec.trials
+    if not isinstance(trials, torch.Tensor) or trials.dim() != 5:
+        raise SplitlabError(f"the Reconstruction's trials must be a tensor shaped (T, B, C, H, W), "
+                            f"got {_describe(trials)}")
+    n_trials = trials.shape[0]
+    for field in ("loss", "diverged"):
+        value = getattr(rec, field)
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != (n_trials,):
+            raise SplitlabError(f"the Reconstruction's {field} must be a tensor shaped (T,) = ({n_trials},), one per "
+                                f"trial, got {_describe(value)}")
+    labels = rec.labels
+    if labels is not None and (not isinstance(labels, torch.Tensor) or labels.shape[:2] != trials.shape[:2]):
+        raise SplitlabError(f"the Reconstruction's labels must be a tensor shaped (T, B) = {tuple(trials.shape[:2])} "
+                            f"or None, got {_describe(labels)}")
+    _check_targets(x_true)
+    if rec.images.shape != x_true.shape:
+        raise SplitlabError(f"the Reconstruction's images are shaped {tuple(rec.images.shape)} but the target images "
+                            f"{tuple(x_true.shape)}; pass the (N, C, H, W) images the attack reconstructed, in [0, 1]")
+    if y_true is not None and (not isinstance(y_true, torch.Tensor) or y_true.shape != (len(x_true),)
+                               or y_true.is_floating_point() or y_true.is_complex()):
+        raise SplitlabError(f"the labels must be an integer tensor shaped (N,) = ({len(x_true)},), one per target "
+                            f"image, or None; got {_describe(y_true)}")
+    _check_optional_metrics(lpips, fid)
