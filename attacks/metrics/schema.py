@@ -8,7 +8,7 @@ BASELINE_KEYS = ("image_mse", "psnr", "ssim")
 
 METRICS_SCHEMA = {
     # key -> meaning; every attack's metrics.json has these keys (null with a reason under `unavailable`)
-    "attack": "attack name (unsplit, fsha, dlg, idlg, invgrad)",
+    "attack": "the attack's name in the lab's registry of attacks (the first part of `preset`)",
     "preset": "the dotted preset the settings started from",
     "n_targets": "number of private images the attack reconstructs",
     "image_mse": "MSE on [0,1] after clamping the reconstruction, per image, then mean over kept targets",
