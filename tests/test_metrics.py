@@ -10,6 +10,7 @@ from pytorch_fid import inception as fid_inception
 from pytorch_fid.fid_score import calculate_frechet_distance
 
 from attacks import metrics
+from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
 
 
@@ -166,6 +167,89 @@ def test_score_refuses_targets_outside_unit_range():
         metrics.score_reconstruction(x, 2 * x - 1)
 
 
+def _restarts(n=3, trials=2, size=8, seed=11):
+    """A well-formed restart attack's result: `trials` guesses of a batch of n grayscale images, with labels."""
+    g = torch.Generator().manual_seed(seed)
+    return Reconstruction(attack="dlg", preset="dlg.quick", trials=torch.rand(trials, n, 1, size, size, generator=g),
+                          loss=torch.arange(trials, dtype=torch.float32), history={},
+                          diverged=torch.zeros(trials, dtype=torch.bool), seconds=1.0, steps=5,
+                          labels=torch.zeros(trials, n, dtype=torch.long), label_rule="idlg")
+
+
+def _score_error(*args, **kwargs) -> str:
+    with pytest.raises(SplitlabError) as caught:
+        metrics.score(*args, **kwargs)
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_score_through_the_python_api_names_the_reconstruction_it_expects():
+    from splitlab import api
+
+    images = _images(3, size=8)
+    with pytest.raises(SplitlabError, match=r"attacks\.result\.Reconstruction .*got a str$"):
+        api.score("not a reconstruction", images)
+    assert api.score(_restarts(), images, torch.tensor([0, 0, 1]))["label_accuracy"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("images", [
+    torch.rand(3, 8, 8),                 # no channel axis
+    torch.rand(1, 3, 1, 8, 8),           # an extra axis
+    torch.rand(0, 1, 8, 8),              # no image at all
+    [[0.5] * 8] * 8,                     # not a tensor
+], ids=["rank-3", "rank-5", "empty", "list"])
+def test_score_refuses_target_images_that_are_not_an_nchw_batch(images):
+    message = _score_error(_restarts(), images)
+    assert "the target images must be a tensor shaped (N, C, H, W)" in message and "[0, 1]" in message
+
+
+def test_score_refuses_target_images_of_another_shape_than_the_reconstruction():
+    message = _score_error(_restarts(n=3), _images(4, size=8))
+    assert "(3, 1, 8, 8)" in message and "(4, 1, 8, 8)" in message
+    message = _score_error(_restarts(n=3, size=8), _images(3, size=10))
+    assert "(3, 1, 8, 8)" in message and "(3, 1, 10, 10)" in message
+
+
+@pytest.mark.parametrize("labels", [
+    torch.tensor([0, 1]),                # one label short
+    torch.tensor([[0], [1], [2]]),       # one per image, but 2-D
+    torch.tensor([0.0, 1.0, 2.0]),       # floats, not class indices
+    [0, 1, 2],                           # not a tensor
+], ids=["too-few", "rank-2", "float", "list"])
+def test_score_refuses_labels_that_are_not_one_integer_per_target_image(labels):
+    assert "labels must be an integer tensor shaped (N,) = (3,)" in _score_error(_restarts(n=3), _images(3, size=8),
+                                                                                 labels)
+
+
+def test_score_refuses_targets_outside_unit_range_or_nan():
+    images = _images(3, size=8)
+    assert "[0,1]" in _score_error(_restarts(), 2 * images - 1)
+    images[1, 0, 2, 2] = float("nan")
+    assert "[0,1]" in _score_error(_restarts(), images)
+
+
+def test_score_refuses_a_reconstruction_whose_fields_disagree():
+    good = _restarts(n=3, trials=2)
+    images = _images(3, size=8)
+    bad_loss = Reconstruction(**{**vars(good), "loss": torch.zeros(3)})
+    assert "loss must be a tensor shaped (T,) = (2,)" in _score_error(bad_loss, images)
+    bad_labels = Reconstruction(**{**vars(good), "labels": torch.zeros(2, 4, dtype=torch.long)})
+    assert "labels must be a tensor shaped (T, B) = (2, 3)" in _score_error(bad_labels, images)
+    flat_trials = Reconstruction(**{**vars(good), "trials": good.trials.flatten(2)})
+    assert "trials must be a tensor shaped (T, B, C, H, W)" in _score_error(flat_trials, images)
+
+
+def test_score_refuses_a_perceptual_metric_that_was_not_loaded():
+    assert "load_lpips()" in _score_error(_restarts(), _images(3, size=8), lpips="alex")
+    assert "load_fid()" in _score_error(_restarts(), _images(3, size=8), fid=object())
+
+
+def test_score_reconstruction_refuses_a_reconstruction_that_is_not_images():
+    with pytest.raises(SplitlabError, match=r"the reconstruction must be a tensor shaped \(N, C, H, W\)"):
+        metrics.score_reconstruction(np.zeros((3, 1, 8, 8)), _images(3, size=8))
+
+
 # --------------------------------------------------------------------------- LPIPS
 
 
@@ -255,10 +339,22 @@ def fid_metric(inception_file):
     return metrics.load_fid(weights=inception_file)
 
 
-def test_fid_builds_offline_and_restores_the_loader(fid_metric):
-    assert isinstance(fid_metric, metrics.FidMetric)
-    assert not isinstance(fid_inception.load_state_dict_from_url, mock.Mock)
-    assert fid_inception.load_state_dict_from_url.__name__ in ("load_state_dict_from_url", "load_url")
+def test_fid_builds_without_pytorch_fids_downloading_constructor_or_loader(inception_file):
+    # fid_inception_v3 always ends in load_state_dict_from_url (a download when the hub cache lacks the file)
+    refuse = AssertionError("pytorch-fid's downloading path was taken")
+    with mock.patch.object(fid_inception, "fid_inception_v3", side_effect=refuse), \
+            mock.patch.object(fid_inception, "load_state_dict_from_url", side_effect=refuse):
+        assert isinstance(metrics.load_fid(weights=inception_file), metrics.FidMetric)
+
+
+def test_fid_features_are_bitwise_those_of_pytorch_fids_own_inception(fid_metric, inception_file, one_thread):
+    state = torch.load(inception_file, map_location="cpu", weights_only=True)
+    with mock.patch.object(fid_inception, "load_state_dict_from_url", return_value=state):
+        reference = fid_inception.InceptionV3([fid_inception.InceptionV3.BLOCK_INDEX_BY_DIM[2048]]).eval()
+    x = _images(2, c=3, size=16)
+    with torch.no_grad():
+        expected = reference(x)[0].flatten(1).double().numpy()
+    assert np.array_equal(fid_metric.features(x), expected)
 
 
 def test_fid_is_zero_for_the_same_set_and_positive_otherwise(fid_metric, one_thread):

@@ -1,0 +1,39 @@
+"""The keys of every attack's metrics.json and what each means (also the README's table)."""
+from __future__ import annotations
+
+IMAGE_KEYS = ("image_mse", "image_mse_minmax", "psnr", "psnr_max", "psnr_std", "ssim", "lpips", "fid")
+"""The image scores of the answer; all null, with the reason, when every trial diverged."""
+BASELINE_KEYS = ("image_mse", "psnr", "ssim")
+"""The image scores of each baseline (and of each restart under `per_trial`)."""
+
+METRICS_SCHEMA = {
+    # key -> meaning; every attack's metrics.json has these keys (null with a reason under `unavailable`)
+    "attack": "the attack's name in the lab's registry of attacks (the first part of `preset`)",
+    "preset": "the dotted preset the settings started from",
+    "n_targets": "number of private images the attack reconstructs",
+    "image_mse": "MSE on [0,1] after clamping the reconstruction, per image, then mean over kept targets",
+    "image_mse_minmax": "MSE after min-max normalising each reconstruction (the JAST paper's 'MSE X')",
+    "psnr": "mean per-image PSNR in dB on [0,1] (capped at 100 dB)",
+    "psnr_max": "best per-image PSNR",
+    "psnr_std": "population std of per-image PSNR",
+    "ssim": "mean per-image SSIM (scikit-image, 7x7 window) on [0,1]",
+    "lpips": "mean LPIPS (AlexNet) or null when its weights are not here",
+    "fid": "FID between targets and reconstructions or null (weights absent, or fewer than 2 images)",
+    "label_accuracy": "multiset accuracy of the labels the attack inferred; null when it infers none",
+    "baselines": "the same image scores for trivial answers on the same targets: zero image, each target's "
+                 "mean as a constant image, the attack's initial guess",
+    "n_trials": "engine trials (restarts, or one per target)",
+    "per_target": "whether trial t reconstructs target t (UnSplit, FSHA) or trials are restarts (HFL)",
+    "best_trial": "restart attacks: the lowest-loss trial that did not diverge; null otherwise",
+    "diverged_trials": "indices of trials stopped by a non-finite loss (never scored)",
+    "per_trial": "per trial: loss, diverged, and its image scores where it reconstructs something on its own",
+    "per_image": "per target: the image scores of the answer",
+    "matched": "whether the answer was paired one-to-one with the targets (Hungarian, per-pair MSE) first",
+    "steps": "optimisation steps (or protocol rounds) the attack ran",
+    "seconds": "wall time of the attack (device work included)",
+    "seconds_per_step": "seconds / steps",
+    "trials_mode": "batched, sequential, or the attack's own loop",
+    "unavailable": "metric -> why it has no value",
+    "extras": "attack-specific quantities under names that say what they are",
+}
+"""The schema of every attack's metrics.json (also the README's table; tests check commands against it)."""
