@@ -107,9 +107,10 @@ _MNIST_FAMILY = ("MNIST", "FashionMNIST")
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 
 
-def _idx_problem(path: Path) -> str | None:
-    """Why an MNIST idx file is broken (its size disagrees with its own header), or None. Costs one
-    16-byte read, so every file is checked before loading and for `availability`."""
+def _idx_header(path: Path) -> tuple[int, ...] | str:
+    """The dimensions an MNIST idx file's header declares, or why the file is broken (its size disagrees
+    with its own header). Costs one 16-byte read, so every file is checked before loading and for
+    `availability`."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         header = fh.read(16)
@@ -118,19 +119,62 @@ def _idx_problem(path: Path) -> str | None:
     dims = header[3]
     if len(header) < 4 * (dims + 1):
         return f"{path} is truncated ({size} bytes)"
-    expected = 4 * (dims + 1) + math.prod(int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, dims + 1))
+    shape = tuple(int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, dims + 1))
+    expected = 4 * (dims + 1) + math.prod(shape)
     if size != expected:
         return f"{path} is truncated or corrupt ({size} bytes, its header says {expected})"
-    return None
+    return shape
+
+
+def _idx_fix(cls_name: str, raw: Path) -> str:
+    return f"delete {raw} and run `splitlab datasets --download {_NAMES[cls_name]}` (or copy intact files there)"
 
 
 def _check_idx_files(cls_name: str, root: Path) -> None:
-    """torchvision reads a truncated idx file as a shape error (or worse, silently with strict=False)."""
+    """torchvision reads a truncated idx file as a shape error (or worse, silently with strict=False), and
+    images and labels of different counts, or images of another size, without complaint."""
     raw = root / cls_name / "raw"
+    height, width = DATASETS[_NAMES[cls_name]].image_shape[1:]
+    shapes = {}
     for name in _IDX_FILES:
-        if (raw / name).is_file() and (problem := _idx_problem(raw / name)):
-            raise SplitlabError(f"{problem}; delete {raw} and run `splitlab datasets --download "
-                                f"{_NAMES[cls_name]}` (or copy intact files there)")
+        if (raw / name).is_file():
+            shapes[name] = _idx_header(raw / name)
+            if isinstance(shapes[name], str):
+                raise SplitlabError(f"{shapes[name]}; {_idx_fix(cls_name, raw)}")
+    for prefix in ("train", "t10k"):
+        images, labels = (f"{prefix}-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"))
+        if images in shapes and shapes[images][1:] != (height, width):
+            raise SplitlabError(f"{raw / images} holds images of shape {shapes[images][1:]}, not {height}x{width}; "
+                                f"{_idx_fix(cls_name, raw)}")
+        if labels in shapes and len(shapes[labels]) != 1:
+            raise SplitlabError(f"{raw / labels} holds {len(shapes[labels])}-dimensional labels, not a list; "
+                                f"{_idx_fix(cls_name, raw)}")
+        if images in shapes and labels in shapes and shapes[images][0] != shapes[labels][0]:
+            raise SplitlabError(f"{raw / labels} holds {shapes[labels][0]} labels but {raw / images} holds "
+                                f"{shapes[images][0]} images; {_idx_fix(cls_name, raw)}")
+
+
+def _split_files(cls_name: str, root: Path, split: str) -> tuple[Path, str]:
+    """The file that holds a split's labels, and how to replace it."""
+    if cls_name in _MNIST_FAMILY:
+        raw = root / cls_name / "raw"
+        return raw / f"{'train' if split == 'train' else 't10k'}-labels-idx1-ubyte", _idx_fix(cls_name, raw)
+    folder = root / "cifar-10-batches-py"
+    return folder, f"delete {folder} and run `splitlab datasets --download {_NAMES[cls_name]}`"
+
+
+def _check_split(cls_name: str, root: Path, split: str, images: torch.Tensor, labels: torch.Tensor) -> None:
+    """What torchvision does not check and training would fail on (after writing its run directory)."""
+    spec = DATASETS[_NAMES[cls_name]]
+    where, fix = _split_files(cls_name, root, split)
+    if len(images) != len(labels):
+        raise SplitlabError(f"{where} holds {len(labels)} labels for {len(images)} images; {fix}")
+    if tuple(images.shape[1:]) != spec.image_shape:
+        raise SplitlabError(f"{where}: images of shape {tuple(images.shape[1:])}, not {spec.image_shape}; {fix}")
+    outside = labels[(labels < 0) | (labels >= spec.num_classes)]
+    if len(outside):
+        raise SplitlabError(f"{where} holds label {int(outside[0])}, outside {spec.name}'s classes "
+                            f"0-{spec.num_classes - 1}; {fix}")
 
 
 def _torchvision_loader(cls_name: str) -> Callable[[str, Path, bool], tuple[torch.Tensor, torch.Tensor]]:
@@ -146,7 +190,9 @@ def _torchvision_loader(cls_name: str) -> Callable[[str, Path, bool], tuple[torc
             images = data.unsqueeze(1)
         else:                                     # CIFAR: (N, H, W, C) uint8
             images = data.permute(0, 3, 1, 2)
-        return images.float().div_(255.0).contiguous(), torch.as_tensor(ds.targets, dtype=torch.long)
+        labels = torch.as_tensor(ds.targets, dtype=torch.long)
+        _check_split(cls_name, root, split, images, labels)
+        return images.float().div_(255.0).contiguous(), labels
 
     return load
 
