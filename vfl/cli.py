@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vfl import data as datasets
+from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.errors import SplitlabError
 from vfl.models import describe, describe_hfl
 from vfl.protocol import evaluate as evaluate_split
@@ -40,8 +41,9 @@ EPOCHS_OPTION = typer.Option(10, "--epochs", help="Training epochs.")
 ITERATIONS_OPTION = typer.Option(None, "--iterations", help="Override the preset's iteration count (UnSplit rounds, "
                                  "FSHA protocol rounds, DLG/iDLG L-BFGS steps, Inverting Gradients, FedLeak, AWA and "
                                  "AGIC Adam steps, TGIAs-RO global rounds R_g).")
-OVERWRITE_OPTION = typer.Option(False, "--overwrite", help="Empty a non-empty --out directory and write this run "
-                                "there (without it, a non-empty --out is refused).")
+OVERWRITE_OPTION = typer.Option(False, "--overwrite", help="Replace the previous run in --out: remove the files it "
+                                "wrote, refusing a directory with anything else (without it, a non-empty --out is "
+                                "refused).")
 LPIPS_OPTION = typer.Option(None, "--lpips-weights", help="AlexNet weights for LPIPS (default: the torch hub cache; "
                             "see `splitlab weights`).")
 FID_OPTION = typer.Option(None, "--fid-weights", help="pt_inception weights for FID (default: the torch hub cache; "
@@ -223,13 +225,17 @@ def models(as_json: bool = JSON_OPTION) -> None:
 
 
 def datasets_command(
-    download: Optional[str] = typer.Option(None, "--download", help="Fetch this torchvision dataset into the data root."),
+    download: Optional[str] = typer.Option(None, "--download", help="Fetch this torchvision dataset's missing files "
+                                           "into the data root (the only command that fetches data; $HTTPS_PROXY "
+                                           "and $HTTP_PROXY are honoured)."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
     data_root: Optional[Path] = DATA_ROOT_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List each dataset, its source and whether it is available here."""
+    check_timeout(timeout)
     if download:
-        datasets.download(download, data_root)
+        datasets.download(download, data_root, timeout=timeout, progress=not as_json)
     rows = []
     for name, spec in datasets.DATASETS.items():
         ok, reason = datasets.availability(name, data_root)
