@@ -220,7 +220,12 @@ CASES = [
          "holds {tmp}/run/notes.txt, which splitlab did not write", finished_run_holding_a_users_file),
     Case("out-name-too-long-for-the-file-system", TRAIN + ["--out", "{tmp}/" + "x" * 300],
          "...(300 characters) has a folder name too long for the file system (at most 255 bytes); pass a shorter --out"),
+    Case("data-root-name-too-long-for-the-file-system", TRAIN + ["--dataset", "mnist", "--data-root", "{tmp}/" + "x" * 300],
+         "has a name too long for the file system; pass a shorter --data-root"),
     # checkpoints
+    Case("evaluate-refuses-a-checkpoint-name-too-long-for-the-file-system",
+         ["evaluate", "--checkpoint", "{tmp}/" + "x" * 300 + ".pt"], "(File name too long); pass --checkpoint",
+         writes_run=False),
     Case("evaluate-refuses-a-truncated-checkpoint", ["evaluate", "--checkpoint", "{tmp}/ck.pt"],
          "checkpoint {tmp}/ck.pt is truncated or corrupt", truncated_checkpoint, writes_run=False),
     Case("unsplit-refuses-a-truncated-checkpoint", ["attack", "unsplit", "--checkpoint", "{tmp}/ck.pt"],
@@ -260,6 +265,10 @@ CASES = [
     Case("weights-download-with-a-resolver-that-never-answers", WEIGHTS,
          f"cannot reach github.com (no answer within {TIMEOUT} s): " + UNREACHABLE_FID, network="stuck-dns",
          writes_run=False),
+    Case("datasets-download-into-a-data-root-under-a-file", ["datasets", "--download", "mnist", "--data-root",
+                                                             "{tmp}/afile/data"],
+         "cannot write mnist into {tmp}/afile/data (Not a directory); pass --data-root a writable folder",
+         lambda tmp: (tmp / "afile").write_text("mine"), writes_run=False),
     # --timeout itself
     Case("datasets-timeout-zero", ["datasets", "--download", "mnist", "--timeout", "0"], "--timeout must be > 0",
          writes_run=False),

@@ -10,6 +10,7 @@ Every split carries a provenance line that runs store with their config.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import gzip
 import importlib.util
@@ -242,6 +243,12 @@ def _read(name: str, split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor
                                 + (" (or they fail their checksum)" if "corrupt" in str(exc).lower() else "")
                                 + "; " + _TV_HINT.format(name=name)) from None
         problem = exc
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            problem = exc
+        else:                                    # the root, not the files: nothing to delete
+            raise SplitlabError(f"data root {root} has a name too long for the file system; pass a shorter "
+                                "--data-root") from None
     except Exception as exc:                     # truncated pickles, bad headers: many types
         problem = exc
     detail = str(problem).splitlines()[0][:120] if str(problem) else ""

@@ -173,7 +173,12 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
     `data_root`, when given, replaces the one saved at training time (the data may have moved, and the
     errors tell users to pass --data-root); the returned config carries it, for loading the test data."""
     path = Path(path)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:                       # a name too long for the file system, a loop of links
+        raise SplitlabError(f"cannot read checkpoint {path} ({exc.strerror}); pass --checkpoint the path of a "
+                            "checkpoint.pt") from None
+    if not found:
         raise SplitlabError(f"checkpoint {path} not found; train one with `splitlab train --out DIR` "
                             "and pass DIR/checkpoint.pt")
     retrain = "retrain with `splitlab train`"
