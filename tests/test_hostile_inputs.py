@@ -11,10 +11,12 @@ import contextlib
 import gzip
 import hashlib
 import http.server
+import io
 import json
 import os
 import signal
 import socket
+import tarfile
 import threading
 import time
 from dataclasses import dataclass
@@ -427,6 +429,80 @@ def test_a_download_that_fails_halfway_keeps_only_whole_files(tmp_path, monkeypa
     raw = tmp_path / "data" / "FashionMNIST" / "raw"
     assert {p.name: p.read_bytes() for p in raw.iterdir()} == {       # the two fetched before, whole; no partial
         name: unpacked[name] for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")}
+
+
+def _tar_gz(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    return buffer.getvalue()
+
+
+def _fake_cifar(monkeypatch, handler, base: str, label: int = 3, members: dict[str, bytes] | None = None) -> None:
+    """CIFAR10 as one small batch per split in torchvision's pickle format, served by the local server (the
+    URL and every md5 patched in); `label` is the last image's label, `members` replaces the archive's."""
+    import pickle
+
+    import numpy as np
+    import torchvision.datasets as tvd
+
+    def batch(n: int) -> bytes:
+        return pickle.dumps({"data": np.zeros((n, 3072), np.uint8), "labels": [i % 10 for i in range(n - 1)] + [label]})
+
+    folder = {"data_batch_1": batch(12), "test_batch": batch(6), "batches.meta": pickle.dumps({"label_names": [
+        str(i) for i in range(10)]})}
+    md5 = {name: hashlib.md5(body).hexdigest() for name, body in folder.items()}
+    archive = _tar_gz(members if members is not None else {f"cifar-10-batches-py/{k}": v for k, v in folder.items()})
+    handler.files["cifar-10-python.tar.gz"] = archive
+    monkeypatch.setattr(tvd.CIFAR10, "url", f"{base}/cifar-10-python.tar.gz")
+    monkeypatch.setattr(tvd.CIFAR10, "tgz_md5", hashlib.md5(archive).hexdigest())
+    monkeypatch.setattr(tvd.CIFAR10, "train_list", [["data_batch_1", md5["data_batch_1"]]])
+    monkeypatch.setattr(tvd.CIFAR10, "test_list", [["test_batch", md5["test_batch"]]])
+    monkeypatch.setattr(tvd.CIFAR10, "meta", {"filename": "batches.meta", "key": "label_names",
+                                              "md5": md5["batches.meta"]})
+
+
+def _cifar(tmp_path):
+    return runner.invoke(app, ["datasets", "--download", "cifar10", "--data-root", str(tmp_path / "data"),
+                               "--timeout", "5", "--json"])
+
+
+def test_a_cifar_archive_is_unpacked_beside_its_folder_and_renamed_into_place(tmp_path, monkeypatch, http_files):
+    base, handler = http_files
+    no_proxy(monkeypatch)
+    _fake_cifar(monkeypatch, handler, base)
+    result = _cifar(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["cifar-10-batches-py"]    # no archive, no part
+    assert len(datasets.load("cifar10", "train", tmp_path / "data")) == 12
+
+
+@pytest.mark.parametrize("members,message", [
+    ({"../outside.txt": b"x"}, "gave an archive that does not unpack (OutsideDestinationError"),
+    ({"{tmp}/absolute.txt": b"x"}, "unpacks without its folder cifar-10-batches-py"),   # made relative, inside
+    ({"other-folder/x": b"x"}, "unpacks without its folder cifar-10-batches-py"),
+])
+def test_a_cifar_archive_that_would_write_elsewhere_is_refused(tmp_path, monkeypatch, http_files, members, message):
+    base, handler = http_files
+    no_proxy(monkeypatch)
+    _fake_cifar(monkeypatch, handler, base, members={k.replace("{tmp}", str(tmp_path)): v for k, v in members.items()})
+    result = _cifar(tmp_path)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert message in result.stderr and "or pass --data-root" in result.stderr
+    assert list(tmp_path.iterdir()) == []                  # nothing outside, nothing inside, no part left
+
+
+def test_downloaded_cifar_with_a_label_outside_its_classes_is_refused_naming_the_folder(tmp_path, monkeypatch,
+                                                                                       http_files):
+    base, handler = http_files
+    no_proxy(monkeypatch)
+    _fake_cifar(monkeypatch, handler, base, label=10)
+    result = _cifar(tmp_path)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert f"{tmp_path / 'data' / 'cifar-10-batches-py'} holds label 10, outside cifar10's classes 0-9" in result.stderr
 
 
 # --------------------------------------------------------------------------- vfl.download

@@ -18,6 +18,7 @@ import math
 import os
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -280,6 +281,25 @@ def availability(name: str, data_root: Path | str | None = None) -> tuple[bool, 
     return True, "available"
 
 
+def _gunzip(packed: Path, unpacked: Path) -> None:
+    with gzip.open(packed) as src, open(unpacked, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+
+
+def _untar(packed: Path, unpacked: Path) -> None:
+    with tarfile.open(packed) as archive:
+        archive.extractall(unpacked, filter="data")     # no paths outside, no links, no devices
+
+
+def _unpack(url: str, unpack: Callable[[], None]) -> None:
+    """An archive whose checksum matched should unpack; if it does not, say so in the download's words."""
+    try:
+        unpack()
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DownloadError(url, f"gave an archive that does not unpack ({type(exc).__name__}: {exc})",
+                            unreachable=False) from None
+
+
 def _fetch_mnist(cls, raw: Path, clock: Clock, progress: bool) -> None:
     """Each idx file missing from `raw`, from the first of torchvision's mirrors that answers: the .gz
     (its md5 checked) and the unpacked file (its header checked) both under temporary names until whole."""
@@ -294,8 +314,7 @@ def _fetch_mnist(cls, raw: Path, clock: Clock, progress: bool) -> None:
             try:
                 with staged(raw / filename) as packed, staged(target) as unpacked:
                     fetch_file(mirror + filename, packed, clock, md5=md5, progress=progress)
-                    with gzip.open(packed) as src, open(unpacked, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
+                    _unpack(mirror + filename, lambda: _gunzip(packed, unpacked))
                     if isinstance(problem := _idx_header(unpacked), str):
                         raise DownloadError(mirror + filename, f"unpacks to a broken file ({problem})", False)
                     os.replace(unpacked, target)
@@ -314,8 +333,7 @@ def _fetch_cifar(cls, root: Path, clock: Clock, progress: bool) -> None:
     try:
         with staged(root / cls.filename) as packed, staged(folder) as unpacked:
             fetch_file(cls.url, packed, clock, md5=cls.tgz_md5, progress=progress)
-            with tarfile.open(packed) as archive:
-                archive.extractall(unpacked, filter="data")     # no paths outside, no links, no devices
+            _unpack(cls.url, lambda: _untar(packed, unpacked))
             if not (unpacked / cls.base_folder).is_dir():
                 raise DownloadError(cls.url, f"unpacks without its folder {cls.base_folder}", False)
             os.replace(unpacked / cls.base_folder, folder)
