@@ -4,9 +4,11 @@
 pytorch-fid's Inception file from the torch hub cache (`<torch hub dir>/checkpoints/`, $TORCH_HOME
 moves it) or from --lpips-weights / --fid-weights. This command lists those files and, with
 --download, fetches them into that cache: this and `splitlab datasets --download` are the lab's only
-network uses. A download goes to a temporary name beside its target, must load with
-`torch.load(..., weights_only=True)` as a tensor state dict, and is then renamed into place, so an
-interrupted or bad download never leaves a file the loaders would pick up.
+network uses, both through `vfl.download` (every wait bounded by --timeout; $HTTPS_PROXY honoured).
+A download goes to a temporary name beside its target, must match the hash in its file name (where
+torchvision's names carry one) and load with `torch.load(..., weights_only=True)` as a tensor state
+dict, and is then renamed into place, so an interrupted or bad download never leaves a file the
+loaders would pick up.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import torch
 import typer
 
 from attacks.metrics import FID_WEIGHTS_FILE, LPIPS_BACKBONES, _hub_checkpoint
-from vfl.cli import JSON_OPTION, emit, handles_errors, table
+from vfl.cli import RunOptions, emit, handles_errors, table, with_run_options
+from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, Clock, DownloadError, check_timeout, staged
+from vfl.download import download as download_file
 from vfl.errors import SplitlabError
 
 TORCHVISION_URLS = {
@@ -32,7 +36,7 @@ FID_NAME = "fid"
 NAMES = (*LPIPS_BACKBONES, FID_NAME)
 DEFAULT_DOWNLOADS = ("alex", FID_NAME)  # what the metrics use by default (LPIPS alex, FID)
 
-Downloader = Callable[..., None]  # torch.hub.download_url_to_file(url, dst, hash_prefix=None, progress=True)
+Downloader = Callable[..., None]  # fetch_url(url, dst, hash_prefix=None, progress=True, timeout=...)
 
 
 @dataclass(frozen=True)
@@ -85,13 +89,19 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def fetch_url(url: str, dst: str, hash_prefix: str | None = None, progress: bool = True,
+              timeout: float = DEFAULT_TIMEOUT) -> None:
+    """The downloader: torch hub's `download_url_to_file` arguments, with every wait bounded by `timeout`."""
+    download_file(url, Path(dst), Clock(timeout), sha256_prefix=hash_prefix, progress=progress)
+
+
 def download(name: str, *, hub_dir: Path | None = None, force: bool = False, progress: bool = True,
-             downloader: Downloader | None = None) -> tuple[Path, bool]:
+             timeout: float = DEFAULT_TIMEOUT, downloader: Downloader | None = None) -> tuple[Path, bool]:
     """Fetch one weight file into the hub cache; returns (path, whether it was downloaded now).
 
     The file goes to a temporary name in the target folder, is checked to load as a tensor state
     dict, then renamed into place (atomic on one file system). Any failure is one `SplitlabError`
-    naming the URL and the manual alternative."""
+    naming the URL and the manual alternative, and leaves no file behind."""
     files = weight_files()
     if name not in files:
         raise SplitlabError(f"unknown weight file {name!r}; choose one of {', '.join(files)}")
@@ -99,24 +109,26 @@ def download(name: str, *, hub_dir: Path | None = None, force: bool = False, pro
     path = wf.path(hub_dir)
     if path.is_file() and not force:
         return path, False
-    manual = f"download it by hand and put it at {path}, or pass {wf.option} FILE"
-    fetch = downloader if downloader is not None else torch.hub.download_url_to_file
-    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    manual = f"download {wf.url} elsewhere and put it at {path}, or pass {wf.option} FILE"
+    fetch = downloader if downloader is not None else fetch_url
     try:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fetch(wf.url, str(partial), hash_prefix=wf.hash_prefix, progress=progress)
-        except Exception as exc:  # no network, HTTP error, hash mismatch, unwritable cache
-            raise SplitlabError(f"cannot download {wf.url} ({_one_line(exc)}); {manual}") from None
-        try:
-            state = torch.load(partial, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise SplitlabError(f"{wf.url} did not give a loadable weights file ({_one_line(exc)}); {manual}") from None
-        if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
-            raise SplitlabError(f"{wf.url} did not give a tensor state dict; {manual}")
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+        with staged(path) as partial:
+            try:
+                fetch(wf.url, str(partial), hash_prefix=wf.hash_prefix, progress=progress, timeout=timeout)
+            except DownloadError as exc:
+                raise SplitlabError(f"{exc}: {manual}") from None
+            except Exception as exc:  # another downloader's errors: HTTP, hash mismatch, unwritable cache
+                raise SplitlabError(f"cannot download {wf.url} ({_one_line(exc)}); {manual}") from None
+            try:
+                state = torch.load(partial, map_location="cpu", weights_only=True)
+            except Exception as exc:
+                raise SplitlabError(f"{wf.url} did not give a loadable weights file ({_one_line(exc)}); "
+                                    f"{manual}") from None
+            if not isinstance(state, dict) or not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
+                raise SplitlabError(f"{wf.url} did not give a tensor state dict; {manual}")
+            os.replace(partial, path)
+    except OSError as exc:                       # the cache folder: not writable, a file on the way
+        raise SplitlabError(f"cannot write {path} ({exc.strerror or exc}); {manual}") from None
     return path, True
 
 
@@ -124,17 +136,21 @@ def _size(n: int | None) -> str:
     return "-" if n is None else f"{n / 2**20:.1f} MiB"
 
 
+@with_run_options("as_json")
 def weights_command(
     names: Optional[List[str]] = typer.Argument(None, help="With --download: the files to fetch, of "
                                                 + ", ".join(NAMES) + " (default: " + " and ".join(DEFAULT_DOWNLOADS)
                                                 + ", what the metrics use)."),
     fetch: bool = typer.Option(False, "--download", help="Fetch the named files (default alex and fid) into the torch "
-                               "hub cache from their public URLs; needs the network."),
+                               "hub cache from their public URLs; needs the network ($HTTPS_PROXY is honoured)."),
     force: bool = typer.Option(False, "--force", help="With --download: fetch again even if the file is there."),
-    as_json: bool = JSON_OPTION,
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """List where the LPIPS and FID pretrained weights are looked for and whether they are there;
     --download fetches them."""
+    as_json = opts.as_json
+    check_timeout(timeout)
     if names and not fetch:
         raise SplitlabError("weight names select what --download fetches; add --download")
     wanted = list(dict.fromkeys(names or DEFAULT_DOWNLOADS)) if fetch else []
@@ -143,7 +159,7 @@ def weights_command(
             raise SplitlabError(f"unknown weight file {name!r}; choose one of {', '.join(NAMES)}")
     downloaded, already = [], []
     for name in wanted:
-        _, fresh = download(name, force=force, progress=not as_json)
+        _, fresh = download(name, force=force, progress=not as_json, timeout=timeout)
         (downloaded if fresh else already).append(name)
     rows = describe()
     record = {"command": "weights", "hub_dir": str(Path(torch.hub.get_dir())), "weights": rows}

@@ -179,7 +179,7 @@ def test_weights_urls_are_the_ones_torchvision_and_pytorch_fid_use():
 
 
 def _fake_downloader(calls, payload=None):
-    def fetch(url, dst, hash_prefix=None, progress=True):
+    def fetch(url, dst, hash_prefix=None, progress=True, timeout=None):
         calls.append((url, Path(dst), hash_prefix))
         if payload is None:
             torch.save({"features.0.weight": torch.zeros(2, 3)}, dst)
@@ -194,7 +194,7 @@ def test_weights_download_fetches_alex_and_fid_by_default_atomically(hub, monkey
     from attacks import metrics
 
     calls = []
-    monkeypatch.setattr(torch.hub, "download_url_to_file", _fake_downloader(calls))
+    monkeypatch.setattr("attacks.weights_cli.fetch_url", _fake_downloader(calls))
     result = _weights("--download", "--json")
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
@@ -218,10 +218,10 @@ def test_weights_download_fetches_alex_and_fid_by_default_atomically(hub, monkey
 
 
 def test_weights_download_without_network_is_one_line_naming_url_and_the_manual_way(hub, monkeypatch):
-    def offline(url, dst, hash_prefix=None, progress=True):
+    def offline(url, dst, hash_prefix=None, progress=True, timeout=None):
         raise URLError("[Errno -3] Temporary failure in name resolution")
 
-    monkeypatch.setattr(torch.hub, "download_url_to_file", offline)
+    monkeypatch.setattr("attacks.weights_cli.fetch_url", offline)
     for args, url, option, target in [
         ((), "https://download.pytorch.org/models/alexnet-owt-7be5be79.pth", "--lpips-weights",
          "alexnet-owt-7be5be79.pth"),
@@ -237,16 +237,16 @@ def test_weights_download_without_network_is_one_line_naming_url_and_the_manual_
 
 def test_weights_download_refuses_a_file_that_is_not_a_state_dict(hub, monkeypatch):
     calls = []
-    monkeypatch.setattr(torch.hub, "download_url_to_file", _fake_downloader(calls, payload=b"<html>captive portal"))
+    monkeypatch.setattr("attacks.weights_cli.fetch_url", _fake_downloader(calls, payload=b"<html>captive portal"))
     result = _weights("--download", "vgg")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "vgg16-397923af.pth" in result.stderr and "did not give a loadable weights file" in result.stderr
-    assert list(hub.iterdir()) == []
+    assert not hub.exists()  # nothing left behind, not even the cache folder the download made
 
 
 def test_weights_names_need_download_and_must_be_known(hub, monkeypatch):
     calls = []
-    monkeypatch.setattr(torch.hub, "download_url_to_file", _fake_downloader(calls))
+    monkeypatch.setattr("attacks.weights_cli.fetch_url", _fake_downloader(calls))
     bare = _weights("alex")
     assert bare.exit_code == 2 and "add --download" in bare.stderr
     unknown = _weights("--download", "fid", "resnet")

@@ -105,3 +105,43 @@ def test_other_broken_files_are_one_line_errors_and_unavailable(tmp_path, monkey
         data.load("cifar10", "test", tmp_path)
     ok, reason = data.availability("fashion-mnist", tmp_path)
     assert not ok and "corrupt or truncated" in reason
+
+
+def _rewrite_idx(path, dims, payload):
+    path.write_bytes(bytes([0, 0, 8, len(dims)]) + b"".join(d.to_bytes(4, "big") for d in dims) + payload)
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_idx_files_whose_image_and_label_counts_differ_are_refused_naming_both(tmp_path, split):
+    raw = write_fake_mnist(tmp_path)
+    prefix = "train" if split == "train" else "t10k"
+    _rewrite_idx(raw / f"{prefix}-labels-idx1-ubyte", (200,), bytes(i % 10 for i in range(200)))
+    with pytest.raises(SplitlabError) as info:
+        data.load("mnist", "test", tmp_path)                     # a header check: any split finds it
+    n_images = 128 if split == "train" else 32
+    assert str(info.value) == (f"{raw}/{prefix}-labels-idx1-ubyte holds 200 labels but {raw}/{prefix}-images-idx3-ubyte "
+                               f"holds {n_images} images; delete {raw} and run `splitlab datasets --download mnist` "
+                               "(or copy intact files there)")
+    assert not data.availability("mnist", tmp_path)[0]
+
+
+@pytest.mark.parametrize("label", [10, 200, 255])
+def test_a_label_outside_the_datasets_classes_is_refused_naming_the_file(tmp_path, label):
+    raw = write_fake_mnist(tmp_path, folder="FashionMNIST")
+    labels = bytearray((raw / "t10k-labels-idx1-ubyte").read_bytes())
+    labels[8 + 5] = label
+    (raw / "t10k-labels-idx1-ubyte").write_bytes(bytes(labels))
+    assert len(data.load("fashion-mnist", "train", tmp_path)) == 128           # the other split is intact
+    with pytest.raises(SplitlabError) as info:
+        data.load("fashion-mnist", "test", tmp_path)
+    assert str(info.value).startswith(f"{raw}/t10k-labels-idx1-ubyte holds label {label}, outside fashion-mnist's "
+                                      "classes 0-9; delete")
+    ok, reason = data.availability("fashion-mnist", tmp_path)
+    assert not ok and f"holds label {label}" in reason
+
+
+def test_idx_images_of_another_size_are_refused(tmp_path):
+    raw = write_fake_mnist(tmp_path)
+    _rewrite_idx(raw / "t10k-images-idx3-ubyte", (32, 32, 32), bytes(32 * 32 * 32))
+    with pytest.raises(SplitlabError, match=r"t10k-images-idx3-ubyte holds images of shape \(32, 32\), not 28x28"):
+        data.load("mnist", "train", tmp_path)

@@ -73,20 +73,69 @@ def test_a_finished_runs_directory_is_refused_and_left_byte_identical(tmp_path):
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
-def test_overwrite_empties_the_directory_first(tmp_path):
+def test_overwrite_removes_exactly_what_the_previous_run_wrote(tmp_path):
     with Run.create("train", {"seed": 0}, tmp_path / "r") as run:
         run.write_metrics({"accuracy": 0.9})
-        (run.file("sub")).mkdir()
-        (run.file("sub") / "grid.png").write_bytes(b"x")
-    with Run.create("train", {"seed": 1}, tmp_path / "r", overwrite=True):
+        run.file("sub/grid.png").parent.mkdir()
+        run.file("sub/grid.png").write_bytes(b"x")
+        with Run.create("row", {}, run.file("row-0")) as sub:     # a sub-run (splitlab compare's rows)
+            sub.write_metrics({})
+        (run.path / ".metrics.json.0123abcd.tmp").write_bytes(b"{")   # left by a write the run was killed in
+    marker = json.loads((tmp_path / "r" / ".splitlab-run.json").read_text())
+    assert marker["id"] == run.id and len(run.id) == 32
+    assert marker["files"] == ["config.json", "run.log", "metrics.json", "sub/grid.png", "row-0"]
+    with Run.create("train", {"seed": 1}, tmp_path / "r", overwrite=True) as again:
         names = {p.name for p in (tmp_path / "r").iterdir()}
-    assert names == {".lock", "config.json", "run.log"}
+    assert names == {".lock", ".splitlab-run.json", "config.json", "run.log"}
     assert json.loads((tmp_path / "r" / "config.json").read_text())["config"] == {"seed": 1}
-    (tmp_path / "mine").mkdir()                              # --overwrite never empties a non-run folder
-    (tmp_path / "mine" / "notes.txt").write_text("keep")
-    with pytest.raises(SplitlabError, match="not a splitlab run"):
-        Run.create("train", {}, tmp_path / "mine", overwrite=True)
-    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    assert json.loads((tmp_path / "r" / ".splitlab-run.json").read_text())["id"] == again.id != run.id
+
+
+@pytest.mark.parametrize("stranger", ["notes.txt", "sub/notes.txt", "row-0/notes.txt", "empty-folder/"])
+def test_overwrite_refuses_a_run_directory_holding_a_file_the_run_did_not_write(tmp_path, stranger):
+    with Run.create("train", {"seed": 0}, tmp_path / "r") as run:
+        run.file("sub/grid.png").parent.mkdir()
+        run.file("sub/grid.png").write_bytes(b"x")
+        Run.create("row", {}, run.file("row-0")).close()
+    if stranger.endswith("/"):
+        (tmp_path / "r" / stranger).mkdir()
+    else:
+        (tmp_path / "r" / stranger).write_text("mine")
+    before = _snapshot(tmp_path / "r")
+    with pytest.raises(SplitlabError) as info:
+        Run.create("train", {"seed": 1}, tmp_path / "r", overwrite=True)
+    assert f"holds {tmp_path / 'r' / stranger.rstrip('/')}, which splitlab did not write" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert _snapshot(tmp_path / "r") == before                # nothing removed, not even the run's own files
+
+
+def test_overwrite_never_touches_a_folder_splitlab_did_not_write(tmp_path):
+    mine = tmp_path / "mine"                                  # someone's experiment: a config.json of their own
+    mine.mkdir()
+    (mine / "config.json").write_text('{"mine": 1}')
+    (mine / "notes.txt").write_text("keep")
+    (tmp_path / "outside.txt").write_text("keep")
+    for marker in (None, "{not json", json.dumps({"format": "other", "files": ["config.json"]})):
+        if marker is not None:
+            (mine / ".splitlab-run.json").write_text(marker)
+        before = _snapshot(mine)
+        with pytest.raises(SplitlabError, match="was not written by splitlab"):
+            Run.create("train", {}, mine, overwrite=True)
+        assert _snapshot(mine) == before
+    (mine / ".splitlab-run.json").write_text(json.dumps(      # names that leave the folder match nothing in it
+        {"format": "splitlab-run/1", "id": "x", "files": ["../outside.txt", "/etc/hostname", "config.json"]}))
+    with pytest.raises(SplitlabError, match="notes.txt, which splitlab did not write"):
+        Run.create("train", {}, mine, overwrite=True)
+    assert (mine / "config.json").is_file() and (tmp_path / "outside.txt").read_text() == "keep"
+
+
+def test_a_folder_name_too_long_for_the_file_system_is_one_line(tmp_path):
+    out = tmp_path / ("x" * 300) / "run"
+    with pytest.raises(SplitlabError) as info:
+        Run.create("train", {}, out)
+    assert str(info.value) == (f"run directory {tmp_path}/{'x' * 40}...(300 characters)/run has a folder name too "
+                               "long for the file system (at most 255 bytes); pass a shorter --out")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_held_directory_is_refused_to_a_second_run_and_a_second_process(tmp_path):

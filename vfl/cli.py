@@ -21,6 +21,7 @@ from rich.table import Table
 
 from vfl import data as datasets
 from vfl.cli_options import Output, command_from, parameters, values
+from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.errors import SplitlabError
 from vfl.options import Runtime
 from vfl.models import describe, describe_hfl
@@ -63,15 +64,6 @@ def shared_parameters(names: tuple[str, ...], panel: str | None = None) -> list[
 def _run_options(values: dict[str, Any]) -> RunOptions:
     given = {k: (Path(v) if k in _PATHS else v) for k, v in values.items() if v is not None}
     return RunOptions(**given)
-
-
-def option_info(name: str):
-    """A shared option's typer declaration, for a command that takes it without a whole `RunOptions`."""
-    return shared_parameters((name,))[0].default
-
-
-JSON_OPTION = option_info("as_json")
-DATA_ROOT_OPTION = option_info("data_root")
 
 
 def splice_parameters(fn: Callable, into: str, extra: list[inspect.Parameter],
@@ -188,7 +180,8 @@ def evaluate(
                            f"test accuracy {accuracy:.4f}"))
 
 
-def models(as_json: bool = JSON_OPTION) -> None:
+@with_run_options("as_json")
+def models(opts: RunOptions = RunOptions()) -> None:
     """List every split architecture with its cut layers and client/server/total parameter counts,
     then the horizontal-FL models (whole model on every client)."""
     rows, hfl_rows = describe(), describe_hfl()
@@ -200,17 +193,22 @@ def models(as_json: bool = JSON_OPTION) -> None:
         console.print(table("horizontal-FL models (1x28x28 input, 10 classes)", hfl_rows,
                             ["arch", "input", "total_params", "source"]))
 
-    emit({"command": "models", "architectures": rows, "hfl_models": hfl_rows}, as_json, show)
+    emit({"command": "models", "architectures": rows, "hfl_models": hfl_rows}, opts.as_json, show)
 
 
+@with_run_options("data_root", "as_json")
 def datasets_command(
-    download: Optional[str] = typer.Option(None, "--download", help="Fetch this torchvision dataset into the data root."),
-    data_root: Optional[Path] = DATA_ROOT_OPTION,
-    as_json: bool = JSON_OPTION,
+    download: Optional[str] = typer.Option(None, "--download", help="Fetch this torchvision dataset's missing files "
+                                           "into the data root (the only command that fetches data; $HTTPS_PROXY "
+                                           "and $HTTP_PROXY are honoured)."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
+    opts: RunOptions = RunOptions(),
 ) -> None:
     """List each dataset, its source and whether it is available here."""
+    data_root, as_json = opts.data_root, opts.as_json
+    check_timeout(timeout)
     if download:
-        datasets.download(download, data_root)
+        datasets.download(download, data_root, timeout=timeout, progress=not as_json)
     rows = []
     for name, spec in datasets.DATASETS.items():
         ok, reason = datasets.availability(name, data_root)

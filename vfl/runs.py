@@ -4,6 +4,10 @@ Writes are atomic (temporary file in the same directory, then `os.replace`), so 
 never leaves a half-written `metrics.json` or checkpoint. Nothing here creates a directory before
 the caller has validated its inputs: build the config first, then `Run.create`, which refuses a
 directory that holds another run's files (unless told to overwrite) or that a live run holds.
+
+Every run directory holds a marker, `.splitlab-run.json`: the run's id and the name of every file the
+run wrote (each name handed out by `Run.file` is recorded before the file is written). `--overwrite`
+removes exactly those files and only when nothing else is there, so no user's file is ever deleted.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import json
 import math
 import os
 import platform
-import shutil
+import re
 import subprocess
 import sys
 import uuid
@@ -152,8 +156,28 @@ LOCK_NAME = ".lock"
 process that has just opened it."""
 
 
+def _shown(path: Path) -> str:
+    """`path` for an error line: a component too long to read is cut, with its length."""
+    return os.sep.join(p if len(p) <= 60 else f"{p[:40]}...({len(p)} characters)" for p in str(path).split(os.sep))
+
+
+def _check_name(path: Path) -> None:
+    """Refuse a path the file system cannot hold (one folder name too long), before anything is created."""
+    existing = Path(os.path.abspath(path))
+    while not os.path.isdir(existing):               # False, not an error, for a name too long to look up
+        existing = existing.parent
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if any(len(os.fsencode(part)) > name_max for part in path.parts):
+        raise SplitlabError(f"run directory {_shown(path)} has a folder name too long for the file system "
+                            f"(at most {name_max} bytes); pass a shorter --out")
+
+
 def _check_usable(path: Path) -> None:
     """Refuse, before anything is written, an `out` that cannot become a directory we can write."""
+    _check_name(path)
     if path.exists() and not path.is_dir():
         raise SplitlabError(f"run directory {path} is a file; pass --out a directory path")
     existing = path
@@ -188,13 +212,71 @@ def _acquire(path: Path) -> tuple[int, bool]:
     return fd, created
 
 
+MARKER_NAME = ".splitlab-run.json"
+MARKER_FORMAT = "splitlab-run/1"
+
+
+def _read_marker(path: Path) -> dict[str, Any] | None:
+    """The marker of run directory `path`, or None when there is none or it is not one splitlab wrote."""
+    try:
+        marker = json.loads((path / MARKER_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT or not isinstance(marker.get("files"), list)
+            or not all(isinstance(name, str) for name in marker["files"])):
+        return None
+    return marker
+
+
+def _is_leftover(name: str, recorded: set[str]) -> bool:
+    """A temporary file `atomic_write_bytes` leaves when a run is killed mid-write of a recorded file."""
+    head, _, tail = name.rpartition("/")
+    match = re.fullmatch(r"\.(.+)\.[0-9a-f]{8}\.tmp", tail)
+    return match is not None and (f"{head}/{match[1]}" if head else match[1]) in recorded | {MARKER_NAME}
+
+
+def _run_files(path: Path) -> list[Path]:
+    """Every entry of run directory `path` (files first, then their folders, deepest first) when all of them
+    are the run's own: recorded in its marker, or a sub-run it recorded whose own files are all its own.
+    Otherwise a one-line error naming the first entry splitlab did not write; nothing is removed."""
+    marker = _read_marker(path)
+    if marker is None:
+        raise SplitlabError(f"run directory {path} is not empty and was not written by splitlab (no {MARKER_NAME}); "
+                            "--overwrite replaces only splitlab's runs, pass another --out")
+    recorded = set(marker["files"])
+    parents = {name.rsplit("/", i)[0] for name in recorded for i in range(1, name.count("/") + 1)}
+    owned: list[Path] = []
+
+    def walk(folder: Path, prefix: str) -> None:
+        for entry in sorted(folder.iterdir()):
+            name = prefix + entry.name
+            if entry.is_dir() and not entry.is_symlink():
+                if name in recorded and (entry / MARKER_NAME).is_file():
+                    owned.extend(_run_files(entry))          # a sub-run: its own marker says what it wrote
+                    owned.append(entry)
+                    continue
+                if name in parents or name in recorded:
+                    walk(entry, name + "/")
+                    owned.append(entry)
+                    continue
+            elif name in recorded or name in (LOCK_NAME, MARKER_NAME) or _is_leftover(name, recorded):
+                owned.append(entry)
+                continue
+            raise SplitlabError(f"run directory {path} holds {entry}, which splitlab did not write; --overwrite "
+                                "replaces only what a run wrote: move that file away or pass another --out")
+
+    walk(path, "")
+    return owned
+
+
 def _empty(path: Path) -> None:
-    """Remove everything in `path` but the lock; symlinks are removed, never followed."""
-    for entry in path.iterdir():
-        if entry.name == LOCK_NAME:
+    """Remove what the previous run in `path` wrote (all of it, or nothing), but the lock; symlinks are
+    removed, never followed."""
+    for entry in _run_files(path):
+        if entry == path / LOCK_NAME:
             continue
         if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
+            entry.rmdir()                                    # emptied above: files come before their folder
         else:
             entry.unlink()
 
@@ -225,6 +307,8 @@ class Run:
         self.path = Path(path)
         self.command = command
         self._lock_fd = _lock_fd
+        self.id: str | None = None
+        self._written: list[str] | None = None     # names recorded in the marker (a created run only)
         self.path.mkdir(parents=True, exist_ok=True)
 
     @classmethod
@@ -232,8 +316,9 @@ class Run:
                overwrite: bool = False) -> "Run":
         """Make (or take) the directory, lock it and write `config.json`.
 
-        An existing non-empty directory is refused and left as it was, unless `overwrite`, which empties
-        it first (a directory never mixes two runs' files). A directory another live run holds is
+        An existing non-empty directory is refused and left as it was, unless `overwrite`, which removes
+        the previous run's files first (a directory never mixes two runs' files); a directory holding
+        anything a run did not write is refused even then. A directory another live run holds is
         refused either way; the lock is checked first so that is what the error says."""
         path = Path(out) if out is not None else default_run_dir(command)
         _check_usable(path)
@@ -248,9 +333,6 @@ class Run:
                 if not overwrite:
                     raise SplitlabError(f"run directory {path} is not empty; pass another --out, "
                                         "or --overwrite to replace what is there")
-                if not (path / "config.json").is_file():   # never empty a folder that is not a run
-                    raise SplitlabError(f"run directory {path} is not empty and is not a splitlab run "
-                                        "(no config.json); --overwrite replaces only runs, pass another --out")
                 _empty(path)
         except BaseException:
             if created:                      # leave a refused directory exactly as it was
@@ -260,6 +342,8 @@ class Run:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         run = cls(path, command, fd)
+        run.id, run._written = uuid.uuid4().hex, []
+        run._write_marker()
         run.write_json("config.json", {
             "command": command,
             "argv": list(sys.argv),
@@ -288,7 +372,16 @@ class Run:
         if getattr(self, "_lock_fd", None) is not None:
             self.close()
 
+    def _write_marker(self) -> None:
+        atomic_write_text(self.path / MARKER_NAME, json.dumps(
+            {"format": MARKER_FORMAT, "id": self.id, "command": self.command, "files": self._written}, indent=1) + "\n")
+
     def file(self, name: str) -> Path:
+        """The path of `name` in the run directory, recorded in the marker as the run's own (before the
+        caller writes it, so a run killed mid-write still owns the file)."""
+        if self._written is not None and name not in self._written:
+            self._written.append(name)
+            self._write_marker()
         return self.path / name
 
     def log(self, message: str) -> None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -169,27 +168,50 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
     `data_root`, when given, replaces the one saved at training time (the data may have moved, and the
     errors tell users to pass --data-root); the returned config carries it, for loading the test data."""
     path = Path(path)
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError as exc:                       # a name too long for the file system, a loop of links
+        raise SplitlabError(f"cannot read checkpoint {path} ({exc.strerror}); pass --checkpoint the path of a "
+                            "checkpoint.pt") from None
+    if not found:
         raise SplitlabError(f"checkpoint {path} not found; train one with `splitlab train --out DIR` "
                             "and pass DIR/checkpoint.pt")
+    retrain = "retrain with `splitlab train`"
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise SplitlabError(f"cannot read checkpoint {path} ({exc.strerror}); make it readable or {retrain}") from None
+    try:
+        with zipfile.ZipFile(path) as archive:      # torch's reader skips the CRCs: a flipped bit would load
+            if any(member.compress_type != zipfile.ZIP_STORED for member in archive.infolist()):
+                raise ValueError("compressed members")   # torch never compresses; checking one could take hours
+            damaged = archive.testzip()
+        blob = None if damaged else torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:     # a truncated or corrupt file fails in many ways: zip reader, unpickler, OSError
+        raise SplitlabError(f"checkpoint {path} is truncated or corrupt ({type(exc).__name__}); {retrain}") from None
+    if damaged:
+        raise SplitlabError(f"checkpoint {path} is corrupt (its {damaged} fails its checksum); {retrain}")
+    try:
         if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a splitlab checkpoint")
         saved = dict(blob["config"], device=device)
         if data_root is not None:
             saved["data_root"] = str(data_root)
         config = TrainConfig(**saved)
-        config.validate()
+        try:
+            config.validate()
+        except SplitlabError as exc:
+            raise SplitlabError(f"checkpoint {path} holds a training config splitlab refuses ({exc}); {retrain}") from None
         needs_data = any(item.name == "dp" for item in parse_spec(config.defence))
         train_images = load_data(config)[0].images if needs_data else None
         client, server = build_parties(config, resolve_device(device), train_images)
         client.model.load_state_dict(blob["client"])
         server.model.load_state_dict(blob["server"])
+        accuracy = float(blob.get("accuracy", float("nan")))
     except SplitlabError:
         raise
-    except (pickle.UnpicklingError, RuntimeError, ValueError, KeyError, TypeError, EOFError,
-            zipfile.BadZipFile, AttributeError) as exc:
+    except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SplitlabError(f"checkpoint {path} is corrupt or not a splitlab checkpoint "
-                            f"({type(exc).__name__}); retrain with `splitlab train`") from None
-    return TrainedSplit(config, client, server, float(blob.get("accuracy", float("nan"))))
+                            f"({type(exc).__name__}); {retrain}") from None
+    return TrainedSplit(config, client, server, accuracy)
