@@ -29,7 +29,7 @@ import typer
 from splitlab.sweep_cells import is_finished, run_local
 from splitlab.sweep_display import Display
 from splitlab.sweep_file import MAX_CELLS, arg_text, load_sweep, parse_sweep, shipped
-from splitlab.sweep_ray import CONNECT_TIMEOUT_S, JOIN_TIMEOUT_S, import_ray, parse_address, run_ray, start_ray, \
+from splitlab.sweep_ray import CONNECT_TIMEOUT_S, JOIN_TIMEOUT_S, RayPlan, parse_address, run_ray, start_ray, \
     stop_ray
 from splitlab.sweep_report import aggregate, write_results
 from splitlab.sweep_validate import check_cells, check_sweep_dir
@@ -80,6 +80,32 @@ def _list_rows() -> list[dict]:
         rows.append({"name": name, "command": " ".join(cpu.command), "cells": cpu.size,
                      "paper_cells": paper.size, "description": cpu.description})
     return rows
+
+
+def _start_ray(address: Optional[str], concurrency: Optional[int], threads: Optional[int]) -> RayPlan:
+    """Ray starts (or joins) before the sweep directory is touched, so a failure writes nothing."""
+    try:
+        plan = start_ray(address, concurrency, threads)
+    except KeyboardInterrupt:
+        typer.echo("interrupted while Ray started; nothing was written", err=True)
+        raise typer.Exit(130) from None
+    signal.signal(signal.SIGTERM, _on_sigterm)           # ray.init installed its own handler
+    return plan
+
+
+def _run(plan: Optional[RayPlan], pending: list, threads: Optional[int], display: Display) -> bool:
+    """Run the pending cells on Ray or in process; True if Ctrl-C or SIGTERM stopped them."""
+    try:
+        with display:
+            if plan is not None:
+                run_ray(plan, pending, display)
+            else:
+                run_local(pending, threads, display)
+        return False
+    except KeyboardInterrupt:
+        return True
+    finally:
+        stop_ray()                                       # before the report: no worker still writes a cell
 
 
 def sweep_command(
@@ -149,46 +175,27 @@ def sweep_command(
         return
 
     pending = [(c, d) for c, d, f in zip(cells, dirs, finished) if not f]
-    ray = import_ray(address) if executor == "ray" and pending else None
-    interrupted = False
-    plan = display = None
     with _sigterm_stops():
         try:
-            try:
-                # Ray starts (or joins) before the sweep directory is touched: a failure writes nothing
-                plan = start_ray(ray, address, concurrency, threads) if ray is not None else None
-            except KeyboardInterrupt:
-                typer.echo("interrupted while Ray started; nothing was written", err=True)
-                raise typer.Exit(130) from None
-            signal.signal(signal.SIGTERM, _on_sigterm)
+            plan = _start_ray(address, concurrency, threads) if executor == "ray" and pending else None
             with _locked(sweep_dir):
                 atomic_write_text(sweep_dir / "sweep.toml", sweep.text)
                 started = time.time()
-                try:
-                    meta = {"sweep": sweep.name, "source": sweep.source, "paper_size": paper_size,
-                            "command_line": sweep.command_line(), "executor": executor, "address": address,
-                            "concurrency": plan.concurrency if plan else 1,
-                            "torch_threads": plan.threads if plan else threads,
-                            "ray_nodes": plan.nodes if plan else None,
-                            "cells": len(cells), "already_finished": sum(finished)}
-                    atomic_write_text(sweep_dir / "sweep.json", dumps(meta) + "\n")
-                    display = Display(len(pending), sum(finished), enabled=progress,
-                                      after_cell=lambda: write_results(sweep, cells, sweep_dir))
-                    with display:
-                        if plan is not None:
-                            run_ray(ray, plan, pending, display)
-                        else:
-                            run_local(pending, threads, display)
-                except KeyboardInterrupt:                # Ctrl-C or kill (SIGTERM)
-                    interrupted = True
-                finally:
-                    stop_ray(ray)                        # before the report: no worker still writes a cell
+                meta = {"sweep": sweep.name, "source": sweep.source, "paper_size": paper_size,
+                        "command_line": sweep.command_line(), "executor": executor, "address": address,
+                        "concurrency": plan.concurrency if plan else 1,
+                        "torch_threads": plan.threads if plan else threads, "ray_nodes": plan.nodes if plan else None,
+                        "cells": len(cells), "already_finished": sum(finished)}
+                atomic_write_text(sweep_dir / "sweep.json", dumps(meta) + "\n")
+                display = Display(len(pending), sum(finished), enabled=progress,
+                                  after_cell=lambda: write_results(sweep, cells, sweep_dir))
+                interrupted = _run(plan, pending, threads, display)
                 summary = aggregate(sweep, cells, sweep_dir)
         finally:
-            stop_ray(ray)
+            stop_ray()
     seconds = time.time() - started
     counts = summary["counts"]
-    ran = display.done - display.elsewhere if display is not None else 0
+    ran = display.done - display.elsewhere
     record = {"command": "sweep", "sweep": sweep.name, "sweep_dir": str(sweep_dir), "cells": len(cells),
               "ran": ran, "skipped": sum(finished), **counts,
               "seconds": round(seconds, 1), "interrupted": interrupted,

@@ -21,8 +21,8 @@ axes; option names are the command's CLI options without the dashes, booleans ar
     x = "cut-layer"
 
 A cell is the command with one value per axis; its identity is a hash of its resolved arguments.
-A grid may have at most `MAX_CELLS` cells: the size is computed from the list lengths, before any
-cell is built, so a mistyped grid of millions of cells is refused at once.
+A grid may have at most `MAX_CELLS` cells (and its file `MAX_FILE_BYTES`): the size is computed from
+the list lengths, before any cell is built, so a mistyped grid of millions of cells is refused at once.
 """
 from __future__ import annotations
 
@@ -45,9 +45,11 @@ PAPER_KEYS = ("fixed", "axes", "zip")
 REPORT_KEYS = ("metrics", "x")
 RESERVED = {"out": "the sweep sets --out to the cell directory", "json": "the sweep always adds --json",
             "help": "not an experiment option"}
-MAX_CELLS = 5_000
-"""The most cells one sweep may have: every cell's argv is parsed before anything runs (about 0.5 ms
+MAX_CELLS = 2_000
+"""The most cells one sweep may have: every cell's argv is parsed before anything runs (about 1 ms
 each), the dry run lists them all, and the report reads every cell directory after each cell."""
+MAX_FILE_BYTES = 1_000_000
+"""A sweep file is a few kilobytes; a larger one is refused before the (slow) TOML parse."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,10 @@ def load_sweep(path: Optional[Path] = None, paper: Optional[str] = None, paper_s
         sweep = parse_sweep(files[paper], paper, f"{paper}.toml", paper_size)
     else:
         try:
+            size = Path(path).stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise SplitlabError(f"sweep file {path} has {size:,} bytes, over the bound of {MAX_FILE_BYTES:,}; "
+                                    f"a sweep has at most {MAX_CELLS:,} cells, so split it into smaller sweeps")
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"

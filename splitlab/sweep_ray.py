@@ -14,12 +14,17 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
+import select
+import signal
 import socket
 import sys
+import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from splitlab.sweep_cells import last_line, lost_record, run_cell
 from splitlab.sweep_file import Cell
@@ -94,29 +99,70 @@ def probe_head(address: str) -> None:
                             "`ray start --head` or drop --address to run on a local instance")
 
 
+def _ray_log_line(text: str) -> str:
+    """The last line Ray's C++ client logged, without its timestamp and source prefix."""
+    return re.sub(r"^\[[^]]*\]\s*\S+:\d+:\s*", "", last_line(text))
+
+
 @contextlib.contextmanager
-def _deadline(seconds: float, message: str) -> Iterator[None]:
-    """End the process with `error: MESSAGE` (exit 2) unless the block finishes in time.
+def _bounded_and_quiet(seconds: float, message: str) -> Iterator[Callable[[], str]]:
+    """Run the block with file descriptor 2 captured (Ray's C++ client logs every failed attempt there;
+    the sweep says one line instead); end the process with `error: MESSAGE` (exit 2) unless the block
+    finishes within `seconds`, and at once on Ctrl-C or SIGTERM (exit 130). Yields a function giving
+    the last line Ray logged.
 
-    `ray.init` can block inside Ray's C++ client for minutes, where neither an exception nor a signal
-    reaches it; the join happens before the sweep writes anything, so ending the process leaves no
-    trace."""
-    def expire() -> None:
-        sys.stderr.write(f"error: {message}\n")
-        sys.stderr.flush()
-        os._exit(2)
-
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
+    `ray.init` can block inside that C++ client for minutes, where neither an exception nor a Python
+    signal handler reaches it: a watcher thread waits on the deadline and on the signal wake-up
+    socket instead. The join happens before the sweep writes anything, so ending the process leaves
+    no trace."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = tempfile.TemporaryFile()
+    os.dup2(log.fileno(), 2)
+    wake_r, wake_w = socket.socketpair()
+    wake_w.setblocking(False)
     try:
-        yield
+        previous_wake = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+    except ValueError:                                   # not the main thread: no signal reaches us anyway
+        previous_wake = None
+    done = threading.Event()
+
+    def logged() -> str:
+        return _ray_log_line(os.pread(log.fileno(), os.fstat(log.fileno()).st_size, 0).decode(errors="replace"))
+
+    def watch() -> None:
+        deadline = time.monotonic() + seconds
+        while not done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                said = logged()
+                os.write(saved, f"error: {message}{f' (Ray: {said})' if said else ''}\n".encode())
+                os._exit(2)
+            if select.select([wake_r], [], [], min(left, 0.2))[0]:
+                if {signal.SIGINT, signal.SIGTERM} & set(wake_r.recv(64)):
+                    os.write(saved, b"interrupted while joining the Ray cluster; nothing was written\n")
+                    os._exit(130)
+
+    watcher = threading.Thread(target=watch, name="ray-join-deadline", daemon=True)
+    watcher.start()
+    try:
+        yield logged
     finally:
-        timer.cancel()
+        done.set()
+        watcher.join()
+        if previous_wake is not None:
+            signal.set_wakeup_fd(previous_wake)
+        wake_r.close()
+        wake_w.close()
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
 
 
 @dataclass
 class RayPlan:
+    ray: Any                                             # the imported module
     concurrency: int
     threads: int
     cpus: int
@@ -125,21 +171,30 @@ class RayPlan:
     """OMP_NUM_THREADS the local instance's workers inherited at start (None: a joined cluster's)."""
 
 
-def _join(ray, address: str, common: dict) -> None:
-    with _deadline(JOIN_TIMEOUT_S, f"could not join the Ray cluster at --address {address} within "
-                   f"{JOIN_TIMEOUT_S:g} s; check that HOST:PORT is a running Ray head this machine can reach"):
+def _join(address: str, common: dict):
+    """Import ray and join the cluster at `address`, all within JOIN_TIMEOUT_S."""
+    with _bounded_and_quiet(JOIN_TIMEOUT_S, f"could not join the Ray cluster at --address {address} within "
+                            f"{JOIN_TIMEOUT_S:g} s; check that it is a running Ray head this machine can "
+                            "reach") as logged:
         probe_head(address)
+        ray = import_ray(address)
         try:
             ray.init(address=address, **common)
         except Exception as exc:                         # noqa: BLE001 - cannot join the cluster
+            said = logged()
             hint = ("; the cluster uses token authentication: give its token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
-                    if "auth" in str(exc).lower() else "")
-            raise SplitlabError(f"cannot join the Ray cluster at {address}: {type(exc).__name__}{hint}") from None
+                    if "auth" in f"{exc} {said}".lower() else "")
+            raise SplitlabError(f"cannot join the Ray cluster at {address}: {type(exc).__name__}"
+                                f"{f' (Ray: {said})' if said else ''}{hint}") from None
+    return ray
 
 
-def _start_local(ray, inherited: int, common: dict) -> None:
-    """A new private instance; RAY_ADDRESS is hidden too, so none of its processes points elsewhere."""
+def _start_local(concurrency: Optional[int], threads: Optional[int], common: dict):
+    """Import ray and start a new private instance with this machine's CPUs; RAY_ADDRESS is hidden too,
+    so none of its processes points elsewhere. Returns ray and the OMP_NUM_THREADS its workers inherit."""
+    ray = import_ray(None)
     local = os.cpu_count() or 1
+    inherited = threads or max(1, local // (concurrency or local))
     # Workers inherit the driver's environment: with OMP_NUM_THREADS set here the tasks need no
     # runtime_env, and Ray's pre-started workers serve them instead of new ones (~1.4 s saved).
     saved = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "RAY_ADDRESS")}
@@ -148,7 +203,7 @@ def _start_local(ray, inherited: int, common: dict) -> None:
     try:
         ray.init(address="local", num_cpus=local, include_dashboard=False, **common)
     except Exception as exc:                             # noqa: BLE001 - Ray could not start here
-        stop_ray(ray)
+        stop_ray()
         raise SplitlabError(f"could not start a local Ray instance ({type(exc).__name__}: "
                             f"{last_line(str(exc))}); run with --executor local") from None
     finally:
@@ -157,40 +212,42 @@ def _start_local(ray, inherited: int, common: dict) -> None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+    return ray, inherited
 
 
-def start_ray(ray, address: Optional[str], concurrency: Optional[int], threads: Optional[int]) -> RayPlan:
+def start_ray(address: Optional[str], concurrency: Optional[int], threads: Optional[int]) -> RayPlan:
     """Start a private local Ray instance (or join `address`); resolve concurrency and threads per task."""
     import logging
 
     common = dict(logging_level=logging.ERROR, log_to_driver=False)
     if address:
-        _join(ray, address, common)
+        ray = _join(address, common)
         inherited = None
     else:
-        local = os.cpu_count() or 1
-        inherited = threads or max(1, local // (concurrency or local))
-        _start_local(ray, inherited, common)
+        ray, inherited = _start_local(concurrency, threads, common)
     alive = [n for n in ray.nodes() if n.get("Alive")]
     cpus = int(sum(n.get("Resources", {}).get("CPU", 0) for n in alive)) or 1
     node_max = int(max((n.get("Resources", {}).get("CPU", 0) for n in alive), default=1)) or 1
     concurrency = concurrency or cpus
     threads = threads or max(1, cpus // concurrency)
     if threads > node_max:
-        stop_ray(ray)
+        stop_ray()
         raise SplitlabError(f"--threads {threads} is more than the largest Ray node's {node_max} CPUs")
-    return RayPlan(concurrency, threads, cpus, [n["NodeID"] for n in alive], inherited)
+    return RayPlan(ray, concurrency, threads, cpus, [n["NodeID"] for n in alive], inherited)
 
 
-def stop_ray(ray) -> None:
-    """Shut a private instance down (its processes end) or leave a joined cluster; safe to repeat."""
+def stop_ray() -> None:
+    """Shut the sweep's private instance down (its processes end) or leave the joined cluster; safe to
+    repeat, and a no-op when Ray was never imported."""
+    ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         with contextlib.suppress(Exception):
             ray.shutdown()
 
 
-def run_ray(ray, plan: RayPlan, pending: list[tuple[Cell, Path]], display) -> None:
+def run_ray(plan: RayPlan, pending: list[tuple[Cell, Path]], display) -> None:
     """At most `plan.concurrency` cells in flight, each a Ray task with `plan.threads` CPUs and threads."""
+    ray = plan.ray
     env = {} if plan.inherited_threads == plan.threads else \
         {"runtime_env": {"env_vars": {"OMP_NUM_THREADS": str(plan.threads)}}}
     task = ray.remote(_ray_task).options(num_cpus=plan.threads, max_retries=0, **env)
