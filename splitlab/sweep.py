@@ -68,7 +68,8 @@ def _locked(sweep_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise SplitlabError(f"another sweep is running into {sweep_dir}; wait for it or use another --out") from None
+            raise SplitlabError(f"another sweep is running into {sweep_dir}; wait for it or use another "
+                                "--out") from None
         yield
 
 
@@ -155,7 +156,8 @@ def sweep_command(
         parse_address(address)
     sweep = load_sweep(file, paper, paper_size)
     cells = sweep.cells()
-    sweep_dir = Path(out) if out is not None else Path("runs") / "sweep" / (sweep.name + ("-paper" if paper_size else ""))
+    default_dir = Path("runs") / "sweep" / (sweep.name + ("-paper" if paper_size else ""))
+    sweep_dir = Path(out) if out is not None else default_dir
     check_sweep_dir(sweep_dir)
     check_cells(sweep, cells, sweep_dir)
     dirs = [sweep_dir / "cells" / c.dirname for c in cells]

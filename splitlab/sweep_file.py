@@ -118,15 +118,17 @@ class Sweep:
         return [*self.axes, *self.zipped]
 
     @property
+    def _zip_len(self) -> int:
+        return len(next(iter(self.zipped.values()))) if self.zipped else 1
+
+    @property
     def size(self) -> int:
         """The number of cells, from the list lengths alone."""
-        zip_len = len(next(iter(self.zipped.values()))) if self.zipped else 1
-        return math.prod(len(values) for values in self.axes.values()) * zip_len
+        return math.prod(len(values) for values in self.axes.values()) * self._zip_len
 
     def cells(self) -> list[Cell]:
         """Cross the axes (first outermost) and advance the zipped lists together (innermost)."""
-        zip_len = len(next(iter(self.zipped.values()))) if self.zipped else 1
-        zip_rows = [[(k, v[i]) for k, v in self.zipped.items()] for i in range(zip_len)]
+        zip_rows = [[(k, v[i]) for k, v in self.zipped.items()] for i in range(self._zip_len)]
         out = []
         for combo in itertools.product(*[[(k, v) for v in values] for k, values in self.axes.items()], zip_rows):
             swept = tuple(combo[:-1]) + tuple(combo[-1])
@@ -139,29 +141,30 @@ class Sweep:
         return " ".join(["splitlab", *self.command, *fixed])
 
 
-def _fail(source: str, message: str) -> SplitlabError:
+def file_error(source: str, message: str) -> SplitlabError:
+    """A mistake in the sweep file: one line naming the file."""
     return SplitlabError(f"{source}: {message}")
 
 
 def _scalar(source: str, where: str, key: str, value: Any) -> Value:
     if not isinstance(value, (str, int, float, bool)):
-        raise _fail(source, f"{where} {key} must be a string, number or boolean, got {value!r}")
+        raise file_error(source, f"{where} {key} must be a string, number or boolean, got {value!r}")
     if isinstance(value, float) and value != value:
-        raise _fail(source, f"{where} {key} is not a number")
+        raise file_error(source, f"{where} {key} is not a number")
     return value
 
 
 def _option_name(source: str, where: str, key: str) -> str:
     if not isinstance(key, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", key):
-        raise _fail(source, f"{where} key {key!r} must be a CLI option name without dashes, like cut-layer")
+        raise file_error(source, f"{where} key {key!r} must be a CLI option name without dashes, like cut-layer")
     if key in RESERVED:
-        raise _fail(source, f"{where} key {key!r} is not allowed ({RESERVED[key]})")
+        raise file_error(source, f"{where} key {key!r} is not allowed ({RESERVED[key]})")
     return key
 
 
 def _table(source: str, where: str, value: Any) -> dict:
     if not isinstance(value, dict):
-        raise _fail(source, f"[{where}] must be a table")
+        raise file_error(source, f"[{where}] must be a table")
     return value
 
 
@@ -170,14 +173,14 @@ def _lists(source: str, where: str, table: dict, distinct: bool = True) -> dict[
     for key, values in _table(source, where, table).items():
         _option_name(source, f"[{where}]", key)
         if not isinstance(values, list):
-            raise _fail(source, f"[{where}] {key} must be a list of values")
+            raise file_error(source, f"[{where}] {key} must be a list of values")
         if not values:
-            raise _fail(source, f"[{where}] {key} is an empty list; give at least one value")
+            raise file_error(source, f"[{where}] {key} is an empty list; give at least one value")
         values = [_scalar(source, f"[{where}]", key, v) for v in values]
         seen = set()
         for v in values if distinct else ():
             if (type(v), v) in seen:
-                raise _fail(source, f"[{where}] {key} repeats the value {v!r}")
+                raise file_error(source, f"[{where}] {key} repeats the value {v!r}")
             seen.add((type(v), v))
         out[key] = values
     return out
@@ -193,23 +196,23 @@ def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> 
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise _fail(source, f"not valid TOML: {exc}") from None
+        raise file_error(source, f"not valid TOML: {exc}") from None
     unknown = [k for k in data if k not in TOP_KEYS]
     if unknown:
-        raise _fail(source, f"unknown key {unknown[0]!r}; a sweep file has: {', '.join(TOP_KEYS)}")
+        raise file_error(source, f"unknown key {unknown[0]!r}; a sweep file has: {', '.join(TOP_KEYS)}")
     command = data.get("command")
     if not isinstance(command, str) or not command.split():
-        raise _fail(source, "missing command (for example command = \"attack unsplit\")")
+        raise file_error(source, "missing command (for example command = \"attack unsplit\")")
     description = data.get("description", "")
     if not isinstance(description, str):
-        raise _fail(source, "description must be a string")
+        raise file_error(source, "description must be a string")
     fixed = _fixed(source, "fixed", data.get("fixed", {}))
     axes = _lists(source, "axes", data.get("axes", {}))
     zipped = _lists(source, "zip", data.get("zip", {}), distinct=False)
     paper = _table(source, "paper", data.get("paper", {}))
     bad = [k for k in paper if k not in PAPER_KEYS]
     if bad:
-        raise _fail(source, f"unknown key {bad[0]!r} in [paper]; it has: {', '.join(PAPER_KEYS)}")
+        raise file_error(source, f"unknown key {bad[0]!r} in [paper]; it has: {', '.join(PAPER_KEYS)}")
     paper_parts = (_fixed(source, "paper.fixed", paper.get("fixed", {})),
                    _lists(source, "paper.axes", paper.get("axes", {})),
                    _lists(source, "paper.zip", paper.get("zip", {}), distinct=False))
@@ -224,29 +227,29 @@ def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> 
                         (axes, zipped, "[axes] and [zip]")):
         both = [k for k in a if k in b]
         if both:
-            raise _fail(source, f"{both[0]} is in both {names}; name each option once")
+            raise file_error(source, f"{both[0]} is in both {names}; name each option once")
     lengths = {k: len(v) for k, v in zipped.items()}
     if len(set(lengths.values())) > 1:
-        raise _fail(source, "[zip] lists must have equal lengths, got "
+        raise file_error(source, "[zip] lists must have equal lengths, got "
                     + ", ".join(f"{k} {n}" for k, n in lengths.items()))
     report = _table(source, "report", data.get("report", {}))
     bad = [k for k in report if k not in REPORT_KEYS]
     if bad:
-        raise _fail(source, f"unknown key {bad[0]!r} in [report]; it has: {', '.join(REPORT_KEYS)}")
+        raise file_error(source, f"unknown key {bad[0]!r} in [report]; it has: {', '.join(REPORT_KEYS)}")
     if "metrics" in report and (not isinstance(report["metrics"], list)
                                 or not all(isinstance(m, str) for m in report["metrics"])):
-        raise _fail(source, "[report] metrics must be a list of metric names")
+        raise file_error(source, "[report] metrics must be a list of metric names")
     if "x" in report and report["x"] not in [*axes, *zipped]:
-        raise _fail(source, f"[report] x = {report['x']!r} is not a swept option")
+        raise file_error(source, f"[report] x = {report['x']!r} is not a swept option")
     sweep = Sweep(name=name, source=source, command=tuple(command.split()), description=description,
                   fixed=fixed, axes=axes, zipped=zipped, report=report, paper_size=paper_size,
                   has_paper=any(paper_parts), text=text)
     if sweep.size > MAX_CELLS:
-        raise _fail(source, f"the grid has {sweep.size:,} cells, over the bound of {MAX_CELLS:,} cells per "
+        raise file_error(source, f"the grid has {sweep.size:,} cells, over the bound of {MAX_CELLS:,} cells per "
                     "sweep; split it into smaller sweeps (each its own --out)")
     keys = [c.key for c in sweep.cells()]
     if len(set(keys)) != len(keys):
-        raise _fail(source, "two cells have the same options; make each axis value distinct")
+        raise file_error(source, "two cells have the same options; make each axis value distinct")
     return sweep
 
 

@@ -12,12 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from splitlab.sweep_file import Cell, Sweep, arg_text
+from splitlab.sweep_file import Cell, Sweep, arg_text, file_error
 from vfl.errors import SplitlabError
-
-
-def _fail(sweep: Sweep, message: str) -> SplitlabError:
-    return SplitlabError(f"{sweep.source}: {message}")
 
 
 def _root() -> Any:
@@ -47,12 +43,12 @@ def _check_command(sweep: Sweep, root: Any) -> str:
         subs = getattr(command, "commands", None)
         if not subs or word not in subs:
             where = " ".join(sweep.command[:i]) or "splitlab"
-            raise _fail(sweep, f"unknown command {' '.join(sweep.command)!r}; {where} has: "
-                        f"{', '.join(sorted(subs or []))}")
+            raise file_error(sweep.source, f"unknown command {' '.join(sweep.command)!r}; {where} has: "
+                             f"{', '.join(sorted(subs or []))}")
         command = subs[word]
     if getattr(command, "commands", None):
-        raise _fail(sweep, f"{' '.join(sweep.command)!r} is a group; name one of its commands: "
-                    f"{', '.join(sorted(command.commands))}")
+        raise file_error(sweep.source, f"{' '.join(sweep.command)!r} is a group; name one of its commands: "
+                         f"{', '.join(sorted(command.commands))}")
     return "splitlab " + " ".join(sweep.command)
 
 
@@ -64,14 +60,14 @@ def _parse(sweep: Sweep, root: Any, argv: list[str], where: str, path: str) -> A
         return parse_argv(root, argv)
     except click_errors.NoSuchOption as exc:
         hint = f"; did you mean {', '.join(sorted(exc.possibilities))}?" if exc.possibilities else ""
-        raise _fail(sweep, f"{where}: `{path}` has no option {exc.option_name}{hint}") from None
+        raise file_error(sweep.source, f"{where}: `{path}` has no option {exc.option_name}{hint}") from None
     except click_errors.ClickException as exc:
-        raise _fail(sweep, f"{where}: {exc.format_message()} (see `{path} --help`)") from None
+        raise file_error(sweep.source, f"{where}: {exc.format_message()} (see `{path} --help`)") from None
     except SplitlabError as exc:                         # a parameter type of the lab's own
-        raise _fail(sweep, f"{where}: {exc}") from None
+        raise file_error(sweep.source, f"{where}: {exc}") from None
     except (click_errors.Exit, click_errors.Abort):       # an eager option that ends the command (like --list)
-        raise _fail(sweep, f"{where}: an option of `{path}` ends the command while it is parsed; "
-                    "drop it from the sweep file") from None
+        raise file_error(sweep.source, f"{where}: an option of `{path}` ends the command while it is "
+                         "parsed; drop it from the sweep file") from None
 
 
 def _check_sweepable(sweep: Sweep, root: Any, path: str) -> None:
@@ -82,8 +78,9 @@ def _check_sweepable(sweep: Sweep, root: Any, path: str) -> None:
         parse_argv(root, [*sweep.command, "--out", "cell", "--json"])
     except click_errors.NoSuchOption as exc:
         if exc.option_name in ("--out", "--json"):
-            raise _fail(sweep, f"`{path}` takes no {exc.option_name}, so it cannot be swept; a sweep runs "
-                        "commands that write a run directory (--out) and print a JSON record (--json)") from None
+            raise file_error(sweep.source, f"`{path}` takes no {exc.option_name}, so it cannot be swept; a sweep "
+                             "runs commands that write a run directory (--out) and print a JSON record (--json)") \
+                from None
     except Exception:                                    # noqa: BLE001 - anything else is each cell's to report
         pass
 
@@ -96,19 +93,19 @@ def _check_booleans(sweep: Sweep, cell: Cell, ctx: Any, where: str, path: str) -
     for key, value in cell.options:
         param = by_name.get(f"--{key}")
         if param is None:                                # only a false value is never seen by the parser
-            raise _fail(sweep, f"{where}: `{path}` has no option --{key}")
+            raise file_error(sweep.source, f"{where}: `{path}` has no option --{key}")
         flag = bool(getattr(param, "is_flag", False))
         if isinstance(value, bool) and not flag:
-            raise _fail(sweep, f"{where}: --{key} takes a value, not {arg_text(value)}")
+            raise file_error(sweep.source, f"{where}: --{key} takes a value, not {arg_text(value)}")
         if not isinstance(value, bool) and flag:
-            raise _fail(sweep, f"{where}: --{key} is a flag: give true or false, not {value!r}")
+            raise file_error(sweep.source, f"{where}: --{key} is a flag: give true or false, not {value!r}")
         if isinstance(value, bool) and getattr(param, "is_bool_flag", False):
             wanted = value if f"--{key}" in param.opts else not value
             if param.name in ctx.params and ctx.params[param.name] != wanted:
                 other = [o[2:] for o in [*param.opts, *param.secondary_opts] if o != f"--{key}"]
                 fix = f"write {other[0]} = true" if other else f"drop {key} (it cannot be turned off)"
-                raise _fail(sweep, f"{where}: {key} = {arg_text(value)} leaves --{key} out, which does not "
-                            f"turn it off; {fix}")
+                raise file_error(sweep.source, f"{where}: {key} = {arg_text(value)} leaves --{key} out, which "
+                                 f"does not turn it off; {fix}")
 
 
 def check_cells(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> None:

@@ -113,12 +113,14 @@ HOSTILE = {
         r=list(range(1, 101))), ["--dry-run"], f"the grid has 1,000,000 cells, over the bound of {MAX_CELLS:,}"),
     "an-unreachable-ray-address": (TRAIN.format(seeds=[0]), ["--address", "127.0.0.1:1"],
                                    "cannot reach a Ray head at --address 127.0.0.1:1 (connection refused)"),
-    "a-ray-client-address": (TRAIN.format(seeds=[0]), ["--address", "ray://head:10001"], "give the Ray head's HOST:PORT"),
+    "a-ray-client-address": (TRAIN.format(seeds=[0]), ["--address", "ray://head:10001"],
+                             "give the Ray head's HOST:PORT"),
     "a-malformed-address": (TRAIN.format(seeds=[0]), ["--address", "head"], "is not HOST:PORT"),
     "out-is-an-existing-file": (TRAIN.format(seeds=[0]), ["--out", "taken"], "--out taken is a file, not a directory"),
     "a-command-without-out": ('command = "models"\n[axes]\nseed = [0, 1]\n', [],
                               "`splitlab models` takes no --out, so it cannot be swept"),
-    "an-unknown-option": (TRAIN.format(seeds=[0]) + 'colour = ["red"]\n', [], "`splitlab train` has no option --colour"),
+    "an-unknown-option": (TRAIN.format(seeds=[0]) + 'colour = ["red"]\n', [],
+                          "`splitlab train` has no option --colour"),
     "an-unknown-false-flag": (TRAIN.format(seeds=[0]) + "[zip]\nturbo = [false]\n", [],
                               "`splitlab train` has no option --turbo"),
     "false-for-a-flag-that-is-on-by-default": ('command = "bounds"\n[axes]\nsensitivity = [true, false]\n', [],
@@ -257,10 +259,12 @@ def test_list_shows_the_shipped_grids():
 
 
 @pytest.mark.parametrize("name", sorted(shipped()))
-def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name):
+def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name, tmp_path):
     cpu = load_sweep(paper=name)
     paper = load_sweep(paper=name, paper_size=True)
     assert cpu.cells() and paper.cells() and cpu.description
+    for sweep in (cpu, paper):                           # every cell as its command would parse it
+        sweep_validate.check_cells(sweep, sweep.cells(), tmp_path)
     assert "seed" in cpu.swept_keys and len(paper.cells()) >= len(cpu.cells())
     assert not (set(cpu.fixed) & set(cpu.swept_keys))
 
