@@ -13,12 +13,11 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
+from splitlab.sweep_cells import is_finished, read_record
+from splitlab.sweep_file import Cell, Sweep
 from vfl.runs import METRIC_KEYS, atomic_write_bytes, atomic_write_text
-
-if TYPE_CHECKING:
-    from splitlab.sweep import Cell, Sweep
 
 SEED = "seed"
 IMAGES = ("reconstruction.png", "reconstructions.png")
@@ -56,10 +55,8 @@ def _csv(rows: list[dict], columns: list[str]) -> str:
     return buffer.getvalue()
 
 
-def collect(cells: list["Cell"], sweep_dir: Path) -> list[dict]:
+def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
     """One row per cell of this sweep, read from its directory."""
-    from splitlab.sweep import is_finished, read_record
-
     rows = []
     for cell in cells:
         cell_dir = sweep_dir / "cells" / cell.dirname
@@ -114,14 +111,14 @@ def summarise(rows: list[dict], keys: list[str], metrics: list[str]) -> list[dic
     return out
 
 
-def _report_metrics(sweep: "Sweep", numeric: list[str]) -> list[str]:
+def _report_metrics(sweep: Sweep, numeric: list[str]) -> list[str]:
     if sweep.report.get("metrics"):
         return [m for m in sweep.report["metrics"] if m in numeric]
     chosen = [m for m in METRIC_KEYS if m in numeric and m != "seconds"]
     return chosen or [m for m in numeric if "second" not in m][:6]
 
 
-def _x_axis(sweep: "Sweep", keys: list[str]) -> str | None:
+def _x_axis(sweep: Sweep, keys: list[str]) -> str | None:
     if sweep.report.get("x") in keys:
         return sweep.report["x"]
     values = {k: (sweep.axes.get(k) or sweep.zipped.get(k) or []) for k in keys}
@@ -183,7 +180,7 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
            ["| " + " | ".join(_cell(r.get(c)).replace("|", "\\|") for c in columns) + " |" for r in rows]
 
 
-def write_results(sweep: "Sweep", cells: list["Cell"], sweep_dir: Path) -> tuple[list[dict], list]:
+def write_results(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> tuple[list[dict], list]:
     """results.csv from the cell files (rewritten after every cell, so it is current even after kill -9)."""
     rows = collect(cells, sweep_dir)
     swept = sweep.swept_keys
@@ -195,7 +192,7 @@ def write_results(sweep: "Sweep", cells: list["Cell"], sweep_dir: Path) -> tuple
     return rows, metric_columns
 
 
-def aggregate(sweep: "Sweep", cells: list["Cell"], sweep_dir: Path) -> dict:
+def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> dict:
     """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return counts."""
     rows, metric_columns = write_results(sweep, cells, sweep_dir)
     swept = sweep.swept_keys

@@ -1,22 +1,21 @@
-"""`splitlab sweep`: expansion, dry runs, cells equal to the single command, resume, failures, shipped grids, Ray."""
+"""`splitlab sweep`: expansion, refusals before anything is written, dry runs, cells equal to the single command,
+resume, failures, shipped grids. Ray clusters: tests/test_sweep_ray.py."""
 import csv
 import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from splitlab.cli import app
-from splitlab.sweep import load_sweep, parse_sweep, shipped
+from splitlab import sweep_validate
+from splitlab.sweep_file import MAX_CELLS, load_sweep, parse_sweep, shipped
 from vfl.errors import SplitlabError
 
 runner = CliRunner()
@@ -104,6 +103,81 @@ def test_bad_sweep_file_or_number_exits_2_before_writing(tmp_path):
     assert len(bad.stderr.strip().splitlines()) == 1 and not out.exists()
 
 
+HOSTILE = {
+    "a-wrong-type-in-axes": (TRAIN.format(seeds=[0]) + 'batch-size = [16, "many"]\n', [],
+                             "cell 2 of 2 (seed-0_batch-size-many): Invalid value for '--batch-size'"),
+    "false-for-a-value-option": (TRAIN.format(seeds="[false, 1]"), [], "cell 1 of 2 (seed-false): --seed takes a "
+                                 "value, not false"),
+    "true-for-a-value-option": (TRAIN.format(seeds="[0, true]"), [], "(seed-true): "),
+    "a-million-cells-in-a-dry-run": ('command = "train"\n[axes]\nseed = {r}\nlr = {r}\nepochs = {r}\n'.format(
+        r=list(range(1, 101))), ["--dry-run"], f"the grid has 1,000,000 cells, over the bound of {MAX_CELLS:,}"),
+    "an-unreachable-ray-address": (TRAIN.format(seeds=[0]), ["--address", "127.0.0.1:1"],
+                                   "cannot reach a Ray head at --address 127.0.0.1:1 (connection refused)"),
+    "a-ray-client-address": (TRAIN.format(seeds=[0]), ["--address", "ray://head:10001"],
+                             "give the Ray head's HOST:PORT"),
+    "a-malformed-address": (TRAIN.format(seeds=[0]), ["--address", "head"], "is not HOST:PORT"),
+    "out-is-an-existing-file": (TRAIN.format(seeds=[0]), ["--out", "taken"], "--out taken is a file, not a directory"),
+    "a-command-without-out": ('command = "models"\n[axes]\nseed = [0, 1]\n', [],
+                              "`splitlab models` takes no --out, so it cannot be swept"),
+    "an-unknown-option": (TRAIN.format(seeds=[0]) + 'colour = ["red"]\n', [],
+                          "`splitlab train` has no option --colour"),
+    "an-unknown-false-flag": (TRAIN.format(seeds=[0]) + "[zip]\nturbo = [false]\n", [],
+                              "`splitlab train` has no option --turbo"),
+    "false-for-a-flag-that-is-on-by-default": ('command = "bounds"\n[axes]\nsensitivity = [true, false]\n', [],
+                                               "write no-sensitivity = true"),
+    "a-group-as-command": ('command = "attack"\n[axes]\nseed = [0]\n', [], "'attack' is a group"),
+    "a-sweep-file-too-large": ('command = "train"\n# ' + "x" * 1_000_000 + "\n", [], "over the bound of 1,000,000"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_sweep_is_refused_before_anything_is_written(case, tmp_path, monkeypatch):
+    text, args, message = HOSTILE[case]
+    monkeypatch.chdir(tmp_path)                          # the default --out (runs/sweep/...) would land here
+    (tmp_path / "grid.toml").write_text(text)
+    (tmp_path / "taken").write_text("a file")
+    started = time.monotonic()
+    result = runner.invoke(app, ["sweep", "grid.toml", *args, "--no-progress"])
+    seconds = time.monotonic() - started
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.toml", "taken"]
+    assert (tmp_path / "taken").read_text() == "a file"
+    assert seconds < 30                                  # refused up front, not after building or connecting
+
+
+def test_every_cells_full_argv_goes_through_the_commands_parser(tmp_path, monkeypatch):
+    """Options may depend on other values of the same argv, so each cell is parsed on its own, whole."""
+    seen = []
+    real = sweep_validate.parse_argv
+
+    def recording(root, argv):
+        seen.append(list(argv))
+        return real(root, argv)
+
+    monkeypatch.setattr(sweep_validate, "parse_argv", recording)
+    out = tmp_path / "out"
+    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1, 2]) + "lr = [0.1, 0.2]\n")
+    result = _sweep(grid, "--dry-run", "--out", out)
+    assert result.exit_code == 0, result.output
+    cells = load_sweep(grid).cells()
+    expected = [c.argv(out / "cells" / c.dirname) for c in cells]
+    assert [a for a in seen if a in expected] == expected and len(expected) == 6
+
+
+def test_flags_are_given_when_true_and_their_opposite_turns_a_default_on_flag_off(tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sweep", str(_file(tmp_path, 'command = "bounds"\n[axes]\nno-sensitivity = '
+                                                    "[true, false]\n")), "--dry-run", "--json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert [r["no-sensitivity"] for r in json.loads(result.stdout)["cells"]] == ["true", "false"]
+    cells = load_sweep(tmp_path / "grid.toml").cells()
+    assert [c.args() for c in cells] == [["--no-sensitivity"], []]
+    assert not out.exists()
+
+
 def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(app, ["sweep", str(_file(tmp_path, TRAIN.format(seeds=[0, 1, 2]))), "--dry-run",
@@ -158,19 +232,18 @@ def test_local_cells_equal_the_single_command_and_resume_runs_only_missing_cells
 
 def test_failing_cell_is_recorded_and_the_others_finish(tmp_path):
     out = tmp_path / "out"
-    grid = _file(tmp_path, TRAIN.format(seeds=[0]).replace('arch = "small-mlp"\n', "")
-                 + 'arch = ["small-mlp", "vit"]\nbatch-size = [16, "many"]\n')
+    # `vit` parses (the option takes any name) and fails when the cell runs: a failure at run time
+    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]).replace('arch = "small-mlp"\n', "")
+                 + 'arch = ["small-mlp", "vit"]\n')
     result = _sweep(grid, "--executor", "local", "--out", out)
     assert result.exit_code == 1
     records = _records(out)
     assert len(records) == 4
     ok = [r for r in records.values() if r["status"] == "ok"]
-    assert [r["swept"] for r in ok] == [{"seed": 0, "arch": "small-mlp", "batch-size": 16}]
-    errors = {(r["swept"]["arch"], r["swept"]["batch-size"]): r["error"] for r in records.values()
-              if r["status"] == "failed"}
-    assert errors[("vit", 16)].startswith("unknown architecture 'vit'")          # SplitlabError
-    assert errors[("small-mlp", "many")].startswith("Invalid value for '--batch-size'")       # a usage error
-    assert all("\n" not in e for e in errors.values())
+    assert sorted(r["swept"]["seed"] for r in ok) == [0, 1] and {r["swept"]["arch"] for r in ok} == {"small-mlp"}
+    errors = [r["error"] for r in records.values() if r["status"] == "failed"]
+    assert len(errors) == 2 and all(e.startswith("unknown architecture 'vit'") for e in errors)   # SplitlabError
+    assert all("\n" not in e for e in errors)
     report = (out / "report.md").read_text()
     assert "## Failed cells" in report and "unknown architecture 'vit'" in report
 
@@ -186,64 +259,14 @@ def test_list_shows_the_shipped_grids():
 
 
 @pytest.mark.parametrize("name", sorted(shipped()))
-def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name):
+def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name, tmp_path):
     cpu = load_sweep(paper=name)
     paper = load_sweep(paper=name, paper_size=True)
     assert cpu.cells() and paper.cells() and cpu.description
+    for sweep in (cpu, paper):                           # every cell as its command would parse it
+        sweep_validate.check_cells(sweep, sweep.cells(), tmp_path)
     assert "seed" in cpu.swept_keys and len(paper.cells()) >= len(cpu.cells())
     assert not (set(cpu.fixed) & set(cpu.swept_keys))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.ray
-def test_address_runs_cells_on_an_existing_ray_cluster(tmp_path, monkeypatch):
-    # this cluster's own token, in the environment before ray is imported (it reads the mode then)
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN", uuid.uuid4().hex)
-    ray = pytest.importorskip("ray")
-    port = _free_port()
-    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")        # short: Ray's socket paths have a length limit
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    ray_bin = Path(sys.executable).with_name("ray")
-    # --block keeps `ray start` in the foreground; ending it (by its pid) stops exactly this cluster,
-    # where `ray stop` would stop every Ray process of this user on the machine
-    head = subprocess.Popen([str(ray_bin), "start", "--head", f"--port={port}", "--num-cpus=2", "--block",
-                             "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        address = f"127.0.0.1:{port}"
-        for _ in range(120):                                 # wait for the GCS to accept connections
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        out = tmp_path / "out"
-        result = _sweep(_file(tmp_path, TRAIN.format(seeds=[0, 1])), "--address", address, "--concurrency", "2",
-                        "--out", out)
-        assert result.exit_code == 0, result.output
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        try:
-            cluster_nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-        finally:
-            ray.shutdown()
-        records = list(_records(out).values())
-        assert len(records) == 2 and {r["status"] for r in records} == {"ok"}
-        assert {r["where"]["node_id"] for r in records} <= cluster_nodes and len(cluster_nodes) == 1
-        assert all(r["where"]["executor"] == "ray" and r["where"]["pid"] != os.getpid() for r in records)
-        assert all(r["torch_threads"] == 1 and r["omp_num_threads"] == "1" for r in records)
-        assert json.loads((out / "sweep.json").read_text())["address"] == address
-    finally:
-        head.terminate()
-        try:
-            head.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, 9)                           # the session we started, nothing else
-        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_ray_is_imported_only_by_the_sweep_and_missing_ray_is_a_one_line_hint(tmp_path, monkeypatch):
