@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import typer
 from typer.core import TyperGroup
@@ -56,18 +56,40 @@ def split_command(name: str):
     return handles_errors(command_from(functools.partial(_run, name), groups, name=name, doc=spec.title + "."))
 
 
+@functools.cache
+def _click_command(name: str) -> Any:
+    app = typer.Typer(add_completion=False)
+    app.command(name)(split_command(name))
+    return typer.main.get_group(app).commands[name]
+
+
+class _Commands(Mapping):
+    """`group.commands`: the registry's split attacks by name, each built on first access."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.names("split"))
+
+    def __len__(self) -> int:
+        return len(registry.names("split"))
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in registry.names("split"):
+            raise KeyError(name)
+        return _click_command(name)
+
+
 class AttackGroup(TyperGroup):
     """The split attacks of the registry as subcommands, each built when it is asked for."""
 
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _Commands()
+
     def list_commands(self, ctx: Any) -> list[str]:
-        return registry.names("split")
+        return list(self.commands)
 
     def get_command(self, ctx: Any, name: str) -> Any:
-        if name not in registry.names("split"):
-            return None
-        app = typer.Typer(add_completion=False)
-        app.command(name)(split_command(name))
-        return typer.main.get_group(app).commands[name]
+        return self.commands.get(name)
 
 
 def register(app: typer.Typer) -> None:
