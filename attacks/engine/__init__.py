@@ -6,7 +6,8 @@ share; a part only one attack uses lives in that attack's package.
 """
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.layer_weights import LayerGroups, ramp
-from attacks.engine.loop import MODES, Block, Consensus, EngineResult, Schedule, auto_mode, run
+from attacks.engine.loop import MODES, EngineResult, auto_mode, run
+from attacks.engine.schedule import Block, Consensus, Schedule
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, subset_of
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, Hook, SignedGradients, StepDecay
