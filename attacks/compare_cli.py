@@ -13,8 +13,8 @@ from attacks.compare import FSHA_SETUP, compare
 from attacks.metrics import load_fid, load_lpips
 from attacks.split.fsha import FSHA
 from attacks.split.unsplit import UnSplit, UnsplitSettings
-from vfl.cli import METRIC_WEIGHTS, emit, handles_errors, shared_parameters, table
-from vfl.cli_options import Output, command_from, parameters, values
+from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, shared_parameters, values
+from vfl.cli_output import emit, handles_errors, table
 from vfl.defences import split_specs
 from vfl.errors import SplitlabError
 from vfl.runs import Run

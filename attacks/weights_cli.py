@@ -21,7 +21,8 @@ import torch
 import typer
 
 from attacks.metrics import FID_WEIGHTS_FILE, LPIPS_BACKBONES, _hub_checkpoint
-from vfl.cli import RunOptions, emit, handles_errors, table, with_run_options
+from vfl.cli_options import RunOptions, with_run_options
+from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, Clock, DownloadError, check_timeout, staged
 from vfl.download import download as download_file
 from vfl.errors import SplitlabError

@@ -136,7 +136,7 @@ def sweep_command(
 ) -> None:
     """Run a grid of `splitlab` commands (a sweep file or a shipped paper grid) on Ray or in process;
     resumable; writes results.csv, summary.csv (mean, std, n over seeds) and report.md."""
-    from vfl.cli import emit, table
+    from vfl.cli_output import emit, table
 
     if list_:
         rows = _list_rows()
@@ -220,6 +220,6 @@ def sweep_command(
 
 def register(app: typer.Typer) -> None:
     """Add `splitlab sweep` to the app."""
-    from vfl.cli import handles_errors
+    from vfl.cli_output import handles_errors
 
     app.command("sweep")(handles_errors(sweep_command))

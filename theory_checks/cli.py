@@ -16,7 +16,8 @@ from theory_checks.bounds.logreg import KINDS, load_digits
 from theory_checks.bounds.surrogate import FEEDS, INPUTS
 from theory_checks.convergence import example1_figure, example1_runs
 from theory_checks.suite import CHECKS, one_intra_op_thread, parse_dtype, run_checks, select_checks
-from vfl.cli import RunOptions, emit, handles_errors, table, with_run_options
+from vfl.cli_options import RunOptions, with_run_options
+from vfl.cli_output import emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.validate import check_choice, check_int, check_number

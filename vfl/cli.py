@@ -1,148 +1,28 @@
-"""The split-learning commands of `splitlab` (train, models, datasets) and the CLI's shared plumbing.
+"""The split-learning commands of `splitlab`: train, evaluate, models, datasets.
 
-Commands stay thin: parse options, build a validated config, create the run directory, call the
-library, print. `SplitlabError` becomes one line on stderr and exit code 2. With `--json` a command
-prints exactly one JSON object (its result record) on stdout; progress bars go to stderr.
+Commands stay thin: build a validated config from the generated options, create the run directory, call
+the library, print (`vfl.cli_output`).
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import json
-import sys
-import typing
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from vfl import data as datasets
-from vfl.cli_options import Output, command_from, parameters, values
+from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_options, shared_parameters, values,
+                              with_run_options)
+from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
-from vfl.errors import SplitlabError
-from vfl.options import Runtime
 from vfl.models import describe, describe_hfl
 from vfl.protocol import evaluate as evaluate_split
-from vfl.runs import Run, closing_runs, dumps, to_jsonable
+from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split, training_metrics
 
-@dataclass(frozen=True)
-class RunOptions:
-    """The options every command that writes a run shares (declared on `Runtime` and `Output`), handed to
-    the command as one value."""
-    out: Optional[Path] = None
-    overwrite: bool = False
-    as_json: bool = False
-    seed: int = 0
-    device: str = "auto"
-    data_root: Optional[Path] = None
-    lpips_weights: Optional[Path] = None
-    fid_weights: Optional[Path] = None
-
-    @property
-    def root(self) -> str | None:
-        """The data root as the library takes it."""
-        return str(self.data_root) if self.data_root else None
-
-
-RUN = ("seed", "device", "data_root", "out", "overwrite", "as_json")
-"""The shared options of a command that writes a run; `RUN + METRIC_WEIGHTS` for one that scores images."""
-METRIC_WEIGHTS = ("lpips_weights", "fid_weights")
-_PATHS = {"out", "data_root", "lpips_weights", "fid_weights"}
-
-
-def shared_parameters(names: tuple[str, ...], panel: str | None = None) -> list[inspect.Parameter]:
-    """The typer parameters of these shared options, in the order given, generated from their declarations."""
-    generated = {p.name: p for cls in (Runtime, Output) for p in parameters(cls, panel=panel)}
-    return [generated[n] for n in names]
-
-
-def _run_options(values: dict[str, Any]) -> RunOptions:
-    given = {k: (Path(v) if k in _PATHS else v) for k, v in values.items() if v is not None}
-    return RunOptions(**given)
-
-
-def splice_parameters(fn: Callable, into: str, extra: list[inspect.Parameter],
-                      collect: Callable[[dict[str, Any]], Any]) -> Callable:
-    """`fn` as a typer command with its own parameters (annotations resolved), less `into`, followed by
-    `extra`; the command hands the extra parameters' values to `fn` as `into=collect(values)`. One place
-    that rewrites a command's signature for the shared decorators."""
-    hints = typing.get_type_hints(fn)
-    own = [p.replace(annotation=hints.get(p.name, p.annotation))
-           for p in inspect.signature(fn).parameters.values() if p.name != into]
-    names = [p.name for p in extra]
-
-    @functools.wraps(fn)
-    def command(*args, **kwargs):
-        collected = collect({n: kwargs.pop(n) for n in names})
-        return fn(*args, **{into: collected}, **kwargs)
-
-    command.__signature__ = inspect.Signature(own + extra, return_annotation=None)
-    command.__annotations__ = {p.name: p.annotation for p in own + extra}
-    del command.__wrapped__                         # typer must read this signature, not fn's
-    return command
-
-
-def with_run_options(*names: str) -> Callable[[Callable], Callable]:
-    """Give a command the shared options `names` (listed after its own) and hand them to it as one `opts:
-    RunOptions` argument."""
-    def decorate(fn: Callable) -> Callable:
-        return splice_parameters(fn, "opts", shared_parameters(names), _run_options)
-    return decorate
-
-
-def handles_errors(fn: Callable) -> Callable:
-    """Turn `SplitlabError` into a one-line message on stderr and exit code 2."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            with closing_runs():
-                return fn(*args, **kwargs)
-        except SplitlabError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-    return wrapper
-
-
-def emit(record: dict[str, Any], as_json: bool, summary: Callable[[Console], None] | None = None) -> None:
-    """Print the result: one JSON object with --json, else a human summary."""
-    if as_json:
-        sys.stdout.write(json.dumps(to_jsonable(record), allow_nan=False) + "\n")
-        return
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    if summary is not None:
-        summary(console)
-    else:
-        console.print(dumps(record))
-
-
-def table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
-    out = Table(title=title)
-    for column in columns:
-        out.add_column(column)
-    for row in rows:
-        out.add_row(*[_cell(row.get(c)) for c in columns])
-    return out
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if isinstance(value, (list, tuple)):
-        return "x".join(map(str, value))
-    return str(value)
-
-
 def _train(given: dict[str, Any]) -> None:
-    opts = _run_options({k: given[k] for k in RUN if k in given})
+    opts = run_options({k: given[k] for k in RUN if k in given})
     config = TrainConfig(**values(TrainConfig, given))
     train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "device": str(resolve_device(config.device)),

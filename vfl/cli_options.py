@@ -8,15 +8,19 @@ the given ones back out (an option left out is not given, so a preset's value st
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
 
 from vfl.options import Runtime, Validated, flag_of, option, options_of, optional, text
 
-__all__ = ["Runtime", "Output", "parameters", "values", "command_from"]
+__all__ = ["Output", "parameters", "values", "command_from", "RunOptions", "RUN", "METRIC_WEIGHTS",
+           "shared_parameters", "splice_parameters", "with_run_options", "run_options"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,3 +100,70 @@ def command_from(fn: Callable[[dict[str, Any]], Any], groups: list[list[inspect.
 def flags(cls: type) -> dict[str, str]:
     """field name -> its first CLI spelling, for messages."""
     return {f.name: flag_of(f, o) for f, o in options_of(cls)}
+
+
+# --- commands written as functions share the run options as one `opts` argument -------------------------
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options every command that writes a run shares (declared on `Runtime` and `Output`), handed to
+    the command as one value."""
+    out: Optional[Path] = None
+    overwrite: bool = False
+    as_json: bool = False
+    seed: int = 0
+    device: str = "auto"
+    data_root: Optional[Path] = None
+    lpips_weights: Optional[Path] = None
+    fid_weights: Optional[Path] = None
+
+    @property
+    def root(self) -> str | None:
+        """The data root as the library takes it."""
+        return str(self.data_root) if self.data_root else None
+
+
+RUN = ("seed", "device", "data_root", "out", "overwrite", "as_json")
+"""The shared options of a command that writes a run; `RUN + METRIC_WEIGHTS` for one that scores images."""
+METRIC_WEIGHTS = ("lpips_weights", "fid_weights")
+_PATHS = {"out", "data_root", "lpips_weights", "fid_weights"}
+
+
+def shared_parameters(names: tuple[str, ...], panel: str | None = None) -> list[inspect.Parameter]:
+    """The typer parameters of these shared options, in the order given, generated from their declarations."""
+    generated = {p.name: p for cls in (Runtime, Output) for p in parameters(cls, panel=panel)}
+    return [generated[n] for n in names]
+
+
+def run_options(values: dict[str, Any]) -> RunOptions:
+    given = {k: (Path(v) if k in _PATHS else v) for k, v in values.items() if v is not None}
+    return RunOptions(**given)
+
+
+def splice_parameters(fn: Callable, into: str, extra: list[inspect.Parameter],
+                      collect: Callable[[dict[str, Any]], Any]) -> Callable:
+    """`fn` as a typer command with its own parameters (annotations resolved), less `into`, followed by
+    `extra`; the command hands the extra parameters' values to `fn` as `into=collect(values)`. One place
+    that rewrites a command's signature for the shared decorators."""
+    hints = typing.get_type_hints(fn)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(fn).parameters.values() if p.name != into]
+    names = [p.name for p in extra]
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        collected = collect({n: kwargs.pop(n) for n in names})
+        return fn(*args, **{into: collected}, **kwargs)
+
+    command.__signature__ = inspect.Signature(own + extra, return_annotation=None)
+    command.__annotations__ = {p.name: p.annotation for p in own + extra}
+    del command.__wrapped__                         # typer must read this signature, not fn's
+    return command
+
+
+def with_run_options(*names: str) -> Callable[[Callable], Callable]:
+    """Give a command the shared options `names` (listed after its own) and hand them to it as one `opts:
+    RunOptions` argument."""
+    def decorate(fn: Callable) -> Callable:
+        return splice_parameters(fn, "opts", shared_parameters(names), run_options)
+    return decorate

@@ -32,6 +32,9 @@ class Check:
     describe: str = ""
     """The accepted values in words, for help texts ("0 < x <= 1", "one of a, b")."""
     choices: tuple[str, ...] = ()
+    refused: Any = None
+    """A value of the right type that the check refuses (None: every value of the type passes), so tests
+    can hold every option to its declared range."""
 
     def __call__(self, name: str, value: Any) -> Any:
         return self.run(name, value)
@@ -50,20 +53,25 @@ def _bounds(low, high, low_open: bool, high_open: bool, symbol: str = "x") -> st
 def number(*, low: float | None = None, high: float | None = None, low_open: bool = False,
            high_open: bool = False) -> Check:
     """A finite real number within [low, high] (either end open)."""
+    refused = (low if low_open else low - 1) if low is not None else (high if high_open else high + 1) \
+        if high is not None else float("nan")
     return Check(float, lambda name, value: check_number(name, value, low=low, high=high, low_open=low_open,
                                                         high_open=high_open),
-                 _bounds(low, high, low_open, high_open))
+                 _bounds(low, high, low_open, high_open), refused=float(refused))
 
 
 def integer(*, low: int | None = None, high: int | None = None) -> Check:
     """An integer within [low, high] (3.5 is refused, not truncated)."""
-    return Check(int, lambda name, value: check_int(name, value, low=low, high=high), _bounds(low, high, False, False))
+    refused = low - 1 if low is not None else high + 1 if high is not None else None
+    return Check(int, lambda name, value: check_int(name, value, low=low, high=high), _bounds(low, high, False, False),
+                 refused=refused)
 
 
 def choice(choices: Sequence[str]) -> Check:
     """One of a fixed set of words."""
     words = tuple(choices)
-    return Check(str, lambda name, value: check_choice(name, value, words), "one of " + ", ".join(words), words)
+    return Check(str, lambda name, value: check_choice(name, value, words), "one of " + ", ".join(words), words,
+                 refused="not-" + "-".join(words))
 
 
 def text() -> Check:
@@ -78,7 +86,7 @@ def text() -> Check:
 def optional(check: Check) -> Check:
     """`check`, or None (the field's "not given": the preset's or the dataset's value is used)."""
     return Check(check.kind, lambda name, value: None if value is None else check(name, value),
-                 check.describe + " (or unset)", check.choices)
+                 check.describe + " (or unset)", check.choices, check.refused)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import typer
 
 from attacks import registry
 from attacks.hfl.experiment import HFLConfig, execute, prepare
-from vfl.cli import emit, handles_errors
+from vfl.cli_output import emit, handles_errors
 from vfl.cli_options import Output, command_from, parameters, values
 from vfl.errors import SplitlabError
 from vfl.runs import Run

@@ -14,8 +14,8 @@ import typer
 from typer.core import TyperGroup
 
 from attacks import registry
-from vfl.cli import METRIC_WEIGHTS, emit, handles_errors, shared_parameters
-from vfl.cli_options import Output, command_from, parameters, values
+from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, shared_parameters, values
+from vfl.cli_output import emit, handles_errors
 from vfl.options import Runtime, options_of
 from vfl.runs import Run
 

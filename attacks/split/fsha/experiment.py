@@ -17,7 +17,7 @@ from attacks.split.experiment import SplitConfig
 from attacks.split.fsha.attack import FSHA, FshaObservation
 from attacks.split.fsha.evaluation import RoundLog
 from attacks.split.fsha.victim import FshaVictim, load_split, victim_side
-from vfl.cli import table
+from vfl.cli_output import table
 from vfl.protocol import Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device

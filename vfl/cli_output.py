@@ -1,0 +1,63 @@
+"""How a command ends: `SplitlabError` as one line on stderr and exit code 2; the result as one JSON object
+(`--json`) or a human summary; tables."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any, Callable
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vfl.errors import SplitlabError
+from vfl.runs import closing_runs, dumps, to_jsonable
+
+__all__ = ["handles_errors", "emit", "table"]
+
+
+def handles_errors(fn: Callable) -> Callable:
+    """Turn `SplitlabError` into a one-line message on stderr and exit code 2."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            with closing_runs():
+                return fn(*args, **kwargs)
+        except SplitlabError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def emit(record: dict[str, Any], as_json: bool, summary: Callable[[Console], None] | None = None) -> None:
+    """Print the result: one JSON object with --json, else a human summary."""
+    if as_json:
+        sys.stdout.write(json.dumps(to_jsonable(record), allow_nan=False) + "\n")
+        return
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if summary is not None:
+        summary(console)
+    else:
+        console.print(dumps(record))
+
+
+def table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
+    out = Table(title=title)
+    for column in columns:
+        out.add_column(column)
+    for row in rows:
+        out.add_row(*[_cell(row.get(c)) for c in columns])
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, (list, tuple)):
+        return "x".join(map(str, value))
+    return str(value)
