@@ -104,7 +104,7 @@ def example1_adam_rotation(dtype: torch.dtype = torch.float64) -> CheckResult:
     Claim as an invariance: standard Adam (lr 0.6, 1000 steps) from (W, X) and from (UW, UX) ends
     at the same loss. Expected: breaks. Measured: |f(y_final, original) - f(y_final, rotated)|.
     `details` records which start got stuck under each Adam variant and whether that agrees with the
-    paper's sentence (the rotated start gets stuck); the digest found the opposite for standard Adam.
+    paper's sentence (the rotated start gets stuck); a careful reading of standard Adam finds the opposite.
     """
     runs = example1_runs(dtype)
     final = {v: {s: runs.trajectories[v][s][-1] for s in ("original", "rotated")} for v in EXAMPLE1_VARIANTS}

@@ -25,7 +25,7 @@ from vfl.protocol import MaliciousServer
 
 @dataclass(frozen=True)
 class Sizes:
-    """The small problem every invariance check runs on (digest 004, section 2.1)."""
+    """The small problem every invariance check runs on (JAST Sec. 2's setting at CPU scale)."""
     n: int = 64              # samples
     d: int = 20              # client features
     d_h: int = 8             # cut-layer width

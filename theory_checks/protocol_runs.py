@@ -22,7 +22,7 @@ State = dict[str, torch.Tensor]
 
 
 def relative_gap(reference: torch.Tensor, other: torch.Tensor) -> float:
-    """max |reference - other| / max |reference| (the digest's measure; 0/0 reads as 0)."""
+    """max |reference - other| / max |reference| (a relative measure; 0/0 reads as 0)."""
     scale = float(reference.abs().max()) if reference.numel() else 0.0
     diff = float((reference - other).abs().max()) if reference.numel() else 0.0
     if scale == 0.0:

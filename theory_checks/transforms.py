@@ -17,7 +17,7 @@ from vfl.errors import SplitlabError
 def orthogonal(rows: int, cols: int, gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
     """A Haar-random matrix with orthonormal rows (rows <= cols): square U has U U^T = U^T U = I.
 
-    QR of a Gaussian matrix with the signs of R's diagonal moved into Q (digest 004, section 2).
+    QR of a Gaussian matrix with the signs of R's diagonal moved into Q (Haar-distributed, as the JAST paper's Lemma 1 assumes).
     """
     if rows > cols:
         raise ValueError(f"orthonormal rows need rows <= cols, got {rows}x{cols}")

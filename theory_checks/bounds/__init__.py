@@ -1,4 +1,4 @@
-"""Reconstruction-error bounds for attacks on FedAvg (seed paper 003; digest notes/papers/003_theory.md).
+"""Reconstruction-error bounds for attacks on FedAvg (Theoretically Understanding Data Reconstruction Leakage in Federated Learning).
 
     E||x - R(w_t)||^2 <= 2 E||x - R(w*)||^2 + 2 L_R^2 / (gamma + t) * (4 B / mu^2 + (gamma + 1) E||w_1 - w*||^2)
 

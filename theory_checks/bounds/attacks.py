@@ -8,13 +8,13 @@
 - ggl: x' = G(z'), G a PCA-linear decoder (mean + top-k principal directions scaled by sqrt(eigenvalue),
   fitted on all of digits), z'_0 ~ N(0, I_k), the sign-rule label, GML = ||.||^2, Reg = (||z'||^2 - k)^2,
   GD on z', output Clip(G(z'_I), 0, 1). DEVIATION: the paper uses a pretrained GAN generator, and its
-  clipping defence T is not applied (all attacks see the same unclipped gradient; errata 17).
+  clipping defence T is not applied (all attacks see the same unclipped gradient; the paper's clipping is GGL's own setting).
 
 g_w(x, y) = grad_w [CE(F(x; w), y) + lam ||w||^2] is the full per-sample gradient of the clients' loss
 (`RegularisedGradient`: the engine's `FedSGDGradient` plus 2 lam w). The attack returns the last iterate
 x'_I (Alg. 1 returns x'_I, not the best iterate). Choices where the paper is silent, all settings:
-the init N(init_mean, init_std^2) (Alg. 4's N(0, 1) by default; Fig. 1 uses N(1, 1), errata 9), Clip(0, 1)
-rather than Alg. 4's max(., 0) (errata 10), step sizes, I and the TV and latent weights (§4: not given).
+the init N(init_mean, init_std^2) (Alg. 4's N(0, 1) by default; Fig. 1 uses N(1, 1)), Clip(0, 1)
+rather than Alg. 4's max(., 0) (Alg. 1's; both are 1-Lipschitz), step sizes, I and the TV and latent weights (§4: not given).
 Trials are (weights, sample, init) triples run together by `attacks.engine.run`; the same inits are used
 at every weight vector, so R(w_a) - R(w_b) compares one init.
 """

@@ -1,8 +1,8 @@
-"""Component checks of the bound (digest §9 A1, A2, A4, A6, A7, A8, B4), each a `CheckResult`.
+"""Component checks of the bound (the constants, the FedAvg rate and the Lipschitz composition), each a `CheckResult`.
 
 All run in float64 whatever `dtype` the suite passes (the bound's constants are float64 quantities);
 each inequality reports its largest normalised excess LHS - RHS, so a negative `measured` is slack. The
-FL setting is the issue's: digits 0 vs 1, binary l2-LogReg (lam = 0.1), N = 10, E = 2, T = 100, 10 seeds,
+FL setting is the lab's reference one: digits 0 vs 1, binary l2-LogReg (lam = 0.1), N = 10, E = 2, T = 100, 10 seeds,
 K = 5 for partial participation.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from vfl.runtime import generator
 
 
 @functools.lru_cache(maxsize=1)
-def issue_setting() -> Setting:
+def reference_setting() -> Setting:
     return fl_setting(BoundsConfig(sensitivity=False, trends=False))
 
 
@@ -32,7 +32,7 @@ def _matrix(rows: int, cols: int, seed: int) -> torch.Tensor:
 
 def smoothness(dtype: torch.dtype = torch.float64) -> CheckResult:
     """A1: the paper's L >= lambda_max(Hessian L_k) and mu <= lambda_min, at random w and along FedAvg."""
-    s = issue_setting()
+    s = reference_setting()
     eig = curvature(s)
     excess = max(max((e["lambda_max"] - s.L) / s.L for e in eig.values()),
                  max((s.mu - e["lambda_min"]) / s.mu for e in eig.values()))
@@ -42,7 +42,7 @@ def smoothness(dtype: torch.dtype = torch.float64) -> CheckResult:
 
 def step_size(dtype: torch.dtype = torch.float64) -> CheckResult:
     """A2: eta_1 <= 1/(4L), eta_t non-increasing, eta_t <= 2 eta_{t+E} (the proof's requirements)."""
-    s = issue_setting()
+    s = reference_setting()
     eta, E = s.full.eta, s.full.local_steps
     first = (float(eta[0]) - 1 / (4 * s.L)) * 4 * s.L
     increase = float((eta[1:] - eta[:-1]).max() / eta[0])
@@ -95,7 +95,7 @@ def idlg_labels(dtype: torch.dtype = torch.float64) -> CheckResult:
         data = load_digits(digits)
         model = LogReg(kind, data.dim, classes=len(digits))
         w = torch.cat([torch.randn(8, model.params, generator=generator(30), dtype=torch.float64),
-                       issue_setting().full.global_w[0, ::20]]) if kind == "binary" else \
+                       reference_setting().full.global_w[0, ::20]]) if kind == "binary" else \
             torch.randn(8, model.params, generator=generator(31), dtype=torch.float64)
         g = model.sample_grads(w[:, None], data.flat[None], data.labels[None])
         accuracies[kind] = float((model.idlg_label(w[:, None], g) == data.labels[None]).double().mean())
@@ -115,7 +115,7 @@ def gamma_nonnegative(dtype: torch.dtype = torch.float64) -> CheckResult:
 def fedavg_rate(dtype: torch.dtype = torch.float64) -> CheckResult:
     """B4: mean over 10 seeds of ||w_t - w*||^2 <= v / (gamma + t) at every SGD step, full participation
     (Theorem 1's B) and partial with K = 5 draws with replacement (Theorem 2's B + C)."""
-    s = issue_setting()
+    s = reference_setting()
     full, partial = convergence(s.full, s.full_constants), convergence(s.partial, s.partial_constants)
     return CheckResult.judge("bounds-fedavg-rate", "mean ||w_t - w*||^2 <= v/(gamma+t) at every step, full and partial",
                              max(full["max_ratio"], partial["max_ratio"]) - 1, 0.0, "holds",

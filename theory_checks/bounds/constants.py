@@ -5,11 +5,11 @@
     E||w_t - w*||^2 <= v / (gamma + t)                               (Li et al.; proof of Thm 1)
     bound(t) = 2 err(w*) + L_R^2 Phi(t),   Phi(t) = 2 v / (gamma + t)  (Eq. 5; Eq. 6 with B + C)
 
-L: the paper's max_k (1/4) mean_j ||x_j^k||^2 + 2 lam; mu = lam (errata 6). sigma_k^2: the largest
+L: the paper's max_k (1/4) mean_j ||x_j^k||^2 + 2 lam; mu = lam (the paper's; the true strong convexity is 2 lam). sigma_k^2: the largest
 ||grad l(w, xi) - grad L_k(w)||^2 over the device's samples xi and the points w^k_t of the recorded
 trajectory (all seeds); G^2: the largest over k and t of the mean over xi of ||grad l(w^k_t, xi)||^2
-(App. C.1.1, errata 11). Gamma = L* - sum_k p_k L_k*, each minimum by Newton (errata 12). v uses the
-paper's loosened sum form; `v_max` is the tighter max{4B/mu^2, (gamma + 1) Delta_1} (§2.4 of the digest).
+(App. C.1.1; single-sample SGD, as the paper leaves the minibatch unstated). Gamma = L* - sum_k p_k L_k*, each minimum by Newton (the paper does not say how). v uses the
+paper's loosened sum form; `v_max` is the tighter max{4B/mu^2, (gamma + 1) Delta_1} (the proof's own form).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The whole measurement behind `splitlab bounds`: FedAvg, its constants, the attacks at w_t and w*, the
-surrogates' L_R, and Theorem 1's bound per attack and round, with the checks and sensitivities the digest
+surrogates' L_R, and Theorem 1's bound per attack and round, with the checks and sensitivities the paper's claims
 lists (§9: B4, C2, C3, C5, D1, D4, D5, D8).
 
 Choices (the paper is silent or ambiguous; each is a field of `BoundsConfig`):

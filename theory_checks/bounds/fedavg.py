@@ -6,9 +6,9 @@ Every device k copies the global model and takes E local SGD steps on one unifor
 
 and every E steps the server aggregates: full participation w = sum_k p_k w^k; partial participation by
 Assumption 6 (Li et al.'s scheme I): K devices drawn i.i.d. with replacement with probabilities p_k,
-w = (1/K) sum over the draws (errata 4). Data are split evenly (p_k = 1/N).
+w = (1/K) sum over the draws (Scheme I, as Assumption 6 states; Sec. 3.1 describes Scheme II). Data are split evenly (p_k = 1/N).
 
-Indexing (errata 3): t counts SGD steps and w_1 is the initial model, as in the proof; the global model
+Indexing (the theorem's t counts rounds, its proof's SGD steps; the proof's is used): t counts SGD steps and w_1 is the initial model, as in the proof; the global model
 after round r is w_{rE+1}. Seeds run together along a leading dimension.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ def split_evenly(data: Digits, devices: int, *, seed: int = 0) -> Federation:
 
 
 def schedule_gamma(L: float, mu: float, local_steps: int, rule: str = "theorem") -> float:
-    """gamma = max{8L/mu, E} (Theorem 1, default) or max{8L/mu, E} - 1 (the proof; errata 1)."""
+    """gamma = max{8L/mu, E} (Theorem 1, default) or max{8L/mu, E} - 1 (the proof's; both are valid)."""
     if rule not in GAMMA_RULES:
         raise SplitlabError(f"unknown gamma rule {rule!r}; choose one of: {', '.join(GAMMA_RULES)}")
     gamma = max(8 * L / mu, float(local_steps))

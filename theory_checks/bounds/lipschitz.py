@@ -1,6 +1,6 @@
 """Lipschitz constants: the power method (Alg. 3), spectral norms, and AutoLip (Alg. 2, Lemma 1).
 
-AutoLip (Virmaux & Scaman 2018; paper §4.2, digest §3.3 and errata 5): over a computation graph
+AutoLip (Virmaux & Scaman 2018; paper §4.2, with the sum over each node's predecessors i = 0..h-1 and L_0 = 1): over a computation graph
 phi_0 = input, phi_h = g_h(predecessors),
 
     L_0 = 1 (0 for constant inputs),    L_h = sum over predecessors i of  max_z ||d_i g_h(z)||_2 * L_i
@@ -30,7 +30,7 @@ def power_iteration(f: Callable[[torch.Tensor], torch.Tensor], dim: int, *, iter
     """Alg. 3, the autograd power method for an affine f: R^dim -> R^m:
     v <- grad_v 1/2 ||f(v) - f(0)||^2 (= M^T M v), v <- v / ||v||; returns ||f(v) - f(0)|| = ||M v||.
     Stops after `iters` iterations or when the estimate changes by less than `tol` (relative). It converges
-    to sigma_max from below (digest §3.4), hence the SVD cross-check."""
+    to sigma_max from below (a finite power method under-estimates it), hence the SVD cross-check."""
     zero = torch.zeros(dim, dtype=dtype)
     f0 = f(zero).detach()
     v = torch.randn(dim, generator=generator(seed), dtype=dtype)

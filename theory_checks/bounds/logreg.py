@@ -1,6 +1,6 @@
 """l2-regularised logistic regression on scikit-learn's digits: the paper's strongly convex FL model.
 
-Paper §5 / App. C.1.1 (digest §5, errata 2 and 16):
+Paper §5 / App. C.1.1 (its l2 coefficient gamma is called lam here; it also names a step-size constant):
 
     L_k(w) = (1/n_k) sum_j l(w; x_j, y_j) + lam ||w||^2,      lam = 0.1 (the paper calls it gamma)
 
@@ -8,7 +8,7 @@ Paper §5 / App. C.1.1 (digest §5, errata 2 and 16):
   (0, <w, x>) (class 1 <-> y = +1), which is the same function, so the attacks' `FedSGDGradient`
   differentiates exactly the clients' loss.
 - softmax: K classes, W in R^{K x d}, cross-entropy of W x (the paper never defines its multi-class
-  model; errata 16).
+  model; the paper never defines its multi-class LogReg).
 
 Data: `sklearn.datasets.load_digits` (ships inside scikit-learn, no download), 8x8 images / 16 in [0, 1],
 d = 64. Parameters are one flat vector w (p = d binary, p = K d softmax); no bias, as in the paper.
@@ -27,7 +27,7 @@ from vfl.errors import SplitlabError
 
 KINDS = ("binary", "softmax")
 LAM = 0.1
-"""The paper's l2 coefficient (App. C.1.1 names it gamma; renamed, errata 2)."""
+"""The paper's l2 coefficient (App. C.1.1 names it gamma, as it names a step-size constant; renamed)."""
 DTYPE = torch.float64
 
 
@@ -130,13 +130,13 @@ class LogReg:
 
     def paper_L(self, x: torch.Tensor) -> float:
         """The paper's smoothness constant for one device: (1/4) mean ||x||^2 + 2 lam (binary, App. C.1.1);
-        (1/2) mean ||x||^2 + 2 lam for softmax (the softmax Hessian block is at most 1/2; errata 16)."""
+        (1/2) mean ||x||^2 + 2 lam for softmax (the softmax Hessian block is at most 1/2)."""
         scale = 0.25 if self.kind == "binary" else 0.5
         return scale * float(x.square().sum(1).mean()) + 2 * self.lam
 
     @property
     def paper_mu(self) -> float:
-        """The paper's mu = lam (the true strong convexity is 2 lam; errata 6: kept, conservative)."""
+        """The paper's mu = lam (the true strong convexity is 2 lam; the paper's is kept, conservative)."""
         return self.lam
 
     def idlg_label(self, w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -166,7 +166,7 @@ class LogRegNet(nn.Module):
 
 def newton(model: LogReg, x: torch.Tensor, y: torch.Tensor, *, tol: float = 1e-12, max_steps: int = 50) -> torch.Tensor:
     """argmin_w L(w) by Newton's method from 0 (L is 2 lam-strongly convex and smooth: a few steps reach
-    ||grad L|| <= tol). Used for w* and for the local minima L_k* behind Gamma (errata 12)."""
+    ||grad L|| <= tol). Used for w* and for the local minima L_k* behind Gamma (the paper does not say how it computes them)."""
     w = torch.zeros(model.params, dtype=DTYPE)
     for _ in range(max_steps):
         g = model.gradient(w, x, y)

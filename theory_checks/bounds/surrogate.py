@@ -4,13 +4,13 @@ One solver iteration is one layer: an H-layer network of affine maps and Clip(0,
 
     N(z) = Clip(M_H ... Clip(M_1 z + b_1) ... + b_H),       layer h fitted to the iterate x'_{c_h}
 
-with c_h = round(h I / H) (errata 14: the paper's H = 20 layers for I iterations), so the output is x'_I.
+with c_h = round(h I / H) (the paper's H = 20 layers for I iterations: every (I/H)-th iterate is a layer's target), so the output is x'_I.
 Fitting is greedy layer by layer (the paper cites Bengio et al. 2006), each layer by least squares with
 an explicit ridge:  min_{M, b} (1/n) sum_j ||M a_j + b - x'_{c_h, j}||^2 + ridge ||M||_F^2  (ridge 0: the
 minimum-norm least-squares solution). `feed` chooses layer h's input a: the fitted layer h-1's output
 ("fitted", greedy stacking, default) or the true iterate x'_{c_{h-1}} ("true").
 
-Input z (errata 8): "w,x0" = (w_t, x'_0) as in the paper, or "w,g,x0" = (w_t, g_{w_t}(x, y), x'_0); with
+Input z (the paper's (w_t, x'_0) alone cannot identify x): "w,x0" = (w_t, x'_0) as in the paper, or "w,g,x0" = (w_t, g_{w_t}(x, y), x'_0); with
 (w, x'_0) alone a network fitted over many samples cannot know which x to return. Lipschitz constants
 (AutoLip, Lemma 1): `full` = prod_h ||M_h|| over the whole M_1 (the paper's number); `w` = the constant in
 w alone, x'_0 held fixed and g = g_w(x, y) of Lipschitz constant L_g (the Hessian bound):

@@ -30,7 +30,7 @@ class TGIAsSettings(AttackSettings):
       every global round s = 1..R_g, copy t takes R_l L-BFGS steps on f_t alone (Step II), then every
       copy is replaced by RobustAgg over the T copies (Step III).
 
-    Sources (paper App. C.3, digest notes/papers/000_tgias_ro.md section 3): T = 10 "first" temporal
+    Sources (paper App. C.3): T = 10 "first" temporal
     gradients; L-BFGS lr 1; "300 epochs" read as R_g = 300 global rounds; R_l = 20 "LBFGS steps" read
     as one `torch.optim.LBFGS.step` of max_iter 20 (torch's default), which gives each copy the budget
     of `dlg.original` (300 steps x 20 iterations); history 100 (torch's default); median the default
