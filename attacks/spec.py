@@ -22,8 +22,8 @@ Hooks are plain functions; each receives what the experiment has at that point:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
 
 __all__ = ["AttackSpec", "Preset", "Deviation", "SETTINGS", "LABEL_KNOWLEDGE"]
 
@@ -34,13 +34,16 @@ LABEL_KNOWLEDGE = ("recovered", "known")
 
 @dataclass(frozen=True)
 class Preset:
-    """A named setting of an attack: a factory for its settings and where each number comes from."""
+    """A named setting of an attack: its settings fields beside the defaults, and where each number comes from."""
     name: str
     """Dotted: `attack.variant` (`dlg.original`)."""
-    factory: Callable[[], Any]
     source: str
-    experiment: tuple[tuple[str, Any], ...] = ()
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Settings fields that differ from the settings class's defaults."""
+    experiment: Mapping[str, Any] = field(default_factory=dict)
     """Experiment fields this preset was written against (FSHA's victim dataset and client learning rate)."""
+    cls: type | None = field(default=None, compare=False, repr=False)
+    """The attack's settings class (set by its spec)."""
 
     @property
     def attack(self) -> str:
@@ -52,9 +55,8 @@ class Preset:
 
     def settings(self, **overrides: Any) -> Any:
         """The preset's settings with fields replaced where an override is not None (checked once, when built)."""
-        base = self.factory()
         given = {k: v for k, v in overrides.items() if v is not None}
-        return replace(base, **given) if given else base
+        return self.cls(preset=self.name, **{**self.values, **given})
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class AttackSpec:
     deviations: tuple[Deviation, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "presets", tuple(replace(p, cls=self.settings) for p in self.presets))
         if self.setting not in SETTINGS:
             raise ValueError(f"spec {self.name}: setting must be one of {SETTINGS}")
         names = [p.name for p in self.presets]

@@ -52,7 +52,7 @@ def _preset_values(spec: AttackSpec) -> list[list]:
     for preset in spec.presets:
         values = dataclasses.asdict(preset.settings())
         changed = {k: v for k, v in values.items() if k != "preset" and defaults.get(k, object()) != v}
-        experiment = ", ".join(f"{k}={v}" for k, v in preset.experiment)
+        experiment = ", ".join(f"{k}={v}" for k, v in preset.experiment.items())
         rows.append([f"`{preset.name}`", ", ".join(f"{k}={_cell(v)}" for k, v in changed.items()) or "the defaults",
                      experiment or "-", preset.source])
     return rows

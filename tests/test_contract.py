@@ -184,7 +184,7 @@ class Toy:
 
 SPEC = AttackSpec(name="toy", setting="hfl", title="A toy gradient matcher", paper="none",
                   observes=("fedsgd",), settings=ToySettings, attack=Toy, default="toy.quick",
-                  presets=(Preset("toy.quick", lambda: ToySettings(preset="toy.quick", iterations=5), "a test"),))
+                  presets=(Preset("toy.quick", "a test", {"iterations": 5}),))
 '''
 
 

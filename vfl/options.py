@@ -21,7 +21,7 @@ from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["Check", "Option", "Runtime", "option", "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
-           "validate", "Validated", "build"]
+           "validate", "Validated", "build", "route"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,24 @@ def build(cls: type, what: str, **values: Any) -> Any:
     if unknown:
         raise SplitlabError(f"{what} has no field {unknown[0]!r}; its fields are {', '.join(sorted(known))}")
     return cls(**values)
+
+
+def route(cls: type, what: str, groups: dict[str, type | None], **values: Any) -> Any:
+    """`cls(**values)` from flat values (as the CLI, sweeps and the Python API give them): a value that is not
+    one of `cls`'s fields goes into the mapping field named by the group whose option fields name it
+    (`options=` for an attack's settings, ...); each group may also be given whole (flat values override it).
+    None means not given; a key no group knows is a one-line error naming `what`'s options."""
+    values = {k: v for k, v in values.items() if v is not None}
+    buckets = {name: dict(values.pop(name, None) or {}) for name in groups}
+    own = {f.name for f in dataclasses.fields(cls)}
+    names = {group: {f.name for f, _ in options_of(c)} if c is not None else set() for group, c in groups.items()}
+    for key in [k for k in values if k not in own]:
+        group = next((g for g, known in names.items() if key in known), None)
+        if group is None:
+            known = sorted(set().union(*names.values()))
+            raise SplitlabError(f"unknown option {key!r} for {what}; its own options are {', '.join(known) or 'none'}")
+        buckets[group][key] = values.pop(key)
+    return cls(**values, **buckets)
 
 
 class Validated:

@@ -10,7 +10,7 @@ run)` hands the observation to the one driver, which attacks, scores against the
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import torch
@@ -28,7 +28,7 @@ from vfl.cli_options import Runtime
 from vfl.errors import SplitlabError
 from vfl.hfl_training import MAX_EPOCHS, pretrain
 from vfl.models.hfl import build_hfl_model, check_hfl_input, hfl_model_spec
-from vfl.options import choice, integer, number, option, optional, options_of, text
+from vfl.options import choice, integer, number, option, optional, options_of, route, text
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 
@@ -88,24 +88,9 @@ class HFLConfig(Runtime):
         """The config from flat values (as the CLI, sweeps and the Python API give them): the attack's settings
         fields go to `options`, its observation options to `observation_options`; `options` and
         `observation_options` may also be given whole (flat values override them). None means not given."""
-        values = {k: v for k, v in values.items() if v is not None}
-        options = dict(values.pop("options", None) or {})
-        observed = dict(values.pop("observation_options", None) or {})
-        spec = registry.spec(values.get("attack", cls.attack))
-        own = {f.name for f in fields(cls)}
-        settings_fields = {f.name for f, _ in options_of(spec.settings)}
-        observation_fields = {f.name for f, _ in options_of(spec.observation_options)} if spec.observation_options \
-            else set()
-        for key in [k for k in values if k not in own]:
-            if key in settings_fields:
-                options[key] = values.pop(key)
-            elif key in observation_fields:
-                observed[key] = values.pop(key)
-            else:
-                known = sorted(settings_fields | observation_fields)
-                raise SplitlabError(f"unknown option {key!r} for {spec.name}; its own options are "
-                                    + (", ".join(known) or "none"))
-        return cls(**values, options=options, observation_options=observed)
+        spec = registry.spec(values.get("attack") or cls.attack)
+        return route(cls, spec.name, {"options": spec.settings, "observation_options": spec.observation_options},
+                     **values)
 
     def check(self) -> None:
         self.plan                           # every name and number, once, when the config is built

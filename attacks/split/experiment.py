@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 from attacks import registry
 from vfl.errors import SplitlabError
-from vfl.options import Runtime, option, options_of, optional, text
+from vfl.options import Runtime, option, options_of, optional, route, text
 
 __all__ = ["SplitConfig", "Experiment"]
 
@@ -51,20 +51,8 @@ class SplitConfig(Runtime):
     def of(cls, **values: Any) -> "SplitConfig":
         """The config from flat values: the attack's settings fields go to `options`, the victim's to `victim`;
         None means not given."""
-        values = {k: v for k, v in values.items() if v is not None}
-        options, victim = dict(values.pop("options", None) or {}), dict(values.pop("victim", None) or {})
-        own = {f.name for f in fields(cls)}
-        attack_fields = {f.name for f, _ in options_of(registry.spec(cls.attack).settings)}
-        victim_fields = {f.name for f, _ in options_of(cls.victim_options)}
-        for key in [k for k in values if k not in own]:
-            if key in attack_fields:
-                options[key] = values.pop(key)
-            elif key in victim_fields:
-                victim[key] = values.pop(key)
-            else:
-                raise SplitlabError(f"unknown option {key!r} for {cls.attack}; its options are "
-                                    + ", ".join(sorted(attack_fields | victim_fields)))
-        return cls(**values, options=options, victim=victim)
+        return route(cls, cls.attack, {"options": registry.spec(cls.attack).settings, "victim": cls.victim_options},
+                     **values)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ SPEC = AttackSpec(
     observes=("fedavg",), settings=AGICSettings, attack=AGIC, default="agic.quick", labels=("known",),
     diagnostics=upload_diagnostics,
     presets=(
-        Preset("agic.paper", lambda: AGICSettings(preset="agic.paper"),
-               "AWA Section 5's AGIC baseline: one combined full-batch step, layer-weighted cosine, Adam 0.1, 1,000 "
-               "iterations (weights: ours)"),
-        Preset("agic.quick", lambda: AGICSettings(preset="agic.quick", iterations=300),
-               "ours: agic.paper with 300 iterations"),
+        Preset("agic.paper", "AWA Section 5's AGIC baseline: one combined full-batch step, layer-weighted cosine, "
+                             "Adam 0.1, 1,000 iterations (weights: ours)"),
+        Preset("agic.quick", "ours: agic.paper with 300 iterations",
+                             {"iterations": 300}),
     ),
 )

@@ -19,16 +19,19 @@ SPEC = AttackSpec(
     observes=("fedavg",), settings=AWASettings, attack=AWA, default="awa.quick", labels=("known",),
     diagnostics=upload_diagnostics, evaluate=evaluation, write=save_figures,
     presets=(
-        Preset("awa.paper", lambda: AWASettings(preset="awa.paper", bo_trials=50, bo_random=12),
-               "AWA Table I and Section 5: Adam 0.1, 1,000 iterations, BO 50 trials of which 12 random over the "
-               "Table II box"),
-        Preset("awa.quick", lambda: AWASettings(preset="awa.quick", iterations=300),
-               "ours: 300 iterations with the paper's case-4 Q (Table III), no BO"),
-        Preset("awa.bo-quick", lambda: AWASettings(preset="awa.bo-quick", iterations=300, bo_trials=16, bo_random=6),
-               "ours: a reduced BO that fits a 2-core CPU: 16 trials of which 6 random, 300 iterations each"),
-        Preset("awa.unweighted", lambda: AWASettings(preset="awa.unweighted", iterations=300, q=UNWEIGHTED),
-               "ours: AWA's replication with every layer weight 1 and no enhancement (the Q ablation)"),
-        Preset("awa.dlg", lambda: AWASettings(preset="awa.dlg", iterations=300, q=UNWEIGHTED, replication="exact"),
-               "AWA Section 5's DLG baseline: unweighted squared L2 (eq. 10), Adam 0.1, exact replay only (no case 4)"),
+        Preset("awa.paper", "AWA Table I and Section 5: Adam 0.1, 1,000 iterations, BO 50 trials of which 12 random"
+                            " over the Table II box",
+                            {"bo_trials": 50, "bo_random": 12}),
+        Preset("awa.quick", "ours: 300 iterations with the paper's case-4 Q (Table III), no BO",
+                            {"iterations": 300}),
+        Preset("awa.bo-quick", "ours: a reduced BO that fits a 2-core CPU: 16 trials of which 6 random, 300 "
+                               "iterations each",
+                               {"iterations": 300, "bo_trials": 16, "bo_random": 6}),
+        Preset("awa.unweighted", "ours: AWA's replication with every layer weight 1 and no enhancement (the Q "
+                                 "ablation)",
+                                 {"iterations": 300, "q": UNWEIGHTED}),
+        Preset("awa.dlg", "AWA Section 5's DLG baseline: unweighted squared L2 (eq. 10), Adam 0.1, exact replay "
+                          "only (no case 4)",
+                          {"iterations": 300, "q": UNWEIGHTED, "replication": "exact"}),
     ),
 )

@@ -13,10 +13,11 @@ SPEC = AttackSpec(
     paper="Zhu, Liu, Han. Deep Leakage from Gradients. NeurIPS 2019",
     observes=("fedsgd",), settings=DLGSettings, attack=DLG, default="dlg.original",
     presets=(
-        Preset("dlg.original", lambda: DLGSettings(preset="dlg.original"),
-               "mit-han-lab/dlg main.py: L-BFGS lr 1, 20 inner iterations, 300 steps, summed squared differences"),
-        Preset("dlg.quick", lambda: DLGSettings(preset="dlg.quick", iterations=20, restarts=4),
-               "ours: 20 L-BFGS steps x 4 restarts (a restart that takes off converges within 8-13 steps)"),
+        Preset("dlg.original", "mit-han-lab/dlg main.py: L-BFGS lr 1, 20 inner iterations, 300 steps, summed "
+                               "squared differences"),
+        Preset("dlg.quick", "ours: 20 L-BFGS steps x 4 restarts (a restart that takes off converges within 8-13 "
+                            "steps)",
+                            {"iterations": 20, "restarts": 4}),
     ),
 )
 
@@ -25,9 +26,10 @@ IDLG_SPEC = AttackSpec(
     paper="Zhao, Mopuri, Bilen. iDLG: Improved Deep Leakage from Gradients. arXiv 2001.02610, 2020",
     observes=("fedsgd",), settings=DLGSettings, attack=DLG, default="idlg.original",
     presets=(
-        Preset("idlg.original", lambda: DLGSettings(preset="idlg.original", labels="analytic"),
-               "PatrickZH/iDLG iDLG.py: as dlg.original with the label read off the last layer's gradient"),
-        Preset("idlg.quick", lambda: DLGSettings(preset="idlg.quick", labels="analytic", iterations=20, restarts=4),
-               "ours: 20 L-BFGS steps x 4 restarts"),
+        Preset("idlg.original", "PatrickZH/iDLG iDLG.py: as dlg.original with the label read off the last layer's "
+                                "gradient",
+                                {"labels": "analytic"}),
+        Preset("idlg.quick", "ours: 20 L-BFGS steps x 4 restarts",
+                             {"labels": "analytic", "iterations": 20, "restarts": 4}),
     ),
 )

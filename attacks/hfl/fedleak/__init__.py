@@ -13,11 +13,11 @@ SPEC = AttackSpec(
     observes=("fedsgd", "fedavg"), settings=FedLeakSettings, attack=FedLeak, default="fedleak.quick",
     labels=("recovered", "known"), aggregates=True,
     presets=(
-        Preset("fedleak.paper", lambda: FedLeakSettings(preset="fedleak.paper"),
-               "FedLeak Sec. 5 and Alg. 1: Adam 1e-4, 10,000 iterations, R = 50% global, lambda' 0.7, alpha 1e-5, "
-               "beta 1e-4, probe +k grad/||grad|| (k = 0.01, ours), U(0,1) init, labels refined jointly"),
-        Preset("fedleak.quick", lambda: FedLeakSettings(preset="fedleak.quick", iterations=600, lr=0.1),
-               "ours: fedleak.paper at Adam 0.1 for 600 iterations (lr 1e-4 cannot move a pixel far in a CPU "
-               "budget)"),
+        Preset("fedleak.paper", "FedLeak Sec. 5 and Alg. 1: Adam 1e-4, 10,000 iterations, R = 50% global, lambda' "
+                                "0.7, alpha 1e-5, beta 1e-4, probe +k grad/||grad|| (k = 0.01, ours), U(0,1) init, "
+                                "labels refined jointly"),
+        Preset("fedleak.quick", "ours: fedleak.paper at Adam 0.1 for 600 iterations (lr 1e-4 cannot move a pixel "
+                                "far in a CPU budget)",
+                                {"iterations": 600, "lr": 0.1}),
     ),
 )

@@ -12,10 +12,9 @@ SPEC = AttackSpec(
     observes=("fedsgd", "fedavg"), settings=InvGradSettings, attack=InvertingGradients, default="invgrad.quick",
     labels=("recovered", "known"), configure=for_dataset,
     presets=(
-        Preset("invgrad.paper", lambda: InvGradSettings(preset="invgrad.paper"),
-               "JonasGeiping/invertinggradients: cosine, signed Adam 0.1, box, x0.1 at 3/8, 5/8, 7/8, 24,000 "
-               "iterations, 8 restarts"),
-        Preset("invgrad.quick", lambda: InvGradSettings(preset="invgrad.quick", iterations=200, restarts=2),
-               "ours: 200 iterations x 2 restarts (recognisable digits on the ConvNet at batch 1)"),
+        Preset("invgrad.paper", "JonasGeiping/invertinggradients: cosine, signed Adam 0.1, box, x0.1 at 3/8, 5/8, "
+                                "7/8, 24,000 iterations, 8 restarts"),
+        Preset("invgrad.quick", "ours: 200 iterations x 2 restarts (recognisable digits on the ConvNet at batch 1)",
+                                {"iterations": 200, "restarts": 2}),
     ),
 )

@@ -19,12 +19,10 @@ SPEC = AttackSpec(
     labels=("recovered", "known"), observation_options=observation.TraceOptions, observe=observation.observe,
     check=observation.check,
     presets=(
-        Preset("tgias-ro.paper", lambda: TGIAsSettings(preset="tgias-ro.paper"),
-               "TGIAs-RO App. C.3: T = 10, coordinate-wise median, linear layer ramp, L-BFGS lr 1, R_l = one step "
-               "of max_iter 20, R_g = 300 (dlg.original's budget per copy)"),
-        Preset("tgias-ro.quick", lambda: TGIAsSettings(preset="tgias-ro.quick", aggregator="joint", iterations=20,
-                                                       ramp=False),
-               "ours: the joint form (Eq. 5), T = 10, 20 L-BFGS steps of max_iter 20 (400 iterations), uniform "
-               "layer weights"),
+        Preset("tgias-ro.paper", "TGIAs-RO App. C.3: T = 10, coordinate-wise median, linear layer ramp, L-BFGS lr "
+                                 "1, R_l = one step of max_iter 20, R_g = 300 (dlg.original's budget per copy)"),
+        Preset("tgias-ro.quick", "ours: the joint form (Eq. 5), T = 10, 20 L-BFGS steps of max_iter 20 (400 "
+                                 "iterations), uniform layer weights",
+                                 {"aggregator": "joint", "iterations": 20, "ramp": False}),
     ),
 )

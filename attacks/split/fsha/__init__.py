@@ -9,7 +9,7 @@ from attacks.spec import AttackSpec, Preset
 from attacks.split.experiment import Experiment
 from attacks.split.fsha import evaluation, experiment
 from attacks.split.fsha.attack import FSHA, FshaObservation
-from attacks.split.fsha.settings import FshaSettings, paper, paper_fashion, quick
+from attacks.split.fsha.settings import FshaSettings
 
 __all__ = ["SPEC", "FSHA", "FshaSettings", "FshaObservation"]
 
@@ -23,13 +23,13 @@ SPEC = AttackSpec(
     evaluate=evaluation.evaluation, write=evaluation.write_outputs,
     experiment=Experiment(experiment.FshaConfig, experiment.prepare, experiment.execute, experiment.summary),
     presets=(
-        Preset("fsha.paper", paper,
-               "FSHA code hparams kept by JAST: level 4, 3000 iterations (JAST Figure 5), batch 64, Adam "
-               "1e-5/1e-5/1e-4, WGAN-GP 500"),
-        Preset("fsha.paper-fashion", paper_fashion, "JAST notebook fsha(5000, ...): Fashion-MNIST, 5000 iterations",
-               experiment=(("dataset", "fashion-mnist"),)),
-        Preset("fsha.quick", quick,
-               "ours: 1000 iterations, batch 32, quarter width, learning rates x10 (fits a 2-core CPU in minutes)",
-               experiment=(("lr_client", 1e-4),)),
+        Preset("fsha.paper", "FSHA code hparams kept by JAST: level 4, 3000 iterations (JAST Figure 5), batch 64, "
+                             "Adam 1e-5/1e-5/1e-4, WGAN-GP 500"),
+        Preset("fsha.paper-fashion", "JAST notebook fsha(5000, ...): Fashion-MNIST, 5000 iterations",
+               {"iterations": 5000}, experiment={"dataset": "fashion-mnist"}),
+        Preset("fsha.quick", "ours: 1000 iterations, batch 32, quarter width, learning rates x10 (fits a 2-core "
+                             "CPU in minutes)",
+               {"iterations": 1000, "batch_size": 32, "width": 0.25, "lr_pilot": 1e-4, "lr_discriminator": 1e-3,
+                "log_every": 50}, experiment={"lr_client": 1e-4}),
     ),
 )

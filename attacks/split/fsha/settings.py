@@ -9,7 +9,7 @@ from attacks.split.fsha.networks import DISCRIMINATOR_ENTRIES
 from vfl.options import choice, integer, number, option
 from vfl.validate import check_number
 
-__all__ = ["FshaSettings", "LOSSES", "GP_NORMS", "paper", "paper_fashion", "quick"]
+__all__ = ["FshaSettings", "LOSSES", "GP_NORMS"]
 
 LOSSES = ("wgan", "bce")
 GP_NORMS = ("full", "spatial")
@@ -17,7 +17,26 @@ GP_NORMS = ("full", "spatial")
 
 @dataclass(frozen=True, kw_only=True)
 class FshaSettings(AttackSettings):
-    """The malicious server's settings. Defaults are the paper's (`fsha.paper`)."""
+    """The malicious server's settings. Defaults are the paper's (`fsha.paper`).
+
+    Where the presets' numbers come from:
+    - `fsha.paper`, the JAST paper's FSHA runs on MNIST (Figures 3 and 5): iterations from Figure 5 (its MNIST
+      curves end near 3000); level 4 from the JAST FSHA notebook (`split_layer = 4`) and the FSHA notebooks
+      (`id_setup = 4`); batch 64, Adam 1e-5 / 1e-5 / 1e-4, WGAN, gradient penalty 500 from the FSHA code's
+      hparams, which JAST keeps; log every 100 from the JAST notebook (`log_frequency=100`). Dataset: the lab's
+      embedded mnist5k (4,000 private / 1,000 public images) in place of MNIST's 60,000 / 10,000 (`--dataset
+      mnist` for the paper's). Its victim: level 4, client Adam 1e-5 (`FshaVictim`'s defaults).
+    - `fsha.paper-fashion`, the JAST paper's Fashion-MNIST runs (Figures 4 and 5; the notebook's `fsha(5000,
+      ...)`): 5000 iterations, otherwise as `fsha.paper`; its victim holds Fashion-MNIST (torchvision's copy).
+    - `fsha.quick`, ours: a 2-core CPU preset that shows the paper's ordering (ResNet client leaks, MLP client
+      does not). Changes from `fsha.paper`, each to fit minutes of CPU: 1000 iterations instead of 3000; batch
+      32 instead of 64; every network at a quarter of the width (the level-4 feature is 64x4x4 instead of
+      256x4x4; dense layers 768 and 1024 wide); all three learning rates ten times the paper's (1e-4 client,
+      1e-4 pilot + decoder, 1e-3 critic, keeping the paper's critic/client ratio of 10), so the shorter run
+      gets as far; log every 50. Loss, gradient penalty and level are the paper's. Tuning on mnist5k (ResNet
+      client, reconstruction MSE on [-1, 1] at iteration 600): a critic rate of 2e-4 left the error
+      oscillating between 0.16 and 0.38; 1e-3 brought it smoothly to 0.17-0.18.
+    """
     preset: str = "fsha.paper"
     iterations: int = option(3000, "protocol rounds; each uses one private batch (the client's) and one public "
                              "batch (the server's) (preset: paper 3000).", integer(low=1, high=10_000_000))
@@ -42,38 +61,3 @@ class FshaSettings(AttackSettings):
 
     def check(self) -> None:
         check_number("adam_eps", self.adam_eps, low=0, low_open=True, high=1)
-
-
-def paper() -> FshaSettings:
-    """The JAST paper's FSHA runs on MNIST (Figures 3 and 5): 3000 iterations at level 4.
-
-    Sources: iterations from Figure 5 (MNIST curves end near 3000); level 4 from the JAST FSHA
-    notebook (`split_layer = 4`) and the FSHA notebooks (`id_setup = 4`); batch 64, Adam 1e-5 / 1e-5 /
-    1e-4, WGAN, gradient penalty 500 from the FSHA code's hparams, which JAST keeps; log every 100
-    from the JAST notebook (`log_frequency=100`). Dataset: the lab's embedded mnist5k (4,000 private /
-    1,000 public images) in place of MNIST's 60,000 / 10,000; pass --dataset mnist for the paper's.
-    The victim side of this preset: level 4, client Adam 1e-5 (`FshaVictim`'s defaults).
-    """
-    return FshaSettings(preset="fsha.paper")
-
-
-def paper_fashion() -> FshaSettings:
-    """The JAST paper's Fashion-MNIST runs (Figures 4 and 5; the JAST notebook's `fsha(5000, ...)`):
-    5000 iterations, otherwise as `paper`; its victim holds Fashion-MNIST (needs torchvision's copy)."""
-    return FshaSettings(preset="fsha.paper-fashion", iterations=5000)
-
-
-def quick() -> FshaSettings:
-    """A 2-core CPU preset that shows the paper's ordering (ResNet client leaks, MLP client does not).
-
-    Changes from `paper`, each to fit minutes of CPU: 1000 iterations instead of 3000; batch 32
-    instead of 64; every network at a quarter of the width (the level-4 feature is 64x4x4 instead of
-    256x4x4; dense layers 768 and 1024 wide); all three learning rates ten times the paper's (1e-4
-    client, 1e-4 pilot + decoder, 1e-3 critic, keeping the paper's critic/client ratio of 10), so the
-    shorter run gets as far; log every 50. Loss, gradient penalty and level are the paper's. The
-    client's batch and width follow the server's; its rate is the preset's experiment field `lr_client`.
-    Tuning on mnist5k (ResNet client, reconstruction MSE on [-1, 1] at iteration 600): a critic rate
-    of 2e-4 left the error oscillating between 0.16 and 0.38; 1e-3 brought it smoothly to 0.17-0.18.
-    """
-    return FshaSettings(preset="fsha.quick", iterations=1000, batch_size=32, width=0.25, lr_pilot=1e-4,
-                        lr_discriminator=1e-3, log_every=50)

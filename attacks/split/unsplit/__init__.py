@@ -20,14 +20,13 @@ SPEC = AttackSpec(
     evaluate=experiment.evaluation, write=experiment.write_figures, display="minmax",
     experiment=Experiment(experiment.UnsplitConfig, experiment.prepare, experiment.execute, experiment.summary),
     presets=(
-        Preset("unsplit.jast", lambda: UnsplitSettings(preset="unsplit.jast"),
-               "JAST notebooks and README (github.com/Andron00e/JAST): 200 x (20 input + 20 clone) Adam 1e-3 amsgrad "
-               "steps, lambda_tv 1, lambda_l2 0.1"),
-        Preset("unsplit.original", lambda: UnsplitSettings(preset="unsplit.original", iterations=1000, input_steps=100,
-                                                           clone_steps=100, lambda_tv=0.1, lambda_l2=1.0),
-               "UnSplit repository defaults (github.com/ege-erdogan/unsplit attacks.py): 1000 x (100 + 100), "
-               "lambda_tv 0.1, lambda_l2 1"),
-        Preset("unsplit.quick", lambda: UnsplitSettings(preset="unsplit.quick", iterations=50),
-               "ours: the jast weights with 50 rounds (2,000 steps per target; a CPU smoke preset)"),
+        Preset("unsplit.jast", "JAST notebooks and README (github.com/Andron00e/JAST): 200 x (20 input + 20 clone) "
+                               "Adam 1e-3 amsgrad steps, lambda_tv 1, lambda_l2 0.1"),
+        Preset("unsplit.original", "UnSplit repository defaults (github.com/ege-erdogan/unsplit attacks.py): 1000 x"
+                                   " (100 + 100), lambda_tv 0.1, lambda_l2 1",
+                                   {"iterations": 1000, "input_steps": 100, "clone_steps": 100, "lambda_tv": 0.1,
+                                    "lambda_l2": 1.0}),
+        Preset("unsplit.quick", "ours: the jast weights with 50 rounds (2,000 steps per target; a CPU smoke preset)",
+                                {"iterations": 50}),
     ),
 )
