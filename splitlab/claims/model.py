@@ -1,0 +1,250 @@
+"""A claim of a paper as data, and the rules that turn the lab's measurement into a verdict.
+
+A `Claim` names the paper and where (table, figure, section), says the claim in one sentence, gives the
+paper's own numbers and setting, and how the lab measures it: a shipped sweep, the rows compared, the
+metric, and a rule. Verdicts are computed, never typed:
+
+- reproduced: the measurement agrees with the claim and with the paper's own number (within the rule's
+  tolerance);
+- partly: the direction (or the qualitative claim) holds but not the paper's magnitude, or the measurement
+  cannot tell; the reason is stated;
+- contradicted: the measurement shows the opposite, or rules out the paper's number;
+- not attempted: no measurement; the entry says why (scale, model, dataset, time on this CPU).
+
+Comparisons ("A beats B") are judged on paired seeds: the mean difference with a 95% t-interval.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from scipy import stats
+
+__all__ = ["Claim", "Measure", "Verdict", "Rows", "Select", "Beats", "Trend", "AtLeast", "AtMost", "Matches",
+           "VERDICTS", "interval"]
+
+VERDICTS = ("reproduced", "partly", "contradicted", "not attempted")
+Rows = Sequence[Mapping[str, Any]]
+"""A sweep's results: one mapping per cell (swept values and dotted metric keys, as in results.csv)."""
+
+
+@dataclass(frozen=True)
+class Select:
+    """The cells of a sweep with these swept values (`{"attack": "fedleak"}`); `label` names them in the text."""
+    where: Mapping[str, Any]
+    label: str
+
+    def rows(self, rows: Rows) -> list[Mapping[str, Any]]:
+        return [r for r in rows if r.get("status", "ok") == "ok"
+                and all(_same(r.get(k), v) for k, v in self.where.items())]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        try:
+            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            return False
+    return str(a) == str(b)
+
+
+def _value(row: Mapping[str, Any], metric: str) -> float | None:
+    try:
+        value = float(row[metric])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and a two-sided t-interval (the mean itself at both ends for fewer than two values)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, mean, mean
+    half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    lab: str
+    """The lab's numbers in words ("+1.5 dB [0.5, 2.5] over 6 seeds")."""
+    reason: str = ""
+    values: Mapping[str, float] = field(default_factory=dict)
+
+
+Rule = Callable[[Rows], Verdict]
+
+
+@dataclass(frozen=True)
+class Beats:
+    """A beats B on `metric` by the paper's `gap` (None: the paper gives no number), paired by `by`.
+
+    reproduced: the interval of the paired differences excludes 0 and its mean reaches `share` of the paper's
+    gap; partly: significant but smaller than that, or not significant while the interval still holds the
+    paper's gap (too few seeds to tell); contradicted: significant the other way, or not significant with the
+    interval ruling the paper's gap out (no effect where the paper reports one).
+    """
+    a: Select
+    b: Select
+    metric: str
+    gap: float | None = None
+    higher_is_better: bool = True
+    by: str = "seed"
+    share: float = 0.5
+    unit: str = ""
+
+    def __call__(self, rows: Rows) -> Verdict:
+        left = {r.get(self.by): _value(r, self.metric) for r in self.a.rows(rows)}
+        right = {r.get(self.by): _value(r, self.metric) for r in self.b.rows(rows)}
+        keys = [k for k in left if k in right and left[k] is not None and right[k] is not None]
+        if not keys:
+            return Verdict("not attempted", "no paired results", "the sweep has no cells for both sides")
+        sign = 1.0 if self.higher_is_better else -1.0
+        diffs = [sign * (left[k] - right[k]) for k in keys]
+        mean, low, high = interval(diffs)
+        lab = (f"{self.a.label} - {self.b.label}: {sign * mean:+.3g}{self.unit} [{sign * low:+.3g}, "
+               f"{sign * high:+.3g}] (95%, {len(keys)} paired {self.by}s)")
+        values = {"mean": sign * mean, "low": sign * low, "high": sign * high, "n": len(keys)}
+        paper = f"the paper's {self.gap:+g}{self.unit}" if self.gap is not None else "the paper's claim"
+        if high < 0:
+            return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
+        if low > 0:
+            if self.gap is None or mean >= self.share * abs(self.gap):
+                return Verdict("reproduced", lab, "", values)
+            return Verdict("partly", lab, f"the direction holds; the gap is smaller than {paper}", values)
+        if self.gap is not None and high < self.share * abs(self.gap):
+            return Verdict("contradicted", lab, f"no significant difference, and the interval rules out {paper}",
+                           values)
+        return Verdict("partly", lab, f"not significant over {len(keys)} {self.by}s", values)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """`metric` moves in `direction` (+1 rises, -1 falls) along swept `x` (means over the other cells)."""
+    select: Select
+    x: str
+    metric: str
+    direction: int = 1
+    unit: str = ""
+
+    def __call__(self, rows: Rows) -> Verdict:
+        points: dict[float, list[float]] = {}
+        for r in self.select.rows(rows):
+            value = _value(r, self.metric)
+            if value is not None:
+                points.setdefault(float(r[self.x]), []).append(value)
+        if len(points) < 2:
+            return Verdict("not attempted", "fewer than two points", "the sweep has too few settings")
+        xs = sorted(points)
+        means = [statistics.fmean(points[x]) for x in xs]
+        lab = ", ".join(f"{self.x} {x:g}: {m:.3g}{self.unit}" for x, m in zip(xs, means))
+        steps = [self.direction * (b - a) for a, b in zip(means, means[1:])]
+        overall = self.direction * (means[-1] - means[0])
+        values = {"first": means[0], "last": means[-1]}
+        if all(s >= 0 for s in steps) and overall > 0:
+            return Verdict("reproduced", lab, "", values)
+        if overall > 0:
+            return Verdict("partly", lab, "the ends move as claimed, not every step", values)
+        return Verdict("contradicted", lab, "the ends move the other way", values)
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """The mean of `metric` over the selected cells reaches `value` (the paper's); `share` of it is partly."""
+    select: Select
+    metric: str
+    value: float
+    share: float = 0.8
+    unit: str = ""
+    below: bool = False
+    """True: the claim is "at most `value`" (an error that stays small)."""
+
+    def __call__(self, rows: Rows) -> Verdict:
+        found = [v for v in (_value(r, self.metric) for r in self.select.rows(rows)) if v is not None]
+        if not found:
+            return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
+        mean, low, high = interval(found)
+        lab = f"{self.select.label}: {mean:.4g}{self.unit} [{low:.4g}, {high:.4g}] over {len(found)} cells"
+        values = {"mean": mean, "low": low, "high": high, "n": len(found)}
+        ok = mean <= self.value if self.below else mean >= self.value
+        near = mean <= self.value / self.share if self.below else mean >= self.share * self.value
+        if ok:
+            return Verdict("reproduced", lab, "", values)
+        if near:
+            return Verdict("partly", lab, f"within {100 * (1 - self.share):.0f}% of the paper's {self.value:g}", values)
+        return Verdict("contradicted", lab, f"far from the paper's {self.value:g}{self.unit}", values)
+
+
+def AtMost(select: Select, metric: str, value: float, share: float = 0.8, unit: str = "") -> AtLeast:
+    """The mean of `metric` stays at or below `value` (the paper's)."""
+    return AtLeast(select, metric, value, share, unit, below=True)
+
+
+@dataclass(frozen=True)
+class Matches:
+    """The mean of `metric` equals the paper's `value` within `tolerance` (absolute); twice that is partly."""
+    select: Select
+    metric: str
+    value: float
+    tolerance: float
+    unit: str = ""
+
+    def __call__(self, rows: Rows) -> Verdict:
+        found = [v for v in (_value(r, self.metric) for r in self.select.rows(rows)) if v is not None]
+        if not found:
+            return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
+        mean, low, high = interval(found)
+        lab = f"{self.select.label}: {mean:.4g}{self.unit} [{low:.4g}, {high:.4g}] over {len(found)} cells"
+        off = abs(mean - self.value)
+        values = {"mean": mean, "low": low, "high": high, "n": len(found)}
+        if off <= self.tolerance:
+            return Verdict("reproduced", lab, "", values)
+        if off <= 2 * self.tolerance:
+            return Verdict("partly", lab, f"{off:.3g}{self.unit} from the paper's {self.value:g}", values)
+        return Verdict("contradicted", lab, f"{off:.3g}{self.unit} from the paper's {self.value:g}", values)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How the lab measures a claim: a shipped sweep (its results file) and a rule over its rows."""
+    sweep: str
+    rule: Rule
+    how: str
+    """The measurement in words: the metric and the aggregation over seeds."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    """`paper.where.what` (`fedleak.tab3.beats-ig`)."""
+    paper: str
+    where: str
+    claim: str
+    paper_numbers: str
+    """The paper's own numbers and setting, as it states them."""
+    measure: Measure | None = None
+    """None: not attempted (`reason` says why)."""
+    reduced: str = ""
+    """How the lab's setting is smaller than the paper's (scale, model, dataset); a measured "reproduced" under a
+    reduced setting is reported as partly, with this as the reason, unless the claim is about a direction only."""
+    direction_only: bool = False
+    """The claim is qualitative (a direction or an ordering), so a reduced setting does not cap it."""
+    reason: str = ""
+    """Why the claim is not attempted, or what limits it beyond the rule."""
+
+    def judge(self, rows: Rows | None) -> Verdict:
+        if self.measure is None:
+            return Verdict("not attempted", "-", self.reason)
+        if rows is None:
+            return Verdict("not attempted", "no shipped results", f"run `splitlab claims --run {self.id}`")
+        verdict = self.measure.rule(rows)
+        if verdict.verdict == "reproduced" and self.reduced and not self.direction_only:
+            return Verdict("partly", verdict.lab, f"at reduced scale: {self.reduced}", verdict.values)
+        if verdict.verdict != "reproduced" and self.reason:
+            return Verdict(verdict.verdict, verdict.lab, "; ".join(filter(None, [verdict.reason, self.reason])),
+                           verdict.values)
+        return verdict
