@@ -55,6 +55,8 @@ COMMANDS: dict[str, LazyCommand] = {
                           "surrogate; exit 1 if a mean error exceeds its bound or the FedAvg rate check fails, "
                           "2 on bad input."),
     "attack": LazyCommand("attacks.split.cli", "Attacks on a split-learning model."),
+    "claims": LazyCommand("splitlab.claims.cli", "How much of each paper the lab reproduces: every headline claim "
+                          "with the paper's numbers beside the lab's and a verdict computed from measured runs."),
     "sweep": LazyCommand("splitlab.sweep", "Run a grid of `splitlab` commands (a sweep file or a shipped paper "
                          "grid) on Ray or in process; resumable; writes results.csv, summary.csv (mean, std, n "
                          "over seeds) and report.md."),

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from scipy import stats
+from scipy.special import stdtrit
 
 __all__ = ["Claim", "Measure", "Verdict", "Rows", "Select", "Beats", "Trend", "AtLeast", "AtMost", "Matches",
            "VERDICTS", "interval"]
@@ -63,7 +63,7 @@ def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float
     mean = statistics.fmean(values)
     if len(values) < 2:
         return mean, mean, mean
-    half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    half = float(stdtrit(len(values) - 1, 0.5 + level / 2)) * statistics.stdev(values) / math.sqrt(len(values))
     return mean, mean - half, mean + half
 
 

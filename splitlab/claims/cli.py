@@ -1,0 +1,109 @@
+"""`splitlab claims`: how much of each paper the lab reproduces, claim by claim.
+
+Without `--run` it reads the results shipped with the lab (no torch is imported, so it answers in about a
+second); `--run ID|PAPER` runs the sweeps behind those claims again (on a private local Ray instance by
+default, resumable: the same `--out` continues) and judges the claims on the new results.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from splitlab.claims import PAPERS, claims_for, scoreboard
+from splitlab.claims.model import VERDICTS
+from splitlab.claims.results import provenance, read_csv
+from vfl.errors import SplitlabError
+
+__all__ = ["claims_command", "register"]
+
+
+def _record(pairs) -> dict:
+    rows = [{"id": c.id, "paper": c.paper, "where": c.where, "claim": c.claim, "paper_numbers": c.paper_numbers,
+             "verdict": v.verdict, "lab": v.lab, "reason": v.reason,
+             "measure": None if c.measure is None else {"sweep": c.measure.sweep, "how": c.measure.how},
+             "values": dict(v.values)} for c, v in pairs]
+    counts = {paper: {verdict: 0 for verdict in VERDICTS} for paper in PAPERS}
+    for row in rows:
+        counts[row["paper"]][row["verdict"]] += 1
+    return {"command": "claims", "counts": counts, "claims": rows}
+
+
+def _show(record: dict, console: Console) -> None:
+    table = Table(title="Claims by paper: how many the lab reproduces")
+    for column in ("paper", *VERDICTS, "total"):
+        table.add_column(column)
+    for paper, counts in record["counts"].items():
+        if sum(counts.values()):
+            table.add_row(paper, *[str(counts[v]) for v in VERDICTS], str(sum(counts.values())))
+    claims = Table(title="Claims (the paper's numbers beside the lab's)", show_lines=True)
+    for column in ("claim", "verdict", "paper", "lab", "why"):
+        claims.add_column(column, overflow="fold")
+    for row in record["claims"]:
+        claims.add_row(f"{row['id']}\n{row['claim']}", row["verdict"], row["paper_numbers"], row["lab"], row["reason"])
+    console.print(claims)
+    console.print(table)
+
+
+def _rerun(selector: str, out: Optional[Path], executor: str, concurrency: Optional[int]):
+    """Run the sweeps behind the chosen claims (resumable) and return a results reader over them."""
+    from splitlab.cli import app
+
+    sweeps = sorted({c.measure.sweep for c in claims_for(selector) if c.measure is not None})
+    if not sweeps:
+        raise SplitlabError(f"{selector}: no measured claim to run again (all are not attempted)")
+    root = out or Path("runs") / "claims" / selector
+    for name in sweeps:                 # the sweep command itself: its checks, Ray, resume and report
+        args = ["sweep", "--paper", name, "--out", str(root / name), "--executor", executor]
+        code = app([*args, *(["--concurrency", str(concurrency)] if concurrency else [])], prog_name="splitlab",
+                   standalone_mode=False)
+        if code not in (None, 0):
+            raise SplitlabError(f"the sweep {name} did not finish (exit {code}); run the same command again to "
+                                "resume it")
+
+    def results(sweep: str):
+        path = root / sweep / "results.csv"
+        return read_csv(path) if path.is_file() else None
+    return results
+
+
+def claims_command(
+    run: Optional[str] = typer.Option(None, "--run", help="Run the sweeps behind this claim id or paper again "
+                                      "and judge it on the new results (resumable with the same --out)."),
+    paper: Optional[str] = typer.Option(None, "--paper", help="Only this paper's claims (or one claim id): "
+                                        + ", ".join(PAPERS) + "."),
+    out: Optional[Path] = typer.Option(None, "--out", help="With --run: where the sweeps go (default "
+                                       "runs/claims/<id or paper>)."),
+    executor: str = typer.Option("ray", "--executor", help="With --run: ray (a private local instance) or local."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="With --run: cells at once."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout."),
+) -> None:
+    """How much of each paper the lab reproduces: every headline claim with the paper's numbers beside the lab's
+    and a verdict computed from measured runs."""
+    try:
+        if run is not None:
+            pairs = list(scoreboard(run, _rerun(run, out, executor, concurrency)))
+        else:
+            pairs = list(scoreboard(paper))
+    except SplitlabError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    record = _record(pairs)
+    record["results"] = {c.measure.sweep: provenance(c.measure.sweep) for c, _ in pairs if c.measure is not None}
+    if as_json:
+        sys.stdout.write(json.dumps(record) + "\n")
+        return
+    _show(record, Console(width=None if sys.stdout.isatty() else 200))
+    totals = Counter(row["verdict"] for row in record["claims"])
+    typer.echo(f"{len(record['claims'])} claims: " + ", ".join(f"{totals[v]} {v}" for v in VERDICTS)
+               + "; per-claim detail in docs/claims.md")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("claims")(claims_command)
