@@ -46,7 +46,9 @@ def theory(
     seconds = time.perf_counter() - start
     matched = sum(r.matched for r in suite.results)
     metrics = {"dtype": dtype, "all_matched": suite.all_matched, "matched": matched, "total": len(suite.results),
-               "seconds": seconds, "check_seconds": suite.seconds, "checks": list(suite.results)}
+               "seconds": seconds, "check_seconds": suite.seconds, "checks": list(suite.results),
+               "matched_by_check": {r.name: r.matched for r in suite.results},
+               "measured_by_check": {r.name: r.measured for r in suite.results}}
     run.write_metrics(metrics)
     run.log(f"theory: {matched}/{len(suite.results)} checks matched their expected verdict in {seconds:.1f} s")
 
