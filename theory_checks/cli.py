@@ -113,6 +113,8 @@ def bounds(
     inits: int = typer.Option(10, "--inits", help="Random starts per sample (mean and best-of over them)."),
     attack_steps: int = typer.Option(200, "--attack-steps", help="I, GD iterations of every attack."),
     lr: float = typer.Option(0.5, "--lr", help="GD step size of dlg and idlg."),
+    ggl_clip: float = typer.Option(1.0, "--ggl-clip", help="S of GGL's clipping defence g / max(1, ||g|| / S), "
+                                   "its own setting in the paper (0: off)."),
     attacks: str = typer.Option(",".join(ATTACKS), "--attacks", help="Attacks, comma-separated: "
                                 + ", ".join(ATTACKS) + " (ggl: PCA-linear decoder, a deviation)."),
     lipschitz: str = typer.Option("full", "--lipschitz", help="L_R in the bound: full (prod over all of M_1, "
@@ -145,6 +147,7 @@ def bounds(
     check_int("--samples", samples, low=1, high=100_000)
     check_int("--inits", inits, low=1, high=1000)
     check_number("--lr", lr, low=0.0, low_open=True, high=1e6)
+    check_number("--ggl-clip", ggl_clip, low=0.0, high=1e6)
     check_number("--init-mean", init_mean, low=-1e3, high=1e3)
     check_number("--init-std", init_std, low=0.0, low_open=True, high=1e3)
     check_int("--seed", seed, low=0)
@@ -162,7 +165,7 @@ def bounds(
                           surrogate_input=surrogate_input, ridge=ridge, layers=layers, feed=feed, lipschitz=lipschitz,
                           gamma_rule=gamma_rule, mu_rule=mu_rule, attacks=chosen,
                           attack=AttackSettings(steps=attack_steps, lr={**AttackSettings().lr, "dlg": lr, "idlg": lr},
-                                         init=(init_mean, init_std)),
+                                         init=(init_mean, init_std), ggl_clip=ggl_clip),
                           sensitivity=sensitivity, trends=trends, seed=seed)
     available = len(load_digits(digit_tuple).labels)        # bad digits fail here, before the run directory
     check_int("--devices", devices, low=1, high=available)

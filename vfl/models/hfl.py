@@ -4,6 +4,12 @@ dataset's channels, image size and number of classes.
 - `lenet`: DLG's LeNet: three 5x5 convs (stride 2, 2, 1; 12 channels; padding 2), Sigmoid after
   each, one Linear; every weight and bias ~ U(-0.5, 0.5). Zhu et al., DLG (NeurIPS 2019),
   `models/vision.py`, and iDLG's copy (hidden 588 for 1x28x28, 768 for 3x32x32).
+- `lenet-relu`: TGIAs-RO's LeNet (its Table XI: 2 convs of kernel 5, 4 ReLUs, 2 max-pools, 3 fully
+  connected layers, no BatchNorm): the LeNet-5 of LeCun et al. with ReLU, conv(C,6,5)-pool-conv(6,16,5)-pool,
+  Linear 120-84-classes (44,426 parameters on 1x28x28). PyTorch's default initialisation.
+- `alexnet-bn`: TGIAs-RO's AlexNet (its Table XI: 5 convs of kernel 3 each followed by BatchNorm and ReLU, 4
+  max-pools, 2 dropouts (inactive in eval mode), 3 fully connected layers with 2 ReLUs). The table gives no
+  widths; these are the common CIFAR AlexNet's: 64-192-384-256-256 channels, Linear 4096-4096-classes.
 - `convnet`: a small VGG-like ConvNet: conv-BN-ReLU stages of width w, 2w, 4w, 4w (w = 16), 2x2
   max-pools after stages 2-4, one Linear (66,170 parameters on 1x28x28). After Inverting Gradients'
   `ConvNet` family (width 64 there); ours is narrower so CPU runs finish in seconds.
@@ -159,6 +165,44 @@ class ResNet(nn.Module):
         return self.fc(self.pool(self.stages(self.stem(x))).flatten(1))
 
 
+# --- TGIAs-RO's LeNet and AlexNet (its Table XI) ----------------------------------------------------------
+
+class LeNetReLU(nn.Module):
+    """LeNet-5 with ReLU and max-pooling: conv(C,6,5)-ReLU-pool-conv(6,16,5)-ReLU-pool, Linear 120-84-classes."""
+
+    def __init__(self, channels: int = 1, size: tuple[int, int] = (28, 28), num_classes: int = 10):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(channels, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))
+        h, w = (((s - 4) // 2 - 4) // 2 for s in size)
+        self.classifier = nn.Sequential(nn.Linear(16 * h * w, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                                        nn.Linear(84, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+
+class AlexNetBN(nn.Module):
+    """AlexNet for small images with BatchNorm after every conv: 5 convs of kernel 3 (64-192-384-256-256),
+    max-pools after convs 1, 2, 4 and 5, dropout and Linear 4096-4096-classes."""
+
+    def __init__(self, channels: int = 3, size: tuple[int, int] = (32, 32), num_classes: int = 10):
+        super().__init__()
+        widths, pooled = (64, 192, 384, 256, 256), (True, True, False, True, True)
+        layers, cin = [], channels
+        for width, pool in zip(widths, pooled):
+            layers += [nn.Conv2d(cin, width, 3, padding=1), BatchNorm2d(width), nn.ReLU()]
+            layers += [nn.MaxPool2d(2)] if pool else []
+            cin = width
+        self.features = nn.Sequential(*layers)
+        h, w = (s // 16 for s in size)
+        self.classifier = nn.Sequential(nn.Dropout(), nn.Linear(cin * h * w, 4096), nn.ReLU(), nn.Dropout(),
+                                        nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+
 # --- the table -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -177,6 +221,11 @@ HFL_MODELS: dict[str, HFLModelSpec] = {
     spec.name: spec for spec in (
         HFLModelSpec("lenet", lambda shape, k: LeNet(shape[0], shape[1:], k), 1,
                      "DLG's sigmoid LeNet, U(-0.5, 0.5) init (Zhu et al. 2019; iDLG: hidden 588 on MNIST)"),
+        HFLModelSpec("lenet-relu", lambda shape, k: LeNetReLU(shape[0], shape[1:], k), 16,
+                     "TGIAs-RO's LeNet (Table XI): LeNet-5 with ReLU and max-pooling", total_params=44_426),
+        HFLModelSpec("alexnet-bn", lambda shape, k: AlexNetBN(shape[0], shape[1:], k), 16,
+                     "TGIAs-RO's AlexNet with BatchNorm (Table XI; the common CIFAR widths)",
+                     total_params=20_127_690),
         HFLModelSpec("convnet", lambda shape, k: ConvNet(shape[0], shape[1:], k), 8,
                      "small ConvNet, width 16 (after Inverting Gradients' ConvNet family)", total_params=66_170),
         HFLModelSpec("resnet18", lambda shape, k: ResNet((2, 2, 2, 2), shape[0], k), 8,

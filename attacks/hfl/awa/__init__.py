@@ -21,7 +21,7 @@ SPEC = AttackSpec(
     presets=(
         Preset("awa.paper", "AWA Table I and Section 5: Adam 0.1, 1,000 iterations, BO 50 trials of which 12 random"
                             " over the Table II box",
-                            {"bo_trials": 50, "bo_random": 12}),
+                            {"bo_trials": 50, "bo_random": 12, "answer": "final"}),
         Preset("awa.quick", "ours: 300 iterations with the paper's case-4 Q (Table III), no BO",
                             {"iterations": 300}),
         Preset("awa.bo-quick", "ours: a reduced BO that fits a 2-core CPU: 16 trials of which 6 random, 300 "

@@ -47,8 +47,9 @@ class _Problem:
     replication: str
 
     def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, mode: str,
-               progress: bool, description: str):
-        """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result and f(Q) per trial."""
+               progress: bool, description: str, answer: str = "best"):
+        """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result, each trial's answer
+        (its lowest-loss iterate, or with `answer="final"` its last one, as Algorithm 2) and f(Q) there."""
         trials = qs.shape[0]
         match = EnhancedSquaredL2(self.groups, eps)
         objective = Objective(simulator=self.simulator, match=match)
@@ -56,7 +57,8 @@ class _Problem:
         schedule = Schedule((Block(("x",), Adam(lr), iterations),))
         result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
                      progress=progress, description=description)
-        return result, self.mismatch(result.best["x"], result.diverged)
+        xs = result.final["x"].detach() if answer == "final" else result.best["x"]
+        return result, xs, self.mismatch(xs, result.diverged)
 
     @torch.no_grad()
     def mismatch(self, xs: torch.Tensor, diverged: torch.Tensor) -> torch.Tensor:
@@ -117,9 +119,9 @@ class AWA(KnownLabelsFedAvg):
             x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
-            result, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress, f"awa {s.preset} ({mode})")
-            trials, history, seconds, steps, diverged = (result.best["x"], result.trace, result.seconds,
-                                                         result.steps, result.diverged)
+            result, trials, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress,
+                                               f"awa {s.preset} ({mode})", s.answer)
+            history, seconds, steps, diverged = result.trace, result.seconds, result.steps, result.diverged
             q_used = dict(zip(Q_NAMES, s.q))
             mode = result.mode
         extras["q"] = q_used
@@ -146,17 +148,18 @@ class AWA(KnownLabelsFedAvg):
         def evaluate(qs: torch.Tensor) -> torch.Tensor:
             nonlocal seconds
             start = x0[:1].expand(len(qs), *x0.shape[1:])
-            result, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, mode, progress,
-                                       f"awa {s.preset} BO trials {len(kept) + 1}-{len(kept) + len(qs)}")
+            result, xs, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, mode, progress,
+                                           f"awa {s.preset} BO trials {len(kept) + 1}-{len(kept) + len(qs)}", s.answer)
             seconds += result.seconds
-            kept.extend(zip(result.best["x"], f, result.trace["match"].T, result.diverged))
+            kept.extend(zip(xs, f, result.trace["match"].T, result.diverged))
             return f.cpu()
 
         trace = bayes_optimise(evaluate, trials=s.bo_trials, random=s.random_trials, box=Q_BOX, names=Q_NAMES, seed=seed)
         q_star = torch.tensor([trace.best_params], dtype=x0.dtype, device=x0.device)
-        result, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress, f"awa {s.preset} Q*")
+        result, xs, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress,
+                                       f"awa {s.preset} Q*", s.answer)
         seconds += result.seconds
-        kept.append((result.best["x"][0], f[0], result.trace["match"][:, 0], result.diverged[0]))
+        kept.append((xs[0], f[0], result.trace["match"][:, 0], result.diverged[0]))
         xs, fs, curves, diverged = zip(*kept)
         longest = max(len(c) for c in curves)
         history = torch.full((longest, len(curves)), float("nan"), dtype=curves[0].dtype, device=curves[0].device)

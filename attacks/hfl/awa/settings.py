@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
 from attacks.settings import AttackSettings
 from vfl.errors import SplitlabError
-from vfl.options import integer, option, optional
+from vfl.options import choice, integer, option, optional
 
 __all__ = ["AWASettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "INITIALISATIONS"]
 
 INITIALISATIONS = ("uniform", "normal")
+ANSWERS = ("best", "final")
 
 TABLE_III = {
     # Q = (q_cv, q_bn, q_fc, q_en, p_mean, p_var) tuned by the paper's BO on ResNet-18 / CIFAR-10, per case (E, B)
@@ -70,6 +71,8 @@ class AWASettings(AttackSettings):
     """Attack iterations per BO trial (None: `iterations`)."""
     initial: str = "uniform"
     """Dummy start: uniform (x ~ U(0, 1), the pixel range) or normal (x ~ N(0, 1), as DLG and IG)."""
+    answer: str = option("best", "best or final: each run's lowest-loss iterate (the lab's convention) or its "
+                         "last one, where f(Q) is then taken too (Algorithm 2; awa.paper).", choice(ANSWERS))
     eps: float = 1e-12
     """Guard of the enhancement's relative errors against a zero target mean or variance."""
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from attacks.hfl.defences import Defence
 from attacks.hfl.tgias.trace import (INVALID_KINDS, LOCAL_BATCHES, Trace, align, alignment_accuracy, client_data,
-                                     converged_model, flat_gradient, observe_trace)
+                                     converged_model, flat_gradient, observe_trace, rand_index)
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.hfl_training import MAX_EPOCHS
@@ -91,6 +91,7 @@ def observe(config, model: nn.Module, data: datasets.ImageData, defence: Defence
     facts |= {"fl_rounds": logged.rounds, "target_rounds": list(logged.log.round_numbers), "invalid": trace.invalid,
               "invalid_kind": trace.invalid_kind if trace.invalid else None,
               "alignment_accuracy": alignment_accuracy(clusters, logged.client_batches),
+              "alignment_rand_index": rand_index(clusters, logged.client_batches),
               "alignment_clusters": len(set(clusters)), "client_batches_seen": len(set(logged.client_batches))}
     if 0 < trace.invalid < temporal:
         norms = torch.stack([flat_gradient(u).norm() for u in logged.log.rounds]).tolist()    # one host read

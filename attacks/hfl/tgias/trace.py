@@ -25,7 +25,9 @@ import copy
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
+from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from attacks.hfl.defences import Defence, NoDefence
@@ -36,7 +38,7 @@ from vfl.errors import SplitlabError
 from vfl.hfl_training import pretrain
 
 __all__ = ["INVALID_KINDS", "LOCAL_BATCHES", "Trace", "observe_trace", "client_data", "converged_model",
-           "flat_gradient", "align", "alignment_accuracy"]
+           "flat_gradient", "align", "alignment_accuracy", "rand_index"]
 
 INVALID_KINDS = ("trained", "other-batch", "noise")
 LOCAL_BATCHES = 3
@@ -207,6 +209,21 @@ def align(uploads: Sequence[FedSGDObservation], *, threshold: float = 0.5,
 
 
 def alignment_accuracy(clusters: Sequence[int], truth: Sequence[int]) -> float:
+    """The paper's measure (Sect. 4.3: "the ratio of correctly clustered gradients"), read as the share of
+    uploads that are correctly clustered: clusters are matched one-to-one to batches so as to keep the most
+    uploads together (Hungarian assignment on the contingency table), and an upload is correct when its
+    cluster is matched to its own batch. Merging two batches loses the smaller; splitting one loses the rest."""
+    if not truth:
+        return 1.0
+    cluster_ids, batch_ids = sorted(set(clusters)), sorted(set(truth))
+    table = np.zeros((len(cluster_ids), len(batch_ids)))
+    for c, t in zip(clusters, truth):
+        table[cluster_ids.index(c), batch_ids.index(t)] += 1
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    return float(table[rows, cols].sum()) / len(truth)
+
+
+def rand_index(clusters: Sequence[int], truth: Sequence[int]) -> float:
     """Rand index: the fraction of upload pairs that the clustering puts together exactly when they are
     the same batch (1.0 for a perfect alignment; 1.0 also for a single upload)."""
     pairs = [(i, j) for i in range(len(truth)) for j in range(i + 1, len(truth))]
