@@ -50,10 +50,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "theory": LazyCommand("theory_checks.cli", "Run the orthogonal-invariance lemmas of JAST through the real "
                           "protocol; exit 0 only if every check matched its expected verdict (holds / breaks), "
                           "1 otherwise, 2 on bad input."),
-    "bounds": LazyCommand("theory_checks.cli", "Theorem 1's reconstruction-error bound (seed paper 003) per attack "
-                          "and round against the attacks' mean and best-of-inits errors, with L_R from an unrolled "
-                          "surrogate; exit 1 if a mean error exceeds its bound or the FedAvg rate check fails, "
-                          "2 on bad input."),
+    "bounds": LazyCommand("theory_checks.cli", "Theorem 1's reconstruction-error bound per attack and round "
+                          "against the attacks' mean and best-of-inits errors, with L_R from an unrolled surrogate; "
+                          "exit 1 if a mean error exceeds its bound or the FedAvg rate check fails, 2 on bad input."),
     "attack": LazyCommand("attacks.split.cli", "Attacks on a split-learning model."),
     "claims": LazyCommand("splitlab.claims.cli", "How much of each paper the lab reproduces: every headline claim "
                           "with the paper's numbers beside the lab's and a verdict computed from measured runs."),

@@ -132,9 +132,9 @@ def bounds(
     seed: int = typer.Option(0, "--seed", help="Seed of the data split, FedAvg and the attacks' inits."),
     opts: RunOptions = RunOptions(),
 ) -> None:
-    """Theorem 1's reconstruction-error bound (seed paper 003) per attack and round against the attacks'
-    mean and best-of-inits errors, with L_R from an unrolled surrogate; exit 1 if a mean error exceeds its
-    bound or the FedAvg rate check fails, 2 on bad input."""
+    """Theorem 1's reconstruction-error bound per attack and round against the attacks' mean and best-of-inits
+    errors, with L_R from an unrolled surrogate; exit 1 if a mean error exceeds its bound or the FedAvg rate
+    check fails, 2 on bad input."""
     check_choice("--surrogate-input", surrogate_input, INPUTS)
     check_number("--ridge", ridge, low=0.0, high=1e6)
     check_int("--attack-steps", attack_steps, low=1, high=100_000)
