@@ -100,6 +100,8 @@ class AttackSpec:
     write: Callable[..., None] | None = None
     configure: Callable[..., Any] | None = None
     check: Callable[..., None] | None = None
+    model: str | None = None
+    """HFL: the global model it runs on when no --arch is given (its paper's where it fits a CPU)."""
     experiment: Any = None
     """Split attacks: the experiment that builds the victim and runs the attack (`splitlab attack NAME`)."""
     display: str = "clamp"

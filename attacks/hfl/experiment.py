@@ -55,7 +55,8 @@ class HFLConfig(Runtime):
     """What `splitlab hfl` runs. Defaults: DLG's paper preset on the sigmoid LeNet, one mnist5k image."""
     attack: str = option("dlg", "The attack; `--attack NAME --help` lists its own options.", text())
     preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
-    arch: str = option("lenet", "Global model (see `splitlab models`).", text())
+    arch: str | None = option(None, "Global model (see `splitlab models`; default: the attack's own, e.g. DLG's "
+                              "sigmoid LeNet).", optional(text()))
     dataset: str = option("mnist5k", "Dataset (see `splitlab datasets`); the client's batch comes from its train "
                           "split.", text())
     batch_size: int = option(1, "The client's batch size.", integer(low=1, high=100_000))
@@ -91,6 +92,11 @@ class HFLConfig(Runtime):
         spec = registry.spec(values.get("attack") or cls.attack)
         return route(cls, spec.name, {"options": spec.settings, "observation_options": spec.observation_options},
                      **values)
+
+    def __post_init__(self) -> None:
+        if self.arch is None:               # the attack's own model (a one-line error names an unknown attack)
+            object.__setattr__(self, "arch", registry.spec(self.attack).model or "lenet")
+        super().__post_init__()
 
     def check(self) -> None:
         self.plan                           # every name and number, once, when the config is built

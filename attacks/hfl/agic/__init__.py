@@ -2,7 +2,7 @@
 from attacks.hfl.agic.attack import AGIC
 from attacks.hfl.agic.settings import AGICSettings
 from attacks.hfl.awa.diagnostics import upload_diagnostics
-from attacks.spec import AttackSpec, Preset
+from attacks.spec import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "AGIC", "AGICSettings"]
 
@@ -17,5 +17,12 @@ SPEC = AttackSpec(
                              "Adam 0.1, 1,000 iterations (weights: ours)"),
         Preset("agic.quick", "ours: agic.paper with 300 iterations",
                              {"iterations": 300}),
+    ),
+    model="convnet",
+    deviations=(
+        Deviation("model and data", "ResNet-18 on CIFAR-10", "a width-16 ConvNet on mnist5k digits", "CPU time"),
+        Deviation("layer weights", "not given by the AWA paper", "conv and FC layers rising linearly 1..K, BN 1",
+                  "AGIC's weighting as the lab reads it"),
+        Deviation("iterations", "1,000 Adam steps", "300", "a CPU budget", ("agic.quick",)),
     ),
 )

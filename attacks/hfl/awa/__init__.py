@@ -7,7 +7,7 @@
 from attacks.hfl.awa.attack import AWA
 from attacks.hfl.awa.diagnostics import evaluation, save_figures, upload_diagnostics
 from attacks.hfl.awa.settings import UNWEIGHTED, AWASettings
-from attacks.spec import AttackSpec, Preset
+from attacks.spec import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "AWA", "AWASettings"]
 
@@ -33,5 +33,21 @@ SPEC = AttackSpec(
         Preset("awa.dlg", "AWA Section 5's DLG baseline: unweighted squared L2 (eq. 10), Adam 0.1, exact replay "
                           "only (no case 4)",
                           {"iterations": 300, "q": UNWEIGHTED, "replication": "exact"}),
+    ),
+    model="convnet",
+    deviations=(
+        Deviation("model and data", "ResNet-18 on CIFAR-10", "a width-16 ConvNet on mnist5k digits", "CPU time"),
+        Deviation("Bayesian optimisation", "a GP with a Gaussian kernel and closed-form expected improvement",
+                  "Optuna's GP sampler (Matern 5/2 kernel, log expected improvement)",
+                  "a maintained implementation; the kernel is a choice the paper makes for its surrogate"),
+        Deviation("answer and f(Q)", "the last iterate (Algorithm 2)", "the lowest-loss iterate (--answer final: "
+                  "the paper's)", "the lab's convention for restart attacks",
+                  ("awa.quick", "awa.bo-quick", "awa.unweighted", "awa.dlg")),
+        Deviation("Q", "found by BO (50 trials, 12 random)", "Table III's case-4 Q, fixed, no BO",
+                  "a CPU budget: one run instead of 51", ("awa.quick",)),
+        Deviation("BO budget", "50 trials of which 12 random, 1,000 iterations each", "16 trials, 6 random, 300 "
+                  "iterations", "a CPU budget", ("awa.bo-quick",)),
+        Deviation("iterations", "1,000 Adam steps", "300", "a CPU budget",
+                  ("awa.quick", "awa.bo-quick", "awa.unweighted", "awa.dlg")),
     ),
 )

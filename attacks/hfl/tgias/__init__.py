@@ -7,7 +7,7 @@ the FL trace the server logs and its options.
 from attacks.hfl.tgias import observation
 from attacks.hfl.tgias.attack import TGIAsRO
 from attacks.hfl.tgias.settings import TGIAsSettings
-from attacks.spec import AttackSpec, Preset
+from attacks.spec import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "TGIAsRO", "TGIAsSettings"]
 
@@ -24,5 +24,20 @@ SPEC = AttackSpec(
         Preset("tgias-ro.quick", "ours: the joint form (Eq. 5), T = 10, 20 L-BFGS steps of max_iter 20 (400 "
                                  "iterations), uniform layer weights",
                                  {"aggregator": "joint", "iterations": 20, "ramp": False}),
+    ),
+    model="lenet-relu",
+    deviations=(
+        Deviation("models and data", "LeNet on MNIST, AlexNet with BatchNorm on CIFAR-10, ResNet-18 on ImageNet",
+                  "its LeNet on mnist5k digits (its AlexNet as --arch alexnet-bn; no ResNet-18/ImageNet runs)",
+                  "CPU time"),
+        Deviation("FL trace", "a FedSGD training run (clients and sampling unstated)", "K = 4 clients of 3 batches "
+                  "each, all sampled, server lr 0.1; the target batch's first T sightings",
+                  "the paper does not describe its trace"),
+        Deviation("alignment accuracy", "the ratio of correctly clustered gradients", "uploads whose cluster is "
+                  "matched one-to-one to their own batch, over all uploads (the Rand index beside it)",
+                  "the paper's sentence read as a count over uploads"),
+        Deviation("form and budget", "Algorithm 1 with the median, R_g = 300 rounds, a layer-weight ramp",
+                  "the joint form (Eq. 5), 20 L-BFGS steps, uniform layer weights", "a CPU budget",
+                  ("tgias-ro.quick",)),
     ),
 )

@@ -5,7 +5,7 @@ its private images.
 presets; `victim.py` the honest client; `evaluation.py` the ground-truth measures and figures; `experiment.py`
 runs one attack end to end.
 """
-from attacks.spec import AttackSpec, Preset
+from attacks.spec import AttackSpec, Deviation, Preset
 from attacks.split.experiment import Experiment
 from attacks.split.fsha import evaluation, experiment
 from attacks.split.fsha.attack import FSHA, FshaObservation
@@ -31,5 +31,14 @@ SPEC = AttackSpec(
                              "CPU in minutes)",
                {"iterations": 1000, "batch_size": 32, "width": 0.25, "lr_pilot": 1e-4, "lr_discriminator": 1e-3,
                 "log_every": 50}, experiment={"lr_client": 1e-4}),
+    ),
+    deviations=(
+        Deviation("data", "MNIST and Fashion-MNIST (60,000 / 10,000 private and public images)", "mnist5k (4,000 "
+                  "private / 1,000 public)", "no download on a fresh machine"),
+        Deviation("gradient penalty", "a per-channel norm over H and W (the FSHA code)", "the standard WGAN-GP norm "
+                  "over the whole feature (--gp-norm spatial: the code's)", "the standard form; both are settings"),
+        Deviation("scale", "3000 iterations, batch 64, full width, Adam 1e-5/1e-5/1e-4",
+                  "1000 iterations, batch 32, quarter width, learning rates x10", "minutes on a 2-core CPU",
+                  ("fsha.quick",)),
     ),
 )

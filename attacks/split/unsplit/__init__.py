@@ -3,7 +3,7 @@
 `attack.py` reads like the JAST paper's Eqs. 1-2; `settings.py` holds the settings; `experiment.py` trains or
 loads the victim, observes the targets and evaluates per class.
 """
-from attacks.spec import AttackSpec, Preset
+from attacks.spec import AttackSpec, Deviation, Preset
 from attacks.split.experiment import Experiment
 from attacks.split.unsplit import experiment
 from attacks.split.unsplit.attack import CutObservation, UnSplit
@@ -28,5 +28,10 @@ SPEC = AttackSpec(
                                     "lambda_l2": 1.0}),
         Preset("unsplit.quick", "ours: the jast weights with 50 rounds (2,000 steps per target; a CPU smoke preset)",
                                 {"iterations": 50}),
+    ),
+    deviations=(
+        Deviation("data", "MNIST and Fashion-MNIST (60,000 training images)", "the embedded mnist5k (4,000 training "
+                  "images)", "no download on a fresh machine; --dataset mnist once downloaded"),
+        Deviation("iterations", "200 rounds (JAST notebooks)", "50 rounds", "a CPU smoke preset", ("unsplit.quick",)),
     ),
 )
