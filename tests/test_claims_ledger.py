@@ -152,7 +152,8 @@ def test_selections_use_the_sweeps_swept_keys():
     for claim in MEASURED:
         keys = keys_of(claim.measure.sweep)
         for select in selects(claim):
-            assert set(select.where) <= keys, f"{claim.id}: {set(select.where) - keys} not swept in {claim.measure.sweep}"
+            missing = set(select.where) - keys
+            assert not missing, f"{claim.id}: {missing} not swept in {claim.measure.sweep}"
         rule = claim.measure.rule
         if isinstance(rule, Trend):
             assert rule.x in keys, f"{claim.id}: {rule.x} is not swept"
@@ -188,7 +189,8 @@ def test_paper_presets_hold_the_papers_values():
     for name, values in PAPER_PRESETS.items():
         settings = registry.preset(name).settings()
         for field, value in values.items():
-            assert getattr(settings, field) == value, f"{name}.{field}: preset {getattr(settings, field)!r}, paper {value!r}"
+            preset = getattr(settings, field)
+            assert preset == value, f"{name}.{field}: the preset holds {preset!r}, the paper {value!r}"
 
 
 def test_every_paper_preset_of_the_papers_attacks_is_listed():
