@@ -30,6 +30,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "dlg": "attacks.hfl.dlg:SPEC",
         "idlg": "attacks.hfl.dlg:IDLG_SPEC",
         "invgrad": "attacks.hfl.invgrad:SPEC",
+        "gi": "attacks.hfl.gi:SPEC",
         "fedleak": "attacks.hfl.fedleak:SPEC",
         "awa": "attacks.hfl.awa:SPEC",
         "agic": "attacks.hfl.agic:SPEC",

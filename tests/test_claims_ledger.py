@@ -335,10 +335,8 @@ def test_a_reduced_setting_caps_a_magnitude_but_not_a_direction():
     assert set(VERDICTS) == {"reproduced", "partly", "contradicted", "not attempted"}
 
 
-@pytest.mark.xfail(reason="results.csv writes a boolean metric as 'True'/'False', which model._value cannot read as "
-                          "a number, so flag claims (matched_by_check.*, all_mean_below_bound, ...) read no results",
-                   strict=False)
-def test_boolean_flags_read_from_results_csv():
+def test_boolean_flags_read_from_results_csv_count_as_one_and_zero():
     rule = AtLeast(Select({}, "theory"), "matched_by_check.lemma1-sgd", 1.0)
     assert rule([{"matched_by_check.lemma1-sgd": "True"}]).verdict == "reproduced"
     assert math.isclose(rule([{"matched_by_check.lemma1-sgd": True}]).values["mean"], 1.0)
+    assert rule([{"matched_by_check.lemma1-sgd": "False"}]).verdict == "contradicted"

@@ -33,6 +33,8 @@ class BNStatistics:
     """
     model: nn.Module
     params: Mapping[str, torch.Tensor]
+    first: float = 1.0
+    """Weight of the first BatchNorm layer's term (DeepInversion and GradInversion weigh it 10)."""
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         with recording(self.model, (nn.BatchNorm1d, nn.BatchNorm2d), lambda m, i, out: (m, i[0])) as seen:
@@ -40,8 +42,9 @@ class BNStatistics:
         if not seen:
             raise ValueError("BN statistics prior needs a model with BatchNorm layers")
         total = 0.0
-        for bn, z in seen:
+        for k, (bn, z) in enumerate(seen):
             dims = [0] + list(range(2, z.dim()))
-            total = total + torch.linalg.vector_norm(z.mean(dims) - bn.running_mean) \
+            term = torch.linalg.vector_norm(z.mean(dims) - bn.running_mean) \
                 + torch.linalg.vector_norm(z.var(dims, unbiased=False) - bn.running_var)
+            total = total + (self.first * term if k == 0 and self.first != 1.0 else term)
         return total

@@ -25,7 +25,7 @@ from torch.func import functional_call
 
 from attacks.hfl.observations import FedSGDObservation, check_requirements
 
-__all__ = ["idlg_labels", "count_labels", "fedleak_labels", "recover_labels"]
+__all__ = ["idlg_labels", "count_labels", "fedleak_labels", "yin_labels", "recover_labels"]
 
 
 def _final_layer(observation: FedSGDObservation) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -87,6 +87,17 @@ def fedleak_labels(observation: FedSGDObservation) -> torch.Tensor:
         counts[order[i % classes]] += 1
         i += 1
     return torch.repeat_interleave(torch.arange(classes, device=counts.device), counts)
+
+
+def yin_labels(observation: FedSGDObservation) -> torch.Tensor:
+    """GradInversion's rule (Yin et al. 2021, Sec. 3.1): for each class the minimum entry of its row of the final
+    layer's weight gradient; the B classes with the most negative minima (distinct labels, B <= classes). A
+    larger batch falls back to the counting rule. Shape (B,), sorted."""
+    weight_grad, _ = _final_layer(observation)
+    minima = weight_grad.double().amin(dim=1)
+    if observation.batch_size > minima.numel():
+        return count_labels(observation)
+    return torch.sort(torch.argsort(minima)[:observation.batch_size]).values
 
 
 def _largest_remainder(estimate: torch.Tensor, total: int) -> torch.Tensor:

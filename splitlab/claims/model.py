@@ -51,9 +51,13 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _value(row: Mapping[str, Any], metric: str) -> float | None:
+    """A metric as a number: results.csv writes switches as True/False, read as 1 and 0."""
+    raw = row.get(metric)
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return float(raw.strip().lower() == "true")
     try:
-        value = float(row[metric])
-    except (KeyError, TypeError, ValueError):
+        value = float(raw)
+    except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
 
@@ -97,10 +101,18 @@ class Beats:
     share: float = 0.5
     unit: str = ""
 
+    def _per_key(self, rows) -> dict[Any, float]:
+        """The metric per pairing key (`seed`), the mean where several cells share one."""
+        found: dict[Any, list[float]] = {}
+        for r in rows:
+            value = _value(r, self.metric)
+            if value is not None:
+                found.setdefault(r.get(self.by), []).append(value)
+        return {k: statistics.fmean(v) for k, v in found.items()}
+
     def __call__(self, rows: Rows) -> Verdict:
-        left = {r.get(self.by): _value(r, self.metric) for r in self.a.rows(rows)}
-        right = {r.get(self.by): _value(r, self.metric) for r in self.b.rows(rows)}
-        keys = [k for k in left if k in right and left[k] is not None and right[k] is not None]
+        left, right = self._per_key(self.a.rows(rows)), self._per_key(self.b.rows(rows))
+        keys = [k for k in left if k in right]
         if not keys:
             return Verdict("not attempted", "no paired results", "the sweep has no cells for both sides")
         sign = 1.0 if self.higher_is_better else -1.0
@@ -134,9 +146,9 @@ class Trend:
     def __call__(self, rows: Rows) -> Verdict:
         points: dict[float, list[float]] = {}
         for r in self.select.rows(rows):
-            value = _value(r, self.metric)
-            if value is not None:
-                points.setdefault(float(r[self.x]), []).append(value)
+            value, x = _value(r, self.metric), _value(r, self.x)
+            if value is not None and x is not None:
+                points.setdefault(x, []).append(value)
         if len(points) < 2:
             return Verdict("not attempted", "fewer than two points", "the sweep has too few settings")
         xs = sorted(points)
