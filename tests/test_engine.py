@@ -4,8 +4,9 @@ import torch
 from torch import nn
 
 from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
-                            CutActivations, FedAvgUpdate, FedSGDGradient, GradientBlend, MeanSquared, Objective,
-                            Schedule, SignedGradients, SquaredL2, StepDecay, Sum, TopMagnitude, run, tv_l1, tv_squared)
+                            CutActivations, FedAvgUpdate, FedSGDGradient, MeanSquared, Objective,
+                            Schedule, SignedGradients, SquaredL2, StepDecay, Sum, run, tv_l1, tv_squared)
+from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
 
 
 def _small_net(dtype=torch.float64, seed=0):
