@@ -447,7 +447,7 @@ def test_cli_help_lists_every_option_and_the_defaults_that_do_not_depend_on_the_
     from attacks.split.fsha import FshaSettings
     text = _fsha_help()
     assert "(default fsha.quick)" in text                       # the preset run without --preset
-    assert re.search(r"--arch .*\[default: \(?resnet\)?\]", text) and re.search(r"--level .*\[default: \(?4\)?\]", text)
+    assert re.search(r"--arch [^│]*\[default: \(?resnet\)?\]", text) and re.search(r"--level [^│]*\[default: \(?4\)?\]", text)
     for cls in (FshaSettings, FshaVictim):
         for field, opt in options_of(cls):
             if field.name not in ("seed", "device", "data_root"):
@@ -458,7 +458,7 @@ def test_cli_help_lists_every_option_and_the_defaults_that_do_not_depend_on_the_
                           "the default preset fsha.quick runs the client at 1e-4", strict=True)
 def test_cli_help_shows_the_client_learning_rate_the_default_preset_runs():
     default = victim_for(settings("quick", "fsha")).lr_client
-    assert re.search(rf"--lr-client .*?\[default: \(?{default:g}\)?\]", _fsha_help())
+    assert re.search(rf"--lr-client [^│]*\[default: \(?{default:g}\)?\]", _fsha_help())
 
 
 @pytest.mark.parametrize("args,message", [
