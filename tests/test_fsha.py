@@ -447,7 +447,8 @@ def test_cli_help_lists_every_option_and_the_defaults_that_do_not_depend_on_the_
     from attacks.split.fsha import FshaSettings
     text = _fsha_help()
     assert "(default fsha.quick)" in text                       # the preset run without --preset
-    assert re.search(r"--arch [^│]*\[default: \(?resnet\)?\]", text) and re.search(r"--level [^│]*\[default: \(?4\)?\]", text)
+    assert re.search(r"--arch [^│]*\[default: \(?resnet\)?\]", text)
+    assert re.search(r"--level [^│]*\[default: \(?4\)?\]", text)
     for cls in (FshaSettings, FshaVictim):
         for field, opt in options_of(cls):
             if field.name not in ("seed", "device", "data_root"):
