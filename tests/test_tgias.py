@@ -287,6 +287,7 @@ def test_cli_run_records_the_trace(tmp_path):
      "--trained-steps must be"),
     (["--observe", "rounds", "--invalid", "1", "--invalid-kind", "trained", "--clients", "400", "--batch-size", "4"],
      "trains on all 4800 client images"),
+    (["--observe", "rounds", "--restarts", "2"], "No such option: --restarts"),      # its copies are not restarts
     (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
     (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),
     (["--observe", "rounds", "--local-steps", "0"], "--local-steps must be"),
@@ -296,10 +297,4 @@ def test_bad_input_exits_2(tmp_path, args, message):
     result = _hfl(tmp_path / "run", *args)
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "run").exists()
-
-
-def test_restarts_is_no_option_of_tgias_ro(tmp_path):
-    result = _hfl(tmp_path / "run", "--observe", "rounds", "--restarts", "2")      # its copies are not restarts
-    assert result.exit_code == 2 and "No such option: --restarts" in result.output
     assert not (tmp_path / "run").exists()
