@@ -163,7 +163,7 @@ def test_defences_do_what_they_say():
 @pytest.mark.parametrize("spec,expected", [
     ("none", NoDefence()), ("gaussian:sigma=1e-3,clip=4", GaussianNoise(1e-3, 4.0)),
     ("topk:keep=0.1", TopK(0.1)), ("quant:bits=4", Quantise(4))])
-def test_defence_specs(spec, expected):
+def test_defence_specs_parse_and_round_trip(spec, expected):
     assert parse_defence(spec) == expected
     assert parse_defence(expected.spec) == expected
 
@@ -172,7 +172,7 @@ def test_defence_specs(spec, expected):
     ("blur", "unknown defence"), ("gaussian", "needs option sigma"), ("gaussian:sigma=-1", "sigma >= 0"),
     ("topk:keep=2", "0 < keep <= 1"), ("quant:bits=1", "2 <= bits"), ("quant:bits=x", "not an integer"),
     ("topk:ratio=0.1", "takes keep")])
-def test_bad_defence_specs(spec, message):
+def test_bad_defence_specs_are_refused_naming_the_fix(spec, message):
     with pytest.raises(SplitlabError, match=message):
         parse_defence(spec)
 
@@ -280,7 +280,7 @@ def test_when_every_restart_diverges_nothing_is_reported_as_a_result(mnist):
     assert metrics["unavailable"]["psnr"] == "every trial diverged"
 
 
-def test_presets():
+def test_presets_carry_their_sources_and_the_papers_numbers():
     names = {p.name for a in ("dlg", "idlg", "invgrad") for p in registry.spec(a).presets}
     assert names == {"dlg.original", "dlg.quick", "idlg.original", "idlg.quick", "invgrad.paper", "invgrad.quick"}
     assert all(p.source and p.name.startswith(p.attack + ".") for p in registry.presets())

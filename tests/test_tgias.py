@@ -245,7 +245,7 @@ def test_a_switch_left_off_is_not_given_from_the_cli_or_the_python_api():
                         reset=False).plan.settings.reset is False
 
 
-def test_presets():
+def test_presets_give_each_copy_dlgs_budget():
     assert {p.name for p in registry.spec("tgias-ro").presets} == {"tgias-ro.paper", "tgias-ro.quick"}
     paper = preset("tgias-ro.paper")
     assert (paper.temporal, paper.aggregator, paper.iterations, paper.local_steps, paper.max_iter, paper.ramp) == \
