@@ -10,6 +10,7 @@ from splitlab.cli import app
 from vfl.errors import SplitlabError
 
 
+@pytest.mark.slow
 def test_train_then_unsplit_in_memory_and_into_a_run_directory(tmp_path):
     victim = api.train("small-mlp", epochs=1, device="cpu")
     assert victim.accuracy > 0.3 and not any(tmp_path.iterdir())          # 10 classes: chance is 0.1

@@ -103,6 +103,7 @@ def test_models_and_datasets_commands_list_everything():
     assert rows["mnist5k"]["available"] is True
 
 
+@pytest.mark.slow
 def test_reusing_a_finished_runs_out_exits_2_and_changes_nothing(tmp_path):
     # the first run in a process of its own, as a finished command is: an in-process run stays locked
     # until it is closed or collected (the CLI does not close it yet)

@@ -162,7 +162,8 @@ def test_fedleak_options_are_checked_and_dispatched():
     assert whole.options == {"ratio": 0.3, "blend": 0.2} and whole.plan.settings.blend == 0.2
     traced = HFLConfig.of(attack="tgias-ro", observation_options={"clients": 6, "server_lr": 0.1}, server_lr=0.5)
     trace = traced.plan.observation_options
-    assert traced.observation_options == {"clients": 6, "server_lr": 0.5} and (trace.clients, trace.server_lr) == (6, 0.5)
+    assert traced.observation_options == {"clients": 6, "server_lr": 0.5}
+    assert (trace.clients, trace.server_lr) == (6, 0.5)
     with pytest.raises(SplitlabError, match="unknown option 'server_lr' for fedleak"):     # a trace's option
         HFLConfig.of(attack="fedleak", server_lr=0.5)
     with pytest.raises(SplitlabError, match="secure-aggregation does not apply to invgrad"):

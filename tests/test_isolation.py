@@ -133,7 +133,8 @@ def test_an_attack_whose_trials_all_diverge_still_writes_its_metrics(tmp_path):
 
 @pytest.mark.parametrize("args", [
     ["train", "--arch", "small-mlp", "--epochs", "1", "--seed", "3"],
-    ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset", "quick", "--iterations", "2"],
+    pytest.param(["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset", "quick", "--iterations",
+                  "2"], marks=pytest.mark.slow),
     ["hfl", "--attack", "invgrad", "--arch", "convnet", "--preset", "invgrad.quick", "--iterations", "4",
      "--defence", "gaussian:sigma=0.01"],
 ])

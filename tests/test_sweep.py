@@ -201,6 +201,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_address_runs_cells_on_an_existing_ray_cluster(tmp_path, monkeypatch):
     # this cluster's own token, in the environment before ray is imported (it reads the mode then)
     monkeypatch.setenv("RAY_AUTH_MODE", "token")

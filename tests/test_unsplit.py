@@ -56,6 +56,7 @@ def test_shared_mode_carries_one_clone_across_targets():
     assert not torch.allclose(shared.images[1], per_target.images[1])
 
 
+@pytest.mark.slow
 def test_cnn_client_leaks_and_dense_client_fits_activations_without_leaking():
     # One epoch of training, a short attack on three targets: the CNN reconstruction is close to the
     # target, while the dense client's clone fits the activations far better and its reconstruction
@@ -141,6 +142,7 @@ def test_attack_unsplit_bad_input(tmp_path, args, message):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_compare_writes_the_report_with_paper_numbers(tmp_path):
     result = runner.invoke(app, ["compare", "--archs", "small-mlp", "--epochs", "1", "--preset", "quick",
                                  "--lambda-tv", "1.0", "--out", str(tmp_path / "cmp"), "--json"])
@@ -154,6 +156,7 @@ def test_compare_writes_the_report_with_paper_numbers(tmp_path):
     assert (tmp_path / "cmp" / row["run_dir"] / "config.json").exists()
 
 
+@pytest.mark.slow
 def test_compare_with_fsha_adds_columns_figures_and_run_dirs(tmp_path):
     result = runner.invoke(app, ["compare", "--archs", "cnn,small-mlp", "--epochs", "1", "--preset", "quick",
                                  "--attacks", "unsplit,fsha", "--fsha-iterations", "2", "--device", "cpu",
