@@ -124,6 +124,7 @@ def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
                                rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_fedleak_answer_final_is_algorithm_1s_last_iterate_and_best_the_lowest_loss_one():
     mnist = datasets.load("mnist5k")
     obs = observe_fedsgd(build_hfl_model("convnet", seed=0).double(), mnist.images[:2].double(), mnist.labels[:2],
