@@ -10,10 +10,11 @@ from splitlab.cli import app
 from vfl.errors import SplitlabError
 
 
+@pytest.mark.slow
 def test_train_then_unsplit_in_memory_and_into_a_run_directory(tmp_path):
     victim = api.train("small-mlp", epochs=1, device="cpu")
     assert victim.accuracy > 0.3 and not any(tmp_path.iterdir())          # 10 classes: chance is 0.1
-    outcome = api.unsplit(victim, preset="quick", rounds=2, out=tmp_path / "run")
+    outcome = api.unsplit(victim, preset="quick", iterations=2, out=tmp_path / "run")
     assert set(outcome.metrics) >= set(METRICS_SCHEMA) and outcome.reconstruction.images.shape == (10, 1, 28, 28)
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["image_mse"] == outcome.metrics["image_mse"]
     command = CliRunner().invoke(app, ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset",

@@ -9,13 +9,15 @@ import torch
 from torch.func import vmap
 from typer.testing import CliRunner
 
-from attacks.engine import (EnhancedSquaredL2, FedAvgUpdate, LayerGroups, SquaredL2, enhancement_counts,
-                            interpolated_path, plan_replication, ramp)
-from attacks.hfl.agic import AGIC, agic_weights
-from attacks.hfl.awa import AWA
-from attacks.hfl.awa_bo import bayes_optimise, best_so_far
-from attacks.hfl.awa_diagnostics import _spearman, bo_scores, interpolation_errors
-from attacks.hfl.awa_settings import TABLE_III, UNWEIGHTED, AGICSettings, AWASettings
+from attacks.engine import FedAvgUpdate, LayerGroups, SquaredL2, ramp
+from attacks.hfl.agic import AGIC, AGICSettings
+from attacks.hfl.agic.attack import agic_weights
+from attacks.hfl.awa import AWA, AWASettings
+from attacks.hfl.awa.bo import bayes_optimise, best_so_far
+from attacks.hfl.awa.diagnostics import _spearman, bo_scores, interpolation_errors
+from attacks.hfl.awa.interpolation import interpolated_path, plan_replication
+from attacks.hfl.awa.match import EnhancedSquaredL2, enhancement_counts
+from attacks.hfl.awa.settings import TABLE_III, UNWEIGHTED
 from attacks.hfl.experiment import HFLConfig
 from attacks.hfl.observations import observe_fedavg
 from attacks.metrics import score
@@ -73,7 +75,7 @@ def test_the_clients_order_reproduces_the_update_and_index_order_does_not(batch)
     assert _rel(client, obs.update) < 1e-5
     assert _rel(index, obs.update) > 1e-3
     # through AWA's own problem (scaled by 1 / lr): f at the true batch in the client's order is ~0
-    problem = AWA(AWASettings("t")).problem(dataclasses.replace(obs, labels=y[order]))
+    problem = AWA(AWASettings(preset="t")).problem(dataclasses.replace(obs, labels=y[order]))
     f = problem.mismatch(x[order][None], torch.zeros(1, dtype=torch.bool))
     assert float(f) / sum(float(o.square().sum()) for o in problem.observed) < 1e-10
 
@@ -173,7 +175,7 @@ def test_spearman_gives_tied_values_their_mean_rank():
 def test_awa_with_bo_keeps_every_trial_and_the_rerun(batch):
     x, y = batch
     obs = _observe(batch, epochs=2, local_batch=2)
-    rec = AWA(AWASettings("t", iterations=4, bo_trials=3, bo_random=2))(obs, seed=0)
+    rec = AWA(AWASettings(preset="t", iterations=4, bo_trials=3, bo_random=2))(obs, seed=0)
     bo = rec.extras["bo"]
     assert rec.trials.shape == (4, 4, 1, 28, 28) and bo["rerun_trial"] == 3 and rec.extras["replication"] == "interpolation"
     assert rec.best_trial in (bo["best_trial"], 3)                 # the lower-f of the best trial and the re-run
@@ -188,14 +190,14 @@ def test_awa_with_bo_keeps_every_trial_and_the_rerun(batch):
 def test_awa_reconstructs_and_never_reads_the_true_epoch_weights(batch):
     x, y = batch
     obs = _observe(batch, epochs=2, local_batch=2)
-    attack = AWA(AWASettings("t", iterations=60))
+    attack = AWA(AWASettings(preset="t", iterations=60))
     rec = attack(obs, seed=0)
     garbage = tuple({k: torch.full_like(v, float("nan")) for k, v in p.items()} for p in obs.epoch_params)
     again = attack(dataclasses.replace(obs, epoch_params=garbage), seed=0)
     assert torch.equal(rec.trials, again.trials)
     m = score(rec, x, y)
     assert m["psnr"] > m["baselines"]["initial"]["psnr"] + 3
-    unweighted = AWA(AWASettings("u", iterations=60, q=UNWEIGHTED))(obs, seed=0)
+    unweighted = AWA(AWASettings(preset="u", iterations=60, q=UNWEIGHTED))(obs, seed=0)
     assert not torch.equal(unweighted.trials, rec.trials)
 
 
@@ -206,7 +208,7 @@ def test_agic_weights_rise_over_conv_and_fc_and_it_runs_every_case(batch):
     ramped = [w[m[0]] for m, k in zip(groups.members, groups.kinds) if k != "bn"]
     assert ramped == [1.0, 2.0, 3.0, 4.0, 5.0]                     # 4 convs and the FC of the ConvNet
     assert all(w[i] == 1.0 for m, k in zip(groups.members, groups.kinds) if k == "bn" for i in m)
-    rec = AGIC(AGICSettings("a", iterations=5))(obs, seed=0)
+    rec = AGIC(AGICSettings(preset="a", iterations=5))(obs, seed=0)
     assert rec.trials.shape == (1, 4, 1, 28, 28) and rec.label_rule == "known"
 
 
@@ -214,17 +216,17 @@ def test_agic_weights_rise_over_conv_and_fc_and_it_runs_every_case(batch):
 
 def test_cli_checks_for_the_fedavg_attacks(tmp_path):
     base = dict(attack="awa", arch="convnet", observe="fedavg", batch_size=4, labels="known")
-    HFLConfig.of(**base, bo_trials=4, bo_random=2).validate()
+    HFLConfig.of(**base, bo_trials=4, bo_random=2)
     with pytest.raises(SplitlabError, match="BO random trials 5 exceed its 4 trials"):
-        HFLConfig.of(**base, bo_trials=4, bo_random=5).validate()
-    with pytest.raises(SplitlabError, match="applies to awa only"):
-        HFLConfig.of(**{**base, "attack": "agic"}, bo_trials=4).validate()
+        HFLConfig.of(**base, bo_trials=4, bo_random=5)
+    with pytest.raises(SplitlabError, match="unknown option 'bo_trials' for agic"):       # AWA's option only
+        HFLConfig.of(**{**base, "attack": "agic"}, bo_trials=4)
     with pytest.raises(SplitlabError, match="give --bo-trials too"):
-        HFLConfig.of(**base, bo_random=3).validate()
+        HFLConfig.of(**base, bo_random=3)
     with pytest.raises(SplitlabError, match="the BO trials are the restarts"):
-        HFLConfig.of(**base, bo_trials=4, bo_random=2, restarts=2).validate()
-    with pytest.raises(SplitlabError, match="--labels known applies to"):
-        HFLConfig.of(**{**base, "attack": "dlg", "observe": "fedsgd"}).validate()
+        HFLConfig.of(**base, bo_trials=4, bo_random=2, restarts=2)
+    with pytest.raises(SplitlabError, match="--labels known does not apply to dlg"):
+        HFLConfig.of(**{**base, "attack": "dlg", "observe": "fedsgd"})
     args = ["hfl", "--attack", "awa", "--preset", "awa.dlg", "--arch", "convnet", "--observe", "fedavg",
             "--batch-size", "4", "--local-epochs", "2", "--local-batch-size", "2", "--labels", "known",
             "--out", str(tmp_path / "dlg")]

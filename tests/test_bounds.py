@@ -76,7 +76,7 @@ def test_paper_L_and_mu_bound_the_hessian_at_random_w_and_along_the_trajectory(s
     for where in ("random", "trajectory"):
         assert eig[where]["lambda_max"] <= small.L
         assert eig[where]["lambda_min"] >= small.mu
-    assert eig["trajectory"]["lambda_min"] == pytest.approx(2 * 0.1, rel=1e-9)   # the true mu is 2 lam (the paper keeps lam)
+    assert eig["trajectory"]["lambda_min"] == pytest.approx(2 * 0.1, rel=1e-9)   # the true mu is 2 lam
     assert eig["trajectory"]["lambda_max"] > small.L / 2                         # L is loose, not wildly so
 
 

@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from attacks import registry
 from attacks.metrics import METRICS_SCHEMA
-from attacks.result import Reconstruction
 from attacks.settings import AttackSettings
 from splitlab.cli import app
 from vfl.errors import SplitlabError
@@ -149,7 +148,6 @@ from attacks.engine import Adam, Block, FedSGDGradient, Objective, Schedule, Squ
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import check_requirements
 from attacks.hfl.variables import engine_context, initial_variables
-from attacks.result import Reconstruction
 from attacks.settings import AttackSettings
 from attacks.spec import AttackSpec, Preset
 from vfl.options import integer, number, option
@@ -197,7 +195,7 @@ def test_a_toy_attack_from_another_package_runs_from_the_cli_and_its_help(tmp_pa
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-attack\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[splitlab.attacks]\ntoy = toy_attack:SPEC\n")
-    run = f"from splitlab.cli import main; import sys; sys.argv = ['splitlab', *{{args}}]; main()"
+    run = "from splitlab.cli import main; import sys; sys.argv = ['splitlab', *{args}]; main()"
 
     listed = _python(run.format(args=["hfl", "--help"]), tmp_path, package)
     assert listed.returncode == 0 and "toy" in listed.stdout.split("Attacks:", 1)[1].split(".")[0]

@@ -4,8 +4,9 @@ import torch
 from torch import nn
 
 from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
-                            CutActivations, FedAvgUpdate, FedSGDGradient, GradientBlend, MeanSquared, Objective,
-                            Schedule, SignedGradients, SquaredL2, StepDecay, Sum, TopMagnitude, run, tv_l1, tv_squared)
+                            CutActivations, FedAvgUpdate, FedSGDGradient, MeanSquared, Objective,
+                            Schedule, SignedGradients, SquaredL2, StepDecay, Sum, run, tv_l1, tv_squared)
+from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
 
 
 def _small_net(dtype=torch.float64, seed=0):
@@ -187,7 +188,7 @@ def test_dlg_style_run_reconstructs_the_target():
 
 # --- parts -----------------------------------------------------------------------------------------
 
-def test_matches():
+def test_matches_give_their_distances_on_known_tensors():
     a = [torch.tensor([1.0, 2.0]), torch.tensor([[3.0]])]
     b = [torch.tensor([1.0, 0.0]), torch.tensor([[1.0]])]
     assert float(SquaredL2()(a, b)) == 8.0
@@ -203,7 +204,7 @@ def test_matches():
     assert mask.tolist() == [0.0, 1.0, 1.0, 0.0]
 
 
-def test_priors():
+def test_priors_give_their_values_on_known_images():
     assert float(tv_l1(torch.ones(1, 1, 4, 4))) == 0.0
     x = torch.zeros(1, 1, 2, 2)
     x[..., 0, 0] = 1.0                     # dy: one of 2 entries is -1; dx: one of 2 entries is -1
@@ -344,7 +345,7 @@ def test_lbfgs_blocks_refuse_what_lbfgs_cannot_honour():
     Block(("x",), LBFGS(), 1, hooks=(BoxClamp(0.0, 1.0),))        # after-step hooks are fine
 
 
-# --- speed paths give the same results (issue 16) --------------------------------------------------
+# --- speed paths give the same results ------------------------------------------------------------
 
 def _twice(variables):
     """The same start as two identical trials, so the batched (vmapped) path runs it."""

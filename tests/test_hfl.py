@@ -10,16 +10,17 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
+from attacks import registry
 from attacks.engine import FedSGDGradient
 from attacks.hfl.defences import GaussianNoise, NoDefence, Quantise, TopK, parse_defence
 from attacks.hfl.dlg import DLG
+from attacks.hfl.experiment import HFLConfig
 from attacks.hfl.fedleak import FedLeak
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.labels import count_labels, idlg_labels
 from attacks.metrics import label_accuracy, score
 from attacks.hfl.observations import (FedSGDObservation, check_requirements, observe_fedavg, observe_fedsgd,
                                       observe_rounds)
-from attacks.presets import PRESETS, names_for, settings as preset
 from vfl.errors import SplitlabError
 from vfl.models import describe_hfl
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, final_linear
@@ -29,6 +30,10 @@ runner = CliRunner()
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def preset(name):
+    return registry.preset(name).settings()
 
 
 def _psnr(model, x, y, settings, defence="none", seed=0):
@@ -158,7 +163,7 @@ def test_defences_do_what_they_say():
 @pytest.mark.parametrize("spec,expected", [
     ("none", NoDefence()), ("gaussian:sigma=1e-3,clip=4", GaussianNoise(1e-3, 4.0)),
     ("topk:keep=0.1", TopK(0.1)), ("quant:bits=4", Quantise(4))])
-def test_defence_specs(spec, expected):
+def test_defence_specs_parse_and_round_trip(spec, expected):
     assert parse_defence(spec) == expected
     assert parse_defence(expected.spec) == expected
 
@@ -167,14 +172,14 @@ def test_defence_specs(spec, expected):
     ("blur", "unknown defence"), ("gaussian", "needs option sigma"), ("gaussian:sigma=-1", "sigma >= 0"),
     ("topk:keep=2", "0 < keep <= 1"), ("quant:bits=1", "2 <= bits"), ("quant:bits=x", "not an integer"),
     ("topk:ratio=0.1", "takes keep")])
-def test_bad_defence_specs(spec, message):
+def test_bad_defence_specs_are_refused_naming_the_fix(spec, message):
     with pytest.raises(SplitlabError, match=message):
         parse_defence(spec)
 
 
 def test_stronger_gaussian_noise_lowers_psnr(mnist, lenet):
     x, y = mnist.images[:1], mnist.labels[:1]
-    settings = replace(preset("idlg.quick"), steps=12, restarts=1)
+    settings = replace(preset("idlg.quick"), iterations=12, restarts=1)
     weak = _psnr(lenet, x, y, settings, "gaussian:sigma=1e-4")
     strong = _psnr(lenet, x, y, settings, "gaussian:sigma=1e-1")
     assert weak > 40 and strong < weak - 20
@@ -182,7 +187,7 @@ def test_stronger_gaussian_noise_lowers_psnr(mnist, lenet):
 
 def test_stronger_sparsification_lowers_psnr(mnist, lenet):
     x, y = mnist.images[:1], mnist.labels[:1]
-    settings = replace(preset("idlg.quick"), steps=12, restarts=1)
+    settings = replace(preset("idlg.quick"), iterations=12, restarts=1)
     weak = _psnr(lenet, x, y, settings, "topk:keep=0.9")
     strong = _psnr(lenet, x, y, settings, "topk:keep=0.05")
     assert strong < weak - 5
@@ -246,7 +251,7 @@ def test_inverting_gradients_batched_equals_sequential(mnist):
 def test_dlg_batched_equals_sequential_after_one_step(mnist):
     # L-BFGS without a line search amplifies round-off chaotically, so compare after one step.
     obs, _, _ = _double_problem(mnist, "lenet")
-    attack = DLG(replace(preset("dlg.quick"), steps=1, restarts=3))
+    attack = DLG(replace(preset("dlg.quick"), iterations=1, restarts=3))
     batched, sequential = attack(obs, seed=2), attack(obs, seed=2, mode="sequential")
     torch.testing.assert_close(batched.trials, sequential.trials, rtol=1e-6, atol=1e-6)
     assert torch.equal(batched.labels, sequential.labels)
@@ -275,21 +280,24 @@ def test_when_every_restart_diverges_nothing_is_reported_as_a_result(mnist):
     assert metrics["unavailable"]["psnr"] == "every trial diverged"
 
 
-def test_presets():
-    assert set(names_for("dlg") + names_for("idlg") + names_for("invgrad")) == {
-        "dlg.original", "dlg.quick", "idlg.original", "idlg.quick", "invgrad.paper", "invgrad.quick"}
-    assert all(p.source and p.name.startswith(p.attack + ".") for p in PRESETS.values())
+def test_presets_carry_their_sources_and_the_papers_numbers():
+    names = {p.name for a in ("dlg", "idlg", "invgrad") for p in registry.spec(a).presets}
+    assert names == {"dlg.original", "dlg.quick", "idlg.original", "idlg.quick", "invgrad.paper", "invgrad.quick"}
+    assert all(p.source and p.name.startswith(p.attack + ".") for p in registry.presets())
     dlg = preset("dlg.original")
-    assert (dlg.steps, dlg.lr, dlg.max_iter, dlg.labels, dlg.attack) == (300, 1.0, 20, "joint", "dlg")
+    assert (dlg.iterations, dlg.lr, dlg.max_iter, dlg.labels, dlg.attack) == (300, 1.0, 20, "joint", "dlg")
     assert preset("idlg.original").attack == "idlg"
     ig = preset("invgrad.paper")
     assert (ig.iterations, ig.lr, ig.signed, ig.boxed, ig.decay) == (24_000, 0.1, True, True, (3 / 8, 5 / 8, 7 / 8))
-    assert ig.for_dataset("cifar10").tv == 1e-6 and ig.for_dataset("mnist5k").tv == 1e-4
-    with pytest.raises(SplitlabError, match="unknown preset 'dlg.fast'; choose one of: .*dlg.original"):
+    tv = {d: HFLConfig(attack="invgrad", preset="invgrad.paper", dataset=d).plan.settings.tv
+          for d in ("cifar10", "mnist5k")}
+    assert tv == {"cifar10": 1e-6, "mnist5k": 1e-4}                  # the TV weight follows the dataset
+    with pytest.raises(SplitlabError, match="unknown preset 'dlg.fast' for dlg; choose one of: .*dlg.original"):
         preset("dlg.fast")
 
 
-MODULES = ["observations", "defences", "labels", "settings", "variables", "dlg", "invgrad", "experiment", "cli"]
+MODULES = ["observations", "defences", "labels", "variables", "dlg", "dlg.attack", "dlg.settings", "invgrad",
+           "invgrad.attack", "invgrad.settings", "experiment", "cli"]
 
 
 @pytest.mark.parametrize("module", MODULES)

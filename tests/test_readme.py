@@ -2,11 +2,14 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from attacks.metrics import psnr
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.mark.slow
 def test_the_extending_example_reconstructs_the_image(capsys):
     section = README.read_text().split("## Extending the lab", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)

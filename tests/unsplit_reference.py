@@ -1,8 +1,8 @@
 """UnSplit written as a plain loop over targets, the way the UnSplit/JAST code runs it.
 
-It is the obviously-correct reference the engine's per-target mode is tested against, and the
-baseline `scripts/bench_unsplit.py` times it against. Each target gets the clone the engine would
-give it (`clone_of(observation, seed, r)`), so both produce the same reconstructions.
+It is the obviously-correct reference the engine's per-target mode is tested against (test-only code).
+Each target gets the clone the engine would give it (`clone_of(observation, seed, r)`), so both produce
+the same reconstructions.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from attacks.engine.priors import l2, tv_squared
-from attacks.split.unsplit import CutObservation, UnsplitSettings, clone_of
+from attacks.split.unsplit import CutObservation, UnsplitSettings
+from attacks.split.unsplit.attack import clone_of
 from vfl.models import arch_spec
 
 
@@ -25,7 +26,7 @@ def unsplit_loop(observation: CutObservation, settings: UnsplitSettings, seed: i
         h = target.unsqueeze(0)
         opt_x = torch.optim.Adam([x], lr=settings.lr, amsgrad=True, fused=True)       # as the engine
         opt_clone = torch.optim.Adam(clone.parameters(), lr=settings.lr, amsgrad=True, fused=True)
-        for _ in range(settings.rounds):
+        for _ in range(settings.iterations):
             for _ in range(settings.input_steps):
                 opt_x.zero_grad(set_to_none=True)
                 loss = nn.functional.mse_loss(clone(x), h) + settings.lambda_tv * tv_squared(x) \
