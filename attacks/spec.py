@@ -126,6 +126,9 @@ class AttackSpec:
 
         name = self.default if name is None else name
         dotted = name if "." in name else f"{self.name}.{name}"
+        if dotted.split(".", 1)[0] != self.name:
+            raise SplitlabError(f"preset {name} is for attack {dotted.split('.', 1)[0]}, not {self.name}; use "
+                                f"--preset {' or '.join(p.name for p in self.presets)}")
         for preset in self.presets:
             if preset.name == dotted:
                 return preset

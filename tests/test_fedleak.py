@@ -171,8 +171,6 @@ def test_fedleak_options_are_checked_and_dispatched():
         HFLConfig.of(attack="invgrad", arch="convnet", secure_aggregation=2)
 
 
-@pytest.mark.xfail(reason="LIBRARY BUG: HFLConfig builds TraceOptions(**observation_options) unchecked: an unknown "
-                          "name given whole is a TypeError, not a one-line SplitlabError", strict=True)
 def test_an_unknown_trace_option_given_whole_is_a_one_line_error():
     with pytest.raises(SplitlabError, match="client"):
         HFLConfig.of(attack="tgias-ro", observation_options={"client": 6})

@@ -66,7 +66,7 @@ CASES = [
     (TRAIN + ["--cut-layer", "9"], "has no cut layer 9"),
     (UNSPLIT + ["--clone", "cloned"], "--clone must be one of"),
     (["attack", "unsplit", "--preset", "fast"], "unknown preset 'fast' for unsplit"),
-    (["attack", "fsha", "--preset", "dlg.quick"], "unknown preset 'dlg.quick' for fsha"),
+    (["attack", "fsha", "--preset", "dlg.quick"], "preset dlg.quick is for attack dlg, not fsha"),
     (HFL + ["--observe", "temporal"], "--observe must be one of"),
     (["hfl", "--arch", "vgg"], "unknown HFL model"),
     (COMPARE + ["--archs", ""], "--archs"),

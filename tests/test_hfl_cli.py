@@ -51,7 +51,7 @@ def test_invgrad_sequential_trials_and_a_defence(tmp_path):
     (["--batch-size", "4001"], "but the mnist5k train split has 4000"),
     (["--batch-size", "2", "--index", "3999"], "but the mnist5k train split has 4000"),
     (["--preset", "dlg.fast"], "unknown preset 'dlg.fast' for dlg; choose one of:"),
-    (["--attack", "dlg", "--preset", "invgrad.quick"], "unknown preset 'invgrad.quick' for dlg; choose one of:"),
+    (["--attack", "dlg", "--preset", "invgrad.quick"], "preset invgrad.quick is for attack invgrad, not dlg; use --preset"),
     (["--attack", "rgap"], "unknown attack"),
     (["--arch", "vgg"], "unknown HFL model"),
     (["--dataset", "svhn"], "unknown dataset"),

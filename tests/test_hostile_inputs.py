@@ -292,17 +292,9 @@ def _snapshot(tmp: Path) -> dict:
     return {p.relative_to(tmp): (p.read_bytes() if p.is_file() else None) for p in sorted(tmp.rglob("*"))}
 
 
-LIBRARY_BUGS = {
-    "evaluate-refuses-an-idx-label-of-200-given-by-data-root":
-        "LIBRARY BUG: vfl.training.load_checkpoint calls the removed TrainConfig.validate(): every checkpoint is "
-        "refused as corrupt (AttributeError) before its data are read",
-}
-"""Cases that fail because of a known fault in the library (strict: they must pass once it is fixed)."""
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, id=c.name, marks=[pytest.mark.xfail(reason=LIBRARY_BUGS[c.name], strict=True)]
-                 if c.name in LIBRARY_BUGS else []) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES])
 def test_hostile_input_exits_2_with_one_line_and_writes_nothing(tmp_path, monkeypatch, network, time_limit, case):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
     datasets._load_cached.cache_clear()
@@ -528,9 +520,6 @@ def test_fetch_writes_the_body_and_checks_its_digests(tmp_path, http_files, monk
         dl.download(f"{base}/w.pth", tmp_path / "w", dl.Clock(5), sha256_prefix="00000000")
 
 
-@pytest.mark.xfail(strict=False, reason="LIBRARY BUG: vfl.download.fetch races its worker's socket timeout against "
-                                        "its own clock (both 0.5 s): under load the worker's TimeoutError wins and "
-                                        "the line reads 'failed after 100 bytes (no answer within 0.5 s)'")
 def test_a_server_that_stops_sending_midway_ends_after_the_timeout(tmp_path):
     """Headers and part of the body, then silence (the socket stays open)."""
     listener = socket.create_server(("127.0.0.1", 0))

@@ -27,9 +27,6 @@ def test_whole_floats_are_accepted_where_integers_are_asked():
     TrainConfig(epochs=2.0, batch_size=64.0, seed=3.0, device="cpu")     # as JSON may hand them back
 
 
-@pytest.mark.xfail(reason="LIBRARY BUG: vfl.training.load_checkpoint calls the removed TrainConfig.validate() "
-                          "(AttributeError: every checkpoint is 'corrupt'), and looks for a defence named 'dp', now "
-                          "input-dp", strict=True)
 def test_a_checkpoint_loads_its_data_from_the_given_root(tmp_path):
     # dp without a given sensitivity re-estimates it from the training data when the checkpoint is loaded
     write_fake_mnist(tmp_path / "data")

@@ -114,8 +114,6 @@ def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
     assert not (tmp_path / "conflict").exists()
 
 
-@pytest.mark.xfail(reason="LIBRARY BUG: vfl.training.load_checkpoint calls TrainConfig.validate(), which the "
-                          "restructure removed: every checkpoint is refused as corrupt (AttributeError)", strict=True)
 def test_attack_unsplit_on_its_checkpoint_repeats_the_run(tmp_path):
     args = ["--preset", "quick", "--iterations", "2", "--json"]
     first = runner.invoke(app, ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", *args,

@@ -143,7 +143,9 @@ def fetch(url: str, out: BinaryIO, clock: Clock, *, hashes: tuple = (), progress
     when the network fails, or stays silent until the clock runs out."""
     chunks: queue.Queue = queue.Queue(maxsize=16)
     stop = threading.Event()
-    threading.Thread(target=_stream, args=(url, clock.timeout, chunks, stop), daemon=True,
+    # the worker's own socket timeout is longer than the clock, so the clock (which says what went silent, and
+    # when) always ends a silent download first
+    threading.Thread(target=_stream, args=(url, 2 * clock.timeout + 1, chunks, stop), daemon=True,
                      name="splitlab-download").start()
     received, length, bar = 0, None, _NoBar()
     with contextlib.ExitStack() as stack:

@@ -198,12 +198,11 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
         saved = dict(blob["config"], device=device)
         if data_root is not None:
             saved["data_root"] = str(data_root)
-        config = TrainConfig(**saved)
         try:
-            config.validate()
+            config = TrainConfig(**saved)           # checked when built
         except SplitlabError as exc:
             raise SplitlabError(f"checkpoint {path} holds a training config splitlab refuses ({exc}); {retrain}") from None
-        needs_data = any(item.name == "dp" for item in parse_spec(config.defence))
+        needs_data = any(item.name == "input-dp" for item in parse_spec(config.defence))
         train_images = load_data(config)[0].images if needs_data else None
         client, server = build_parties(config, resolve_device(device), train_images)
         client.model.load_state_dict(blob["client"])

@@ -28,7 +28,7 @@ from vfl.cli_options import Runtime
 from vfl.errors import SplitlabError
 from vfl.hfl_training import MAX_EPOCHS, pretrain
 from vfl.models.hfl import build_hfl_model, check_hfl_input, hfl_model_spec
-from vfl.options import choice, integer, number, option, optional, options_of, route, text
+from vfl.options import build, choice, integer, number, option, optional, options_of, route, text
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 
@@ -114,7 +114,8 @@ class HFLConfig(Runtime):
         if spec.configure is not None:
             settings = spec.configure(settings, self)
         if spec.observation_options is not None:
-            observation_options = spec.observation_options(**self.observation_options)
+            observation_options = build(spec.observation_options, f"{spec.name}'s observation",
+                                        **self.observation_options)
         elif self.observation_options:
             raise SplitlabError(f"{spec.name} takes no observation options, got {', '.join(self.observation_options)}")
         else:

@@ -6,6 +6,7 @@ command is built only when it is asked for, so `splitlab attack unsplit` loads U
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -53,6 +54,13 @@ def split_command(name: str):
     for p in groups[0]:
         if p.name == "preset":
             p.default.help = f"Preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."
+    defaults = {f.name: f.default for f in dataclasses.fields(experiment.config.victim_options)}
+    for p in groups[1]:                         # a victim field a preset sets: its default is the preset's
+        by_preset = {x.short: x.experiment.get(p.name, defaults[p.name]) for x in spec.presets}
+        if any(p.name in x.experiment for x in spec.presets):
+            p.default.show_default = False
+            p.default.help += " Default: the preset's (" + ", ".join(f"{k} {v:g}" if isinstance(v, float) else
+                                                                       f"{k} {v}" for k, v in by_preset.items()) + ")."
     return handles_errors(command_from(functools.partial(_run, name), groups, name=name, doc=spec.title + "."))
 
 

@@ -27,11 +27,11 @@ class FshaVictim(Runtime):
     """The honest client under attack and its data; checked when built, before anything is written. Its seed
     initialises the client and orders its private batches (the attack has its own)."""
     dataset: str = option("mnist5k", "Dataset: private = its train split (the client's), public = its test split "
-                          "(the server's); disjoint (preset: paper mnist5k).", text())
+                          "(the server's); disjoint.", text())
     arch: str = option("resnet", "Client setup: resnet (FSHA's CNN) or mlp (JAST's dense client).", choice(SETUPS))
     level: int = option(4, "Split level 1-4: how much of the network the client holds.",
                         integer(low=min(LEVELS), high=max(LEVELS)))
-    lr_client: float = option(1e-5, "The client's Adam learning rate (preset: paper 1e-5).",
+    lr_client: float = option(1e-5, "The client's Adam learning rate.",
                               number(low=0, low_open=True, high=10))
     eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
                               "control on them.", integer(low=1, high=10_000_000))
