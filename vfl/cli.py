@@ -20,12 +20,14 @@ from rich.console import Console
 from rich.table import Table
 
 from vfl import data as datasets
-from vfl.errors import SplitlabError
+from vfl.errors import SplitlabError, lookup
 from vfl.models import describe, describe_hfl
 from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run, closing_runs, dumps, to_jsonable
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split, training_metrics
+
+TRANSPORTS = ("local", "tcp")
 
 JSON_OPTION = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout.")
 OUT_OPTION = typer.Option(None, "--out", help="Run directory (default: runs/<command>/<timestamp>).")
@@ -167,19 +169,35 @@ def train(
     lr: float = typer.Option(1e-3, help="Learning rate of client and server."),
     optimizer: str = typer.Option("adam-amsgrad", help="sgd, momentum, adam or adam-amsgrad."),
     defence: str = DEFENCE_OPTION,
+    parties: int = typer.Option(1, "--parties", help="Feature parties, each holding a vertical strip of every image "
+                                "(K=2: left and right halves); the server joins their activations."),
+    transport: str = typer.Option("local", "--transport", help="local (both sides in this process) or tcp (the "
+                                  "server here, each party a `splitlab client` process on 127.0.0.1)."),
+    role: str = typer.Option("honest", "--role", help="honest, or curious: the server also keeps every activation "
+                             "it receives and writes them to transcript/."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """Train a split model with the explicit client/server protocol and save a checkpoint."""
     config = TrainConfig(dataset=dataset, arch=arch, cut_layer=cut_layer, epochs=epochs, batch_size=batch_size,
                          lr=lr, optimizer=optimizer, seed=opts.seed, device=opts.device, defence=defence,
-                         data_root=opts.root)
+                         data_root=opts.root, parties=parties)
     config.validate()
+    lookup(dict.fromkeys(TRANSPORTS), transport, "transport")
+    lookup(dict.fromkeys(("honest", "curious")), role, "server role")
     train_data, test_data = load_data(config)
-    run = Run.create("train", {"train": config, "device": str(resolve_device(opts.device)),
+    run = Run.create("train", {"train": config, "transport": transport, "role": role,
+                               "device": str(resolve_device(opts.device)),
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
-    trained = train_split(config, train_data, test_data, run, progress=not opts.as_json)
+    wire: dict[str, Any] = {}
+    if transport == "tcp":
+        from vfl.wire.launch import train_over_tcp          # torch.distributed only when asked for
+
+        trained, wire = train_over_tcp(config, run, role, progress=not opts.as_json)
+    else:
+        trained = train_split(config, train_data, test_data, run, progress=not opts.as_json, role=role,
+                              transcript_dir=run.path if role == "curious" else None)
     checkpoint, curves = save_trained(run, trained)
-    metrics = training_metrics(trained)
+    metrics = {**training_metrics(trained), **wire}
     run.write_metrics(metrics)
 
     def summary(console) -> None:

@@ -182,7 +182,8 @@ class Parties:
         return tuple(d for c in self.clients for d in c.defences)
 
     def _strips(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return [take_strip(x, len(self.clients), k) for k in range(len(self.clients))]
+        # contiguous, as a party holding only its strip has it (and computes on it) in its own process
+        return [take_strip(x, len(self.clients), k).contiguous() for k in range(len(self.clients))]
 
     def send(self, x: torch.Tensor, step: int) -> Activations:
         sent = [c.send(strip, step) for c, strip in zip(self.clients, self._strips(x))]

@@ -21,6 +21,7 @@ from vfl.progress import progress_bar
 from vfl.protocol import (OPTIMIZERS, Client, CuriousServer, Prediction, Role, Server, ask, evaluate,
                           make_optimizer, train_epoch)
 from vfl.runs import Run, atomic_torch_save
+from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
@@ -186,18 +187,22 @@ def query_targets(client, server: Role, test: datasets.ImageData, device: torch.
 
 def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.ImageData,
                 run: Run | None = None, progress: bool = True, role: str = "honest",
-                on_epoch: Callable[[FitState], None] | None = None) -> TrainedSplit:
+                transcript_dir: Path | None = None) -> TrainedSplit:
     """Train with the explicit protocol in process; test accuracy after every epoch; then the evaluation
-    targets' inference query. `role` is the server's (`SERVER_ROLES`)."""
+    targets' inference query. `role` is the server's (`SERVER_ROLES`); with `transcript_dir`, what the
+    server received is written there as `splitlab serve` writes it (`vfl.transcripts`)."""
     device = resolve_device(config.device)
     generator = seeded_generator(config.seed)
     client, server = build_parties(config, device, train.images, role)
     images, labels = train.images.to(device), train.labels.to(device)
     on_device = datasets.ImageData(train.name, train.split, images, labels, train.provenance)
+    files = TranscriptFiles(transcript_dir, server.seen) if transcript_dir is not None else None
     start = time.perf_counter()
     state = fit(client, server, on_device, test, config, device, generator, run=run, progress=progress,
-                on_epoch=on_epoch)
+                on_epoch=None if files is None else lambda s: files.write(epoch_file(s.epoch)))
     query_targets(client, server, test, device, state.step)
+    if files is not None:
+        files.write(FINAL)
     seconds = time.perf_counter() - start
     return TrainedSplit(config, client, server, state.history[-1]["test_accuracy"], state.history, seconds,
                         train.provenance)

@@ -1,0 +1,2 @@
+"""The split-learning protocol over TCP: the label party and the feature parties as separate programs.
+"""
