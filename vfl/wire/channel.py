@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
@@ -127,6 +128,7 @@ class Channel:
         self._sender = _Waiter(f"{name} sends")
         self._receiver = _Waiter(f"{name} receives")
         self._sends: list[_Pending] = []
+        self._receives: list[_Pending] = []
         self._broken: SplitlabError | None = None
         self.traffic = Traffic()
 
@@ -134,7 +136,7 @@ class Channel:
         """Queue `frame` (header, then payload) for the peer; returns at once."""
         self._check_sends()
         for tensor in (frame.header(),) if frame.tensor is None else (frame.header(), frame.tensor.detach().cpu().contiguous()):
-            self._sends.append(self._post(lambda t=tensor: self.group.send([t], self.peer, TAG), tensor, self._sender))
+            self._post(lambda t=tensor: self.group.send([t], self.peer, TAG), tensor, self._sender, self._sends)
         self.traffic.frames_sent += 1
         self.traffic.bytes_sent += frame.nbytes
 
@@ -154,13 +156,14 @@ class Channel:
     def _receive(self, expect: Expect) -> Frame:
         self._check_sends()
         header = torch.empty(HEADER_LEN, dtype=torch.int64)
-        self._wait(self._post(lambda: self.group.recv([header], self.peer, TAG), header, self._receiver))
+        self._wait(self._post(lambda: self.group.recv([header], self.peer, TAG), header, self._receiver, self._receives))
         allow, step, shape = expect.check_header(header.tolist(), self.name)
         frame = Frame(allow.kind, step)
         if shape is not None:
             payload = torch.empty(shape, dtype=allow.dtype)
             if payload.numel():
-                self._wait(self._post(lambda: self.group.recv([payload], self.peer, TAG), payload, self._receiver))
+                self._wait(self._post(lambda: self.group.recv([payload], self.peer, TAG), payload, self._receiver,
+                                      self._receives))
             expect.check_payload(allow, payload, step, self.name)
             frame = Frame(allow.kind, step, payload)
         self.traffic.frames_received += 1
@@ -179,15 +182,25 @@ class Channel:
     def peer_stopped(self) -> bool:
         return isinstance(self._broken, PeerStopped)
 
-    def close(self) -> None:
+    def close(self, grace: float = 2.0) -> None:
+        """Stop the channel's threads, first giving what is still pending up to `grace` seconds to resolve: a
+        gloo wait that returns while the interpreter shuts down ends the process with std::terminate (Python
+        unwinds the daemon thread through gloo's C++ frames), and a peer that stopped resolves ours as it exits."""
+        deadline = time.monotonic() + grace
+        for pending in [*self._sends, *self._receives]:
+            pending.done.wait(max(0.0, deadline - time.monotonic()))
         self._sender.close()
         self._receiver.close()
 
-    def _post(self, op: Callable[[], Any], keep: torch.Tensor, waiter: _Waiter) -> _Pending:
+    def _post(self, op: Callable[[], Any], keep: torch.Tensor, waiter: _Waiter, posted: list[_Pending]) -> _Pending:
         try:
-            return waiter.put(op(), keep)
+            pending = waiter.put(op(), keep)
         except RuntimeError as exc:             # the pair was already closed
             raise transport_error(self.name, exc) from None
+        if posted is self._receives:            # a failed receive raised already; sends report at _check_sends
+            posted[:] = [p for p in posted if not p.done.is_set()]
+        posted.append(pending)
+        return pending
 
     def _wait(self, pending: _Pending, timeout: float | None = None, silence: str = "sent nothing") -> None:
         timeout = self.timeout if timeout is None else timeout
@@ -201,3 +214,12 @@ class Channel:
             pending = self._sends.pop(0)
             if pending.error is not None:
                 raise transport_error(self.name, pending.error)
+
+
+def close_group(group: dist.ProcessGroup, failed: bool) -> None:
+    """Take the process group down before the interpreter does (after the channels' `close`): a failed
+    session aborts what is still pending; a finished one has nothing pending."""
+    try:
+        group.abort() if failed else group.shutdown()
+    except RuntimeError:                 # already broken: nothing left to take down
+        pass

@@ -31,7 +31,7 @@ from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, build_client
 from vfl.validate import check_int
-from vfl.wire.channel import Channel, PeerStopped, process_group
+from vfl.wire.channel import Channel, PeerStopped, close_group, process_group
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort
 from vfl.wire.handshake import gloo_store, join, local_address_towards, parse_address, read_secret
@@ -77,6 +77,15 @@ def _restore(client: Client, saved: dict[str, Any]) -> None:
     for defence, state in zip(client.defences, saved["defences"]):
         defence.load_state_dict(state)
     torch.set_rng_state(saved["rng"])                   # a dedicated process: its global stream is its own
+
+
+def introduction(config: TrainConfig, party: int, train_size: int, test_size: int,
+                 saved_epochs: list[int] | None = None) -> dict[str, Any]:
+    """What a client tells the server in the handshake (`saved_epochs`: None unless it resumes)."""
+    shape = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)[party]
+    return {"dataset": config.dataset, "arch": config.arch, "cut_layer": config.cut_layer, "party": party,
+            "activation_shape": list(shape), "train_size": train_size, "test_size": test_size,
+            "resume": saved_epochs is not None, "epochs": saved_epochs or []}
 
 
 class _Answers:
@@ -127,12 +136,9 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     del train_images
     checkpoints = EpochCheckpoints(run.path)
     host, port = parse_address(settings.connect, "--connect")
-    shape = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)[party]
-    body = {"dataset": config.dataset, "arch": config.arch, "cut_layer": config.cut_layer, "party": party,
-            "activation_shape": list(shape), "train_size": len(train), "test_size": len(test),
-            "resume": settings.resume, "epochs": checkpoints.epochs() if settings.resume else []}
+    body = introduction(config, party, len(train), len(test), checkpoints.epochs() if settings.resume else None)
     run.log(f"party {party} of {config.parties}: connecting to {host}:{port}")
-    epoch, channel, start = 0, None, time.perf_counter()
+    epoch, channel, failed, start = 0, None, True, time.perf_counter()
     try:
         with stop_on_sigterm():
             joined = join(host, port, secret, party, config.parties, body, settings.timeout)
@@ -157,6 +163,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
                     else:
                         answers.end_epoch(frame)
                         epoch = answers.epoch
+            failed = False
     except KeyboardInterrupt:
         _tell(channel, f"party {party} was interrupted")
         raise SplitlabError(f"interrupted; {saved_note(run, epoch)}") from None
@@ -168,6 +175,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     finally:
         if channel is not None:
             channel.close()
+            close_group(channel.group, failed)
     atomic_torch_save({"format": BOTTOM_FORMAT, "party": party, "model": client.model.state_dict()},
                       run.file("bottom.pt"))
     predicted = client.last_prediction.tensor.tolist() if client.last_prediction is not None else None

@@ -41,8 +41,10 @@ class Kind(enum.IntEnum):
     ABORT = 10
 
     @property
-    def label(self) -> str:
-        return self.name.lower().replace("_", " ")
+    def phrase(self) -> str:
+        """The frame as errors name it: "activations", "a cut gradient", ..."""
+        name = self.name.lower().replace("_", " ")
+        return name if self is Kind.ACTIVATIONS else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 DTYPES: dict[int, torch.dtype | None] = {0: None, 1: torch.float32, 2: torch.int64, 3: torch.uint8}
@@ -59,7 +61,7 @@ class Frame:
         t = self.tensor
         dims = [] if t is None else list(t.shape)
         if len(dims) > MAX_DIMS:
-            raise SplitlabError(f"a {self.kind.label} of {len(dims)} dimensions cannot be framed (at most {MAX_DIMS})")
+            raise SplitlabError(f"{self.kind.phrase} of {len(dims)} dimensions cannot be framed (at most {MAX_DIMS})")
         code = 0 if t is None else _CODES[t.dtype]
         fields = [MAGIC, int(self.kind), self.step, code, -1 if t is None else len(dims)]
         return torch.tensor(fields + dims + [0] * (MAX_DIMS - len(dims)), dtype=torch.int64)
@@ -132,34 +134,34 @@ class Expect:
                                 "both sides") from None
         allow = self.allowed.get(kind)
         if allow is None:
-            wanted = " or ".join(k.label for k in self.allowed if k is not Kind.ABORT)
-            raise SplitlabError(f"{peer} sent a {kind.label} frame where a {wanted} was due; refused")
+            wanted = " or ".join(k.phrase for k in self.allowed if k is not Kind.ABORT)
+            raise SplitlabError(f"{peer} sent {kind.phrase} where it should have sent {wanted}; refused")
         step, code, ndim = fields[2], fields[3], fields[4]
         if allow.step is not None and step != allow.step:
-            raise SplitlabError(f"{peer} sent a {kind.label} for step {step} where step {allow.step} was due; refused")
+            raise SplitlabError(f"{peer} sent {kind.phrase} for step {step} where step {allow.step} was due; refused")
         if code not in DTYPES or DTYPES[code] != allow.dtype:
             got = str(DTYPES.get(code, f"code {code}")).removeprefix("torch.")
-            raise SplitlabError(f"{peer} sent a {kind.label} as {got}; the handshake allows {allow.describe()}")
+            raise SplitlabError(f"{peer} sent {kind.phrase} as {got}; the handshake allows {allow.describe()}")
         if allow.dtype is None:
             return allow, step, None
         shape = tuple(fields[5:5 + ndim]) if 0 <= ndim <= MAX_DIMS else None
         if shape is None or any(d < 0 for d in shape) or any(fields[5 + ndim:]):
-            raise SplitlabError(f"{peer} sent a {kind.label} with a malformed shape; refused")
+            raise SplitlabError(f"{peer} sent {kind.phrase} with a malformed shape; refused")
         fits = shape == allow.shape if allow.rows is None else \
             (len(shape) == len(allow.shape) + 1 and shape[1:] == allow.shape and allow.rows[0] <= shape[0] <= allow.rows[1])
         if not fits:
             size = math.prod(shape) * torch.empty((), dtype=allow.dtype).element_size()
             larger = f" ({size:,} bytes; at most {allow.max_bytes():,} allowed)" if size > allow.max_bytes() else ""
-            raise SplitlabError(f"{peer} sent a {kind.label} shaped {fmt(shape)}{larger} at step {step}; the "
+            raise SplitlabError(f"{peer} sent {kind.phrase} shaped {fmt(shape)}{larger} at step {step}; the "
                                 f"handshake allows {allow.describe()}; refused")
         return allow, step, shape
 
     @staticmethod
     def check_payload(allow: Allow, tensor: torch.Tensor, step: int, peer: str) -> None:
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise SplitlabError(f"{peer} sent a {allow.kind.label} with non-finite values at step {step}; refused")
+            raise SplitlabError(f"{peer} sent {allow.kind.phrase} with non-finite values at step {step}; refused")
         if allow.values is not None and tensor.numel():
             low, high = allow.values
             if int(tensor.min()) < low or int(tensor.max()) >= high:
-                raise SplitlabError(f"{peer} sent a {allow.kind.label} with values outside {low} to {high - 1} "
+                raise SplitlabError(f"{peer} sent {allow.kind.phrase} with values outside {low} to {high - 1} "
                                     f"at step {step}; refused")

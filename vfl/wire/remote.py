@@ -20,7 +20,7 @@ import torch
 from vfl import data as datasets
 from vfl.parties import CutLayout
 from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
-from vfl.wire.channel import Channel, Traffic
+from vfl.wire.channel import Channel, Traffic, close_group
 from vfl.errors import SplitlabError
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
 
@@ -105,6 +105,12 @@ class RemoteParties:
                 ch.flush(grace)
             except Exception:               # noqa: BLE001 - the peer is gone or stuck: nothing left to tell it
                 pass
+
+    def close(self, failed: bool) -> None:
+        for ch in self.channels:
+            ch.close()
+        if self.channels:
+            close_group(self.channels[0].group, failed)
 
     @property
     def traffic(self) -> Traffic:

@@ -87,7 +87,8 @@ def stop_on_sigterm() -> Iterator[None]:
 def saved_note(run: Run, epoch: int) -> str:
     if epoch == 0:
         return f"no epoch had finished (run {run.path}); start again, with --resume or without"
-    return f"epochs 1-{epoch} are saved in {run.path}; continue both sides with --resume"
+    done = "epoch 1 is" if epoch == 1 else f"epochs 1-{epoch} are"
+    return f"{done} saved in {run.path}; continue both sides with --resume"
 
 
 def _gloo_host(host: str) -> str:
@@ -193,7 +194,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     run.log(f"listening on {listener.address} for {config.parties} part{'y' if config.parties == 1 else 'ies'}"
             + (f", resuming after epoch {state.epoch}" if state.epoch else ""))
     parties: RemoteParties | None = None
-    start = time.perf_counter()
+    failed, start = True, time.perf_counter()
     try:
         with stop_on_sigterm():
             parties = open_session(settings, listener, layout, limits, device, state.epoch)
@@ -217,6 +218,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
             prediction = query_targets(parties, role, test, device, state.step)
             transcripts.write(FINAL)
             parties.finish(settings.timeout)
+            failed = False
     except KeyboardInterrupt:
         if parties is not None:
             parties.abort("the server was interrupted")
@@ -228,8 +230,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
         raise SplitlabError(f"{exc}; {saved_note(run, state.epoch)}") from None
     finally:
         if parties is not None:
-            for ch in parties.channels:
-                ch.close()
+            parties.close(failed)
         listener.close()
     if getattr(role, "model", None) is not None:
         atomic_torch_save({"format": TOP_FORMAT, "model": role.model.state_dict()}, run.file("top.pt"))
