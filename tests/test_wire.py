@@ -13,7 +13,7 @@ from vfl.errors import SplitlabError
 from vfl.protocol import Activations, InferenceQuery, MaliciousServer, Transcript
 from vfl.runs import Run
 from vfl.transcripts import TranscriptFiles, load_transcript
-from vfl.wire.channel import Channel, PeerStopped, close_group, process_group
+from vfl.wire.channel import Channel, PeerStopped, close_channels, process_group
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.client import ClientSettings
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, reason_of
@@ -163,9 +163,7 @@ def channels():
     ends = Channel(groups["server"], 1, "party 0", 1.0), Channel(groups["client"], 0, "the server", 1.0)
     yield ends
     for end in ends:
-        end.close(1.0)
-    for group in groups.values():
-        close_group(group, True)
+        close_channels([end], True, 1.0)
     listener.close()
 
 

@@ -2,7 +2,7 @@
 
     python tests/wire_rogue.py MODE HOST:PORT SECRET_FILE
 
-MODE: nan (activations full of NaN), shape (activations one column too wide), oversize (a header declaring
+MODE: nan (activations full of NaN), shape (activations one column too narrow), oversize (a header declaring
 twice the batch's rows), silent (never answers). It exits when the server drops it, or after 60 s.
 """
 import sys
@@ -11,7 +11,7 @@ import time
 import torch
 
 from vfl.training import TrainConfig
-from vfl.wire.channel import Channel, close_group, process_group
+from vfl.wire.channel import Channel, close_channels, process_group
 from vfl.wire.client import introduction
 from vfl.wire.frames import Allow, Expect, Frame, Kind
 from vfl.wire.handshake import gloo_store, join, parse_address, read_secret
@@ -28,7 +28,7 @@ try:
     if mode == "nan":
         channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.full((rows, 10), float("nan"))))
     elif mode == "shape":
-        channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(rows, 11)))
+        channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(rows, 9)))
     elif mode == "oversize":
         channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(2 * rows, 10)))
     else:
@@ -37,5 +37,4 @@ try:
 except Exception as exc:                        # noqa: BLE001 - whatever the server did, this peer is done
     print(f"rogue: {exc}", file=sys.stderr)
 finally:
-    channel.close(1.0)
-    close_group(group, True)
+    close_channels([channel], True, 1.0)

@@ -34,6 +34,10 @@ class PeerStopped(SplitlabError):
     """The peer said it stops (an ABORT frame), or its connection is gone: nothing more can be sent to it."""
 
 
+class PeerSilent(PeerStopped):
+    """The peer sent (or took) nothing within the timeout: it is stuck or gone, and will not take more."""
+
+
 def transport_error(peer: str, exc: BaseException) -> SplitlabError:
     """One line for what gloo said went wrong with `peer`."""
     text = str(exc)
@@ -88,7 +92,8 @@ class _Waiter:
 
     def __init__(self, name: str):
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
 
     def put(self, work: Any, keep: torch.Tensor) -> _Pending:
         pending = _Pending(keep)
@@ -104,8 +109,10 @@ class _Waiter:
                 pending.error = exc
             pending.done.set()
 
-    def close(self) -> None:
+    def close(self, timeout: float) -> None:
+        """Stop after the works already queued; wait up to `timeout` seconds for the thread to end."""
         self._queue.put(None)
+        self._thread.join(timeout)
 
 
 @dataclass
@@ -174,23 +181,28 @@ class Channel:
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every queued frame was taken by the peer."""
-        for pending in self._sends:
-            self._wait(pending, timeout, "took no frame")
-        self._check_sends()
+        try:
+            for pending in self._sends:
+                self._wait(pending, timeout, "took no frame")
+            self._check_sends()
+        except SplitlabError as exc:
+            self._broken = self._broken or exc
+            raise
 
     @property
     def peer_stopped(self) -> bool:
         return isinstance(self._broken, PeerStopped)
 
-    def close(self, grace: float = 2.0) -> None:
-        """Stop the channel's threads, first giving what is still pending up to `grace` seconds to resolve: a
-        gloo wait that returns while the interpreter shuts down ends the process with std::terminate (Python
-        unwinds the daemon thread through gloo's C++ frames), and a peer that stopped resolves ours as it exits."""
-        deadline = time.monotonic() + grace
+    def drain(self, grace: float) -> None:
+        """Give what is still pending up to `grace` seconds to resolve (a peer that stopped resolves ours as
+        it exits); nothing for a peer found silent."""
+        deadline = time.monotonic() + (0.0 if isinstance(self._broken, PeerSilent) else grace)
         for pending in [*self._sends, *self._receives]:
             pending.done.wait(max(0.0, deadline - time.monotonic()))
-        self._sender.close()
-        self._receiver.close()
+
+    def join(self, timeout: float) -> None:
+        self._sender.close(timeout)
+        self._receiver.close(timeout)
 
     def _post(self, op: Callable[[], Any], keep: torch.Tensor, waiter: _Waiter, posted: list[_Pending]) -> _Pending:
         try:
@@ -205,7 +217,7 @@ class Channel:
     def _wait(self, pending: _Pending, timeout: float | None = None, silence: str = "sent nothing") -> None:
         timeout = self.timeout if timeout is None else timeout
         if not pending.done.wait(timeout):
-            raise SplitlabError(f"{self.name} {silence} for {timeout:g} s (--timeout); it is stuck or gone")
+            raise PeerSilent(f"{self.name} {silence} for {timeout:g} s (--timeout); it is stuck or gone")
         if pending.error is not None:
             raise transport_error(self.name, pending.error)
 
@@ -216,10 +228,17 @@ class Channel:
                 raise transport_error(self.name, pending.error)
 
 
-def close_group(group: dist.ProcessGroup, failed: bool) -> None:
-    """Take the process group down before the interpreter does (after the channels' `close`): a failed
-    session aborts what is still pending; a finished one has nothing pending."""
-    try:
-        group.abort() if failed else group.shutdown()
-    except RuntimeError:                 # already broken: nothing left to take down
-        pass
+def close_channels(channels: list[Channel], failed: bool, grace: float = 2.0) -> None:
+    """End a session: drain the channels, take their process group down (a failed session aborts what is
+    still pending), then wait for their threads to end. All of it before the interpreter shuts down: a gloo
+    wait that returns during shutdown ends the process with std::terminate (Python unwinds its daemon thread
+    through gloo's C++ frames)."""
+    for channel in channels:
+        channel.drain(grace)
+    if channels:
+        try:
+            channels[0].group.abort() if failed else channels[0].group.shutdown()
+        except RuntimeError:                 # already broken: nothing left to take down
+            pass
+    for channel in channels:
+        channel.join(grace)

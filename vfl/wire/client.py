@@ -31,7 +31,7 @@ from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, build_client
 from vfl.validate import check_int
-from vfl.wire.channel import Channel, PeerStopped, close_group, process_group
+from vfl.wire.channel import Channel, PeerStopped, close_channels, process_group
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort
 from vfl.wire.handshake import gloo_store, join, local_address_towards, parse_address, read_secret
@@ -174,8 +174,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
         raise SplitlabError(f"{exc}; {saved_note(run, epoch)}") from None
     finally:
         if channel is not None:
-            channel.close()
-            close_group(channel.group, failed)
+            close_channels([channel], failed)
     atomic_torch_save({"format": BOTTOM_FORMAT, "party": party, "model": client.model.state_dict()},
                       run.file("bottom.pt"))
     predicted = client.last_prediction.tensor.tolist() if client.last_prediction is not None else None

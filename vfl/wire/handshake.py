@@ -33,6 +33,7 @@ from vfl.wire.channel import interruptible
 PROTOCOL = "splitlab-wire/1"
 MIN_SECRET_BYTES = 16
 POLL_SECONDS = 0.05
+REFUSAL_GRACE = 2.0
 _HELLO, _PARTY = "splitlab/hello", "splitlab/party/{}/{}"
 
 
@@ -157,6 +158,8 @@ class Listener:
         except SplitlabError as exc:
             for k in range(parties):
                 self.store.set(_PARTY.format(k, "verdict"), json.dumps({"accepted": False, "reason": str(exc)}))
+            # give the clients a moment to read why (closing the store at once would cut them off first)
+            _wait_for(self.store, [_PARTY.format(k, "read") for k in range(parties)], REFUSAL_GRACE)
             raise
         for k, (hello, answer) in enumerate(zip(hellos, answers)):
             proof = _proof(secret, "server", self.session, str(hello["nonce"]), k, answer).decode()
@@ -179,6 +182,14 @@ def join(host: str, port: int, secret: bytes, party: int, parties: int, body: di
         raise SplitlabError(f"no splitlab server answered at {where} within {timeout:g} s "
                             f"({str(exc).splitlines()[0][:60] if str(exc) else type(exc).__name__}); start "
                             f"`splitlab serve --listen {where}` first") from None
+    try:
+        return _introduce(store, where, secret, party, parties, body, timeout)
+    except (RuntimeError, OSError):                     # the store's connection dropped
+        raise SplitlabError(f"the server at {where} closed the connection during the handshake") from None
+
+
+def _introduce(store: dist.Store, where: str, secret: bytes, party: int, parties: int, body: dict[str, Any],
+               timeout: float) -> Joined:
     if _wait_for(store, [_HELLO], timeout):
         raise SplitlabError(f"the server at {where} sent no hello within {timeout:g} s; is it a splitlab server?")
     hello = _json(store.get(_HELLO), f"the server at {where}")
@@ -197,6 +208,7 @@ def join(host: str, port: int, secret: bytes, party: int, parties: int, body: di
         raise SplitlabError(f"the server at {where} did not answer within {timeout:g} s (--timeout); it waits "
                             "for every party to join")
     verdict = _json(store.get(_PARTY.format(party, "verdict")), f"the server at {where}")
+    store.set(_PARTY.format(party, "read"), "1")
     if not verdict.get("accepted"):
         reason = "".join(c if c.isprintable() else " " for c in str(verdict.get("reason")))[:300]
         raise SplitlabError(f"the server refused this client: {reason}")

@@ -20,7 +20,7 @@ import torch
 from vfl import data as datasets
 from vfl.parties import CutLayout
 from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
-from vfl.wire.channel import Channel, Traffic, close_group
+from vfl.wire.channel import Channel, Traffic, close_channels
 from vfl.errors import SplitlabError
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
 
@@ -107,10 +107,7 @@ class RemoteParties:
                 pass
 
     def close(self, failed: bool) -> None:
-        for ch in self.channels:
-            ch.close()
-        if self.channels:
-            close_group(self.channels[0].group, failed)
+        close_channels(self.channels, failed)
 
     @property
     def traffic(self) -> Traffic:
