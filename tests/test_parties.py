@@ -108,3 +108,16 @@ def test_two_parties_train_and_their_checkpoint_evaluates(tmp_path):
     assert accuracy > 0.4
     evaluated = runner.invoke(app, ["evaluate", "--checkpoint", str(tmp_path / "run" / "checkpoint.pt"), "--json"])
     assert evaluated.exit_code == 0 and json.loads(evaluated.stdout)["metrics"]["accuracy"] == accuracy
+
+
+@pytest.mark.slow
+def test_two_halves_reach_the_whole_images_accuracy_within_two_points(tmp_path):
+    """mnist5k, the CNN at cut 1, 10 epochs (the paper's default), in process: left/right halves against one
+    party holding whole images."""
+    accuracy = {}
+    for parties in (1, 2):
+        result = runner.invoke(app, ["train", "--arch", "cnn", "--parties", str(parties), "--epochs", "10",
+                                     "--device", "cpu", "--json", "--out", str(tmp_path / str(parties))])
+        assert result.exit_code == 0, result.output
+        accuracy[parties] = json.loads(result.stdout)["metrics"]["accuracy"]
+    assert accuracy[1] > 0.9 and abs(accuracy[2] - accuracy[1]) <= 0.02, accuracy

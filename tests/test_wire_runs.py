@@ -18,8 +18,13 @@ import torch
 from typer.testing import CliRunner
 
 from splitlab.cli import app
+from vfl.parties import CutLayout, activation_shapes
+from vfl.training import TrainConfig, build_client
 from vfl.transcripts import load_transcript
 from vfl.wire.channel import interruptible
+from vfl.wire.handshake import Listener
+from vfl.wire.remote import Limits, WireSession
+from vfl.wire.server import ServeSettings, open_session
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -260,6 +265,38 @@ def test_the_malicious_role_over_the_wire_sends_its_own_gradients(tmp_path, secr
     assert norms[-1] < 0.25 * norms[0]                    # G = H: the client learns to send less and less
     assert received.queries()[-1].shape == (10, 10)      # the targets' activations, kept by the attacker
     assert json.loads((tmp_path / "client" / "metrics.json").read_text())["targets_predicted"] == [-1] * 10
+
+
+def test_a_malicious_server_process_drives_a_remote_client_through_the_session_fsha_takes(tmp_path, secret):
+    """The hook for FSHA over the wire: `open_session` admits the client, `WireSession` offers the two
+    operations of `vfl.protocol.ClientSession` (rounds with the server's own gradients, then the targets'
+    activations), here in the test's process against a `splitlab client` process."""
+    config = TrainConfig(arch="small-mlp", device="cpu")
+    settings = ServeSettings(config, "127.0.0.1:0", str(secret), timeout=30)
+    layout = CutLayout(activation_shapes("small-mlp", 1, (1, 28, 28), 1))
+    listener = Listener("127.0.0.1", 0, 30)
+    client = _client(listener.port, secret, tmp_path / "client", "--arch", "small-mlp")
+    parties = None
+    try:
+        parties = interruptible(lambda: open_session(settings, listener, layout, Limits(4000, 1000, 64, 10),
+                                                     torch.device("cpu")), 60, "the handshake")
+        session = WireSession(parties, 4000, 64, torch.Generator().manual_seed(0), torch.arange(10))
+        seen = []
+        steps = [session.round(lambda h, step: seen.append(h) or torch.zeros_like(h)) for _ in range(3)]
+        targets = session.target_activations()
+        parties.finish(30)
+        assert _finish(client)[0] == 0
+    finally:
+        if parties is not None:
+            parties.close(failed=client.returncode != 0)
+        listener.close()
+        _kill_all(client)
+    assert steps == [0, 1, 2] and [tuple(h.shape) for h in seen] == [(64, 10)] * 3 and targets.shape == (10, 10)
+    metrics = json.loads((tmp_path / "client" / "metrics.json").read_text())
+    assert metrics["rounds"] == 3 and metrics["targets_predicted"] == [-1] * 10
+    bottom = torch.load(tmp_path / "client" / "bottom.pt", weights_only=True)["model"]
+    initial = build_client(config, torch.device("cpu")).model.state_dict()
+    assert all(torch.equal(bottom[k], initial[k]) for k in initial)     # zero gradients: Adam never moved it
 
 
 def test_interruptible_waits_are_bounded():

@@ -172,6 +172,9 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
             _tell(channel, f"party {party} stopped ({exc})")
         run.log(f"stopped: {exc}")
         raise SplitlabError(f"{exc}; {saved_note(run, epoch)}") from None
+    except Exception as exc:                # a bug: the server still hears of it
+        _tell(channel, f"party {party} failed ({type(exc).__name__})")
+        raise
     finally:
         if channel is not None:
             close_channels([channel], failed)

@@ -228,6 +228,10 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
             parties.abort(f"the server stopped ({exc})")
         run.log(f"stopped: {exc}")
         raise SplitlabError(f"{exc}; {saved_note(run, state.epoch)}") from None
+    except Exception as exc:                # a bug (in a role's callback, say): the parties still hear of it
+        if parties is not None:
+            parties.abort(f"the server failed ({type(exc).__name__})")
+        raise
     finally:
         if parties is not None:
             parties.close(failed)
