@@ -12,7 +12,7 @@ from splitlab.cli import app
 from vfl.defences import ClientDefence, OrthogonalTransform
 from vfl.errors import SplitlabError
 from vfl.parties import CutLayout, Parties, strip_bounds, take_strip
-from vfl.protocol import Client, CuriousServer, exchange
+from vfl.protocol import Client, exchange
 from vfl.training import TrainConfig, build_parties
 
 runner = CliRunner()

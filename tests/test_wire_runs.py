@@ -171,7 +171,7 @@ def test_a_killed_client_stops_the_server_and_resume_reaches_the_uninterrupted_w
         code, err = _finish(server, 20)
         assert code == 2 and time.monotonic() - killed < 20
         assert _error_lines(err) == [f"error: party 0 closed the connection (its process ended or the network dropped); "
-                                     f"epoch 1 is saved in {tmp_path / 'server'}; continue both sides with --resume"]
+                                     f"saved through epoch 1 in {tmp_path / 'server'}; continue both sides with --resume"]
         assert [p.name for p in sorted((tmp_path / "server" / "checkpoints").iterdir())] == ["epoch-0001.pt"]
         kept = load_transcript(tmp_path / "server").entries              # epoch 1's rounds, then its test query
         assert [e.step for e in kept] == [*range(ROUNDS), ROUNDS] and kept[-1].kind == "query"
@@ -199,10 +199,10 @@ def test_ctrl_c_on_the_server_ends_both_sides_with_one_line_each(tmp_path, secre
     finally:
         _kill_all(server, client)
     assert server_code == client_code == 2
-    assert _error_lines(server_err) == [f"error: interrupted; epoch 1 is saved in {tmp_path / 'server'}; continue "
-                                        "both sides with --resume"]
-    assert _error_lines(client_err) == ["error: the server stopped: the server was interrupted; epoch 1 is saved in "
-                                        f"{tmp_path / 'client'}; continue both sides with --resume"]
+    assert _error_lines(server_err) == [f"error: interrupted; saved through epoch 1 in {tmp_path / 'server'}; "
+                                        "continue both sides with --resume"]
+    assert _error_lines(client_err) == ["error: the server stopped: the server was interrupted; saved through epoch 1 "
+                                        f"in {tmp_path / 'client'}; continue both sides with --resume"]
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort
 from vfl.wire.handshake import gloo_store, join, local_address_towards, parse_address, read_secret
 from vfl.wire.remote import Limits
-from vfl.wire.server import check_timeout, saved_note, stop_on_sigterm
+from vfl.wire.lifecycle import check_timeout, saved_note, stop_on_sigterm
 
 BOTTOM_FORMAT = "splitlab-bottom/1"
 
@@ -64,6 +64,11 @@ def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
     """This party's strip of every image of the split (contiguous, as a party holding only it would)."""
     images = datasets.load(config.dataset, split, config.data_root).images       # its labels are not kept
     return images if config.parties == 1 else take_strip(images, config.parties, party).contiguous()
+
+
+def _whole_images(config: TrainConfig) -> torch.Tensor:
+    """The training images `build_client` takes (it cuts the party's strip; DP estimates its noise there)."""
+    return datasets.load(config.dataset, "train", config.data_root).images
 
 
 def _state(client: Client) -> dict[str, Any]:
@@ -130,10 +135,8 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     config, party = settings.train, settings.party
     device = resolve_device(config.device)
     secret = read_secret(settings.secret_file)
-    train_images = datasets.load(config.dataset, "train", config.data_root).images
-    client = build_client(config, device, train_images, party)
+    client = build_client(config, device, _whole_images(config), party)
     train, test = _features(config, party, "train"), _features(config, party, "test")
-    del train_images
     checkpoints = EpochCheckpoints(run.path)
     host, port = parse_address(settings.connect, "--connect")
     body = introduction(config, party, len(train), len(test), checkpoints.epochs() if settings.resume else None)
@@ -150,7 +153,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
             group = process_group(gloo_store(joined.store, joined.session), party + 1, config.parties + 1,
                                   local_address_towards(host, port), settings.timeout)
             channel = Channel(group, 0, "the server", settings.timeout)
-            run.log(f"session open" + (f", resuming after epoch {epoch}" if epoch else ""))
+            run.log("session open" + (f", resuming after epoch {epoch}" if epoch else ""))
             answers = _Answers(client, channel, train, test, limits, checkpoints, device, epoch)
             steps = (int(joined.terms["epochs"]) - epoch) * -(-limits.train_size // limits.batch_size)
             with progress_bar(steps, f"party {party}: {config.arch} cut {config.cut_layer}", enabled=progress) as bar:

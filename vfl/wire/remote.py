@@ -18,10 +18,10 @@ from typing import Callable, Sequence
 import torch
 
 from vfl import data as datasets
+from vfl.errors import SplitlabError
 from vfl.parties import CutLayout
 from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
 from vfl.wire.channel import Channel, Traffic, close_channels
-from vfl.errors import SplitlabError
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
 
 QUERY_ROWS = 1000

@@ -13,14 +13,12 @@ model), `metrics.json` (accuracy, history, seconds, traffic per epoch) and `run.
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import signal
 import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -33,19 +31,14 @@ from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.training import FitState, TrainConfig, fit, query_targets, target_indices
 from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
-from vfl.validate import check_number
 from vfl.wire.channel import Channel, process_group
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.handshake import Listener, gloo_store, parse_address, read_secret
+from vfl.wire.lifecycle import check_timeout, saved_note, stop_on_sigterm
 from vfl.wire.remote import Limits, RemoteParties
 from vfl.wire.roles import build_role, check_role
 
-MAX_TIMEOUT = 86_400.0
 TOP_FORMAT = "splitlab-top/1"
-
-
-def check_timeout(timeout: float) -> float:
-    return check_number("--timeout", timeout, low=0, low_open=True, high=MAX_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -66,29 +59,6 @@ class ServeSettings:
         check_timeout(self.timeout)
         check_role(self.role, self.choose_gradient)
         read_secret(self.secret_file)
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """`kill PID` stops a wire program as Ctrl-C does (each side tells its peers and keeps its saved epochs)."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:                      # not the main thread: leave signals to the caller
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def saved_note(run: Run, epoch: int) -> str:
-    if epoch == 0:
-        return f"no epoch had finished (run {run.path}); start again, with --resume or without"
-    done = "epoch 1 is" if epoch == 1 else f"epochs 1-{epoch} are"
-    return f"{done} saved in {run.path}; continue both sides with --resume"
 
 
 def _gloo_host(host: str) -> str:
@@ -222,12 +192,12 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     except KeyboardInterrupt:
         if parties is not None:
             parties.abort("the server was interrupted")
-        raise SplitlabError(f"interrupted; {saved_note(run, state.epoch)}") from None
+        raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
     except SplitlabError as exc:
         if parties is not None:
             parties.abort(f"the server stopped ({exc})")
         run.log(f"stopped: {exc}")
-        raise SplitlabError(f"{exc}; {saved_note(run, state.epoch)}") from None
+        raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
     except Exception as exc:                # a bug (in a role's callback, say): the parties still hear of it
         if parties is not None:
             parties.abort(f"the server failed ({type(exc).__name__})")
