@@ -127,7 +127,7 @@ def _same_transcript(local: Path, remote: Path) -> int:
 @pytest.mark.parametrize("arch,extra", [
     ("small-mlp", []),
     ("cnn", []),
-    ("mlp", []),
+    pytest.param("mlp", [], marks=pytest.mark.slow),
     pytest.param("small-mlp", ["--parties", "2", "--defence", "orthogonal"], id="small-mlp-2-parties-orthogonal"),
 ])
 def test_tcp_training_equals_the_in_process_run_bit_for_bit(tmp_path, arch, extra):
@@ -233,7 +233,7 @@ def test_a_client_without_the_secret_is_refused_before_any_tensor(tmp_path, secr
     ("oversize", "party 0 sent activations shaped 128x10 (5,120 bytes; at most 2,560 allowed) at step 0; the "
                  "handshake allows 64x10 float32; refused"),
     pytest.param("silent", "party 0 sent nothing for 3 s (--timeout); it is stuck or gone", marks=pytest.mark.slow),
-])
+], ids=["nan", "shape", "oversize", "silent"])
 def test_a_misbehaving_client_is_refused_with_one_line_and_nothing_of_it_is_written(tmp_path, secret, mode, refusal):
     port = _free_port()
     server = _serve(port, secret, tmp_path / "server", "--arch", "small-mlp", "--timeout", "3")

@@ -9,10 +9,6 @@ seed), and the handshake refuses a pair whose dataset, architecture, cut layer o
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")   # before torch loads: c10d's own warnings would add lines
-                                                         # (and stack dumps) to the one-line errors
 import dataclasses
 import json
 from pathlib import Path
