@@ -155,13 +155,14 @@ def _reference_weights(tmp_path: Path, *args: str) -> dict[str, torch.Tensor]:
 
 RESUMABLE = ("--arch", "small-mlp", "--batch-size", "8", "--epochs", "2")
 ROUNDS = 4000 // 8
+NOISY = ("--arch", "small-mlp", "--defence", "activation-noise:sigma=0.05")   # a noise stream to resume too
 
 
 @pytest.mark.slow
 def test_a_killed_client_stops_the_server_and_resume_reaches_the_uninterrupted_weights(tmp_path, secret):
     port = _free_port()
     server = _serve(port, secret, tmp_path / "server", *RESUMABLE, "--timeout", "20")
-    client = _client(port, secret, tmp_path / "client", "--arch", "small-mlp")
+    client = _client(port, secret, tmp_path / "client", *NOISY)
     try:
         _wait_for(tmp_path / "client" / "checkpoints" / "epoch-0001.pt")
         time.sleep(0.3)
@@ -176,11 +177,11 @@ def test_a_killed_client_stops_the_server_and_resume_reaches_the_uninterrupted_w
         kept = load_transcript(tmp_path / "server").entries              # epoch 1's rounds, then its test query
         assert [e.step for e in kept] == [*range(ROUNDS), ROUNDS] and kept[-1].kind == "query"
         server = _serve(port, secret, tmp_path / "server", *RESUMABLE, "--resume")
-        client = _client(port, secret, tmp_path / "client", "--arch", "small-mlp", "--resume")
+        client = _client(port, secret, tmp_path / "client", *NOISY, "--resume")
         assert _finish(client)[0] == 0 and _finish(server)[0] == 0
     finally:
         _kill_all(server, client)
-    reference = _reference_weights(tmp_path, *RESUMABLE)
+    reference = _reference_weights(tmp_path, *RESUMABLE, *NOISY[2:])
     top = torch.load(tmp_path / "server" / "top.pt", weights_only=True)["model"]
     bottom = torch.load(tmp_path / "client" / "bottom.pt", weights_only=True)["model"]
     assert all(torch.equal(top[k], reference["server"][k]) for k in reference["server"])
