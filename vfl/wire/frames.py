@@ -62,6 +62,8 @@ class Frame:
         dims = [] if t is None else list(t.shape)
         if len(dims) > MAX_DIMS:
             raise SplitlabError(f"{self.kind.phrase} of {len(dims)} dimensions cannot be framed (at most {MAX_DIMS})")
+        if t is not None and t.dtype not in _CODES:
+            raise SplitlabError(f"{self.kind.phrase} of {t.dtype} cannot be framed (float32, int64 or uint8 only)")
         code = 0 if t is None else _CODES[t.dtype]
         fields = [MAGIC, int(self.kind), self.step, code, -1 if t is None else len(dims)]
         return torch.tensor(fields + dims + [0] * (MAX_DIMS - len(dims)), dtype=torch.int64)
@@ -143,6 +145,8 @@ class Expect:
             got = str(DTYPES.get(code, f"code {code}")).removeprefix("torch.")
             raise SplitlabError(f"{peer} sent {kind.phrase} as {got}; the handshake allows {allow.describe()}")
         if allow.dtype is None:
+            if ndim != -1 or any(fields[5:]):
+                raise SplitlabError(f"{peer} sent {kind.phrase} with a malformed shape; refused")
             return allow, step, None
         shape = tuple(fields[5:5 + ndim]) if 0 <= ndim <= MAX_DIMS else None
         if shape is None or any(d < 0 for d in shape) or any(fields[5 + ndim:]):
