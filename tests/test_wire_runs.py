@@ -126,9 +126,10 @@ def _same_transcript(local: Path, remote: Path) -> int:
 
 @pytest.mark.parametrize("arch,extra", [
     ("small-mlp", []),
-    ("cnn", []),
+    pytest.param("cnn", [], marks=pytest.mark.slow),
     pytest.param("mlp", [], marks=pytest.mark.slow),
-    pytest.param("small-mlp", ["--parties", "2", "--defence", "orthogonal"], id="small-mlp-2-parties-orthogonal"),
+    pytest.param("small-mlp", ["--parties", "2", "--defence", "orthogonal"], id="small-mlp-2-parties-orthogonal",
+                 marks=pytest.mark.slow),
 ])
 def test_tcp_training_equals_the_in_process_run_bit_for_bit(tmp_path, arch, extra):
     local = _train(tmp_path / "local", "--arch", arch, *extra)
