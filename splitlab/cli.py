@@ -40,6 +40,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "models": LazyCommand("vfl.cli", "List every split architecture with its cut layers and client/server/total "
                           "parameter counts, then the horizontal-FL models (whole model on every client)."),
     "datasets": LazyCommand("vfl.cli", "List each dataset, its source and whether it is available here."),
+    "serve": LazyCommand("vfl.wire.cli", "Run the label party (server) of split learning over TCP: admit the "
+                         "clients that prove the shared secret, train the top model, record what it received."),
+    "client": LazyCommand("vfl.wire.cli", "Run a feature party (client) of split learning over TCP: connect to "
+                          "`splitlab serve`, prove the shared secret, train the bottom model on its features."),
     "weights": LazyCommand("attacks.weights_cli", "List where the LPIPS and FID pretrained weights are looked for "
                            "and whether they are there; --download fetches them."),
     "compare": LazyCommand("attacks.compare_cli", "Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit "

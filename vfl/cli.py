@@ -5,6 +5,7 @@ the library, print (`vfl.cli_output`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -16,20 +17,39 @@ from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_opti
 from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.models import describe, describe_hfl
+from vfl.options import Validated, choice, option
 from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_checkpoint, load_data, save_trained, train_split, training_metrics
 
+@dataclass(frozen=True, kw_only=True)
+class Transport(Validated):
+    """Where the two parties of `splitlab train` run and what the server keeps."""
+    transport: str = option("local", "local (both sides in this process) or tcp (the server here, each party a "
+                            "`splitlab client` process on 127.0.0.1).", choice(("local", "tcp")))
+    role: str = option("honest", "honest, or curious: the server also keeps every activation it receives and "
+                       "writes them to transcript/.", choice(("honest", "curious")))
+
+
 def _train(given: dict[str, Any]) -> None:
     opts = run_options({k: given[k] for k in RUN if k in given})
     config = TrainConfig(**values(TrainConfig, given))
+    where = Transport(**values(Transport, given))
     train_data, test_data = load_data(config)
-    run = Run.create("train", {"train": config, "device": str(resolve_device(config.device)),
+    run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
+                               "device": str(resolve_device(config.device)),
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
-    trained = train_split(config, train_data, test_data, run, progress=not opts.as_json)
+    wire: dict[str, Any] = {}
+    if where.transport == "tcp":
+        from vfl.wire.launch import train_over_tcp          # torch.distributed only when asked for
+
+        trained, wire = train_over_tcp(config, run, where.role, progress=not opts.as_json)
+    else:
+        trained = train_split(config, train_data, test_data, run, progress=not opts.as_json, role=where.role,
+                              transcript_dir=run.path if where.role == "curious" else None)
     checkpoint, curves = save_trained(run, trained)
-    metrics = training_metrics(trained)
+    metrics = {**training_metrics(trained), **wire}
     run.write_metrics(metrics)
 
     def summary(console) -> None:
@@ -41,7 +61,8 @@ def _train(given: dict[str, Any]) -> None:
     emit(run.record(metrics, checkpoint=str(checkpoint)), opts.as_json, summary)
 
 
-train = command_from(_train, [parameters(TrainConfig), shared_parameters(("out", "overwrite", "as_json"))], name="train",
+train = command_from(_train, [parameters(TrainConfig), parameters(Transport),
+                              shared_parameters(("out", "overwrite", "as_json"))], name="train",
                      doc="Train a split model with the explicit client/server protocol and save a checkpoint.")
 
 

@@ -53,6 +53,13 @@ class ClientDefence:
         """Shape of one example after `on_input` (what the client model must take)."""
         return shape
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """What changes as the defence is used (a noise stream's position), for a checkpoint to resume from."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        pass
+
 
 # --- orthogonal transforms ---------------------------------------------------------------------------
 
@@ -215,6 +222,15 @@ class _SeededNoise:
         if g is None:
             g = self._generators[x.device] = torch.Generator(device=x.device).manual_seed(self.seed)
         return self.sigma * torch.randn(x.shape, generator=g, device=x.device, dtype=x.dtype)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {str(device): g.get_state() for device, g in self._generators.items()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        for name, generator_state in state.items():
+            device = torch.device(name)
+            self._generators[device] = torch.Generator(device=device)
+            self._generators[device].set_state(generator_state)
 
 
 class DPInputNoise(_SeededNoise, ClientDefence):

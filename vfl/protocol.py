@@ -1,15 +1,25 @@
-"""Two-party split learning with the messages across the cut made explicit.
+"""Split learning with the messages across the cut made explicit.
 
-One round (`exchange`):
+One training round (`exchange`):
 
     client.send(X)      -> Activations H = f(X)           (detached: only numbers cross the cut)
     server.respond(H,y) -> CutGradient  G = dL/dH          (the server trains its top model on the way)
     client.receive(G)   -> H.backward(G); client optimiser step
 
-Every message is recorded in a `Transcript`. The server role is pluggable: `Server` is honest,
-`CuriousServer` also keeps every activation it saw (UnSplit's adversary), and `MaliciousServer`
-returns gradients of its own choosing instead of task gradients (FSHA's adversary). Defences hook
-in at typed points on the client: the input, the activations it sends, the gradients it receives.
+One inference query (`evaluate`, and the evaluation targets after training):
+
+    client.query(X)          -> InferenceQuery H = f(X)   (inference mode; no gradient comes back)
+    server.answer(H)         -> Prediction, the class of each row
+    client.receive_prediction(P)
+
+The client side may be one `Client`, `vfl.parties.Parties` (K feature parties whose activations are
+joined), or `vfl.wire.remote.RemoteParties` (clients in other processes, as the server sees them): the
+loops below take any of them. Every message can be recorded in a `Transcript`. The server role is
+pluggable (`Role`): `Server` is honest, `CuriousServer` also keeps every activation it received,
+inference queries included (UnSplit's adversary), and `MaliciousServer` returns gradients of its own
+choosing instead of task gradients (FSHA's adversary). Each role records what it received in `seen`
+(shapes only unless it keeps tensors). Defences hook in at typed points on the client: the input, the
+activations it sends, the gradients it receives.
 """
 from __future__ import annotations
 
@@ -53,13 +63,31 @@ class CutGradient:
     tensor: torch.Tensor
 
 
-Message = Activations | CutGradient
+@dataclass(frozen=True)
+class InferenceQuery:
+    """Client -> server: activations of inputs the client wants predicted (inference mode; no gradient
+    comes back). `step` is the number of training rounds the client's model has taken."""
+    step: int
+    tensor: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Server -> client: the predicted class of each queried row (int64; -1 from a server without a task)."""
+    step: int
+    tensor: torch.Tensor
+
+
+Message = Activations | CutGradient | InferenceQuery | Prediction
+
+_KINDS = {Activations: ("client", "activations"), CutGradient: ("server", "cut_gradient"),
+          InferenceQuery: ("client", "query"), Prediction: ("server", "prediction")}
 
 
 @dataclass(frozen=True)
 class TranscriptEntry:
     sender: str                      # "client" or "server"
-    kind: str                        # "activations" or "cut_gradient"
+    kind: str                        # "activations", "cut_gradient", "query" or "prediction"
     step: int
     shape: tuple[int, ...]
     tensor: torch.Tensor | None      # kept only when the transcript keeps tensors
@@ -72,7 +100,7 @@ class Transcript:
     entries: list[TranscriptEntry] = field(default_factory=list)
 
     def record(self, message: Message) -> None:
-        sender, kind = ("client", "activations") if isinstance(message, Activations) else ("server", "cut_gradient")
+        sender, kind = _KINDS[type(message)]
         kept = message.tensor.detach().to("cpu", copy=True) if self.keep_tensors else None
         self.entries.append(TranscriptEntry(sender, kind, message.step, tuple(message.tensor.shape), kept))
 
@@ -81,6 +109,11 @@ class Transcript:
 
     def sent_by_client(self) -> list[TranscriptEntry]:
         return [e for e in self.entries if e.sender == "client"]
+
+    def queries(self) -> list[TranscriptEntry]:
+        """The inference queries, in order (after `splitlab train` or `serve`, the last one holds the
+        evaluation targets: the first test sample of each class, in class order)."""
+        return [e for e in self.entries if e.kind == "query"]
 
 
 # --- defences hook points --------------------------------------------------------------------------
@@ -103,6 +136,7 @@ class Client:
         self.optimizer = optimizer
         self.defences = tuple(defences)
         self._pending: tuple[int, torch.Tensor] | None = None
+        self.last_prediction: Prediction | None = None
 
     def activations(self, x: torch.Tensor, training: bool) -> torch.Tensor:
         """f(X) through the defences, still attached to the client's graph."""
@@ -139,12 +173,34 @@ class Client:
         self.model.eval()
         return self.activations(x, training=False)
 
+    def query(self, x: torch.Tensor, step: int) -> InferenceQuery:
+        """Ask the server to predict `x`: the query carries only the inference-time activations."""
+        return InferenceQuery(step, self.infer(x).detach())
+
+    def receive_prediction(self, message: Prediction) -> None:
+        self.last_prediction = message
+
+
+class Role(Protocol):
+    """The label party's side of the protocol: what the server loops (`exchange`, `train_epoch`,
+    `evaluate`, `vfl.wire.server`) call. `seen` is what the role received, in order."""
+
+    seen: Transcript
+    last_loss: torch.Tensor | None
+    last_correct: torch.Tensor | None
+
+    def respond(self, message: Activations, labels: torch.Tensor | None) -> CutGradient: ...
+    def answer(self, message: InferenceQuery) -> Prediction: ...
+
 
 class Server:
     """The honest label party: trains its top model on the task and returns dL/dH.
 
     `optimizer=None` for a top model with nothing to train (e.g. a fixed loss of H in the lemma checks).
+    It records the shapes of what it received in `seen`, never the tensors.
     """
+
+    keeps_tensors = False
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy):
@@ -153,8 +209,10 @@ class Server:
         self.loss_fn = loss_fn
         self.last_loss: torch.Tensor | None = None
         self.last_correct: torch.Tensor | None = None
+        self.seen = Transcript(keep_tensors=self.keeps_tensors)
 
     def respond(self, message: Activations, labels: torch.Tensor) -> CutGradient:
+        self.seen.record(message)
         self.model.train()
         h = message.tensor.detach().requires_grad_(True)
         logits = self.model(h)
@@ -173,29 +231,38 @@ class Server:
         self.model.eval()
         return self.model(h)
 
+    def answer(self, message: InferenceQuery) -> Prediction:
+        self.seen.record(message)
+        return Prediction(message.step, self.predict(message.tensor).argmax(1))
+
 
 class CuriousServer(Server):
-    """Honest-but-curious: follows the protocol, and keeps every activation it received."""
+    """Honest-but-curious: follows the protocol, and keeps every activation it received (training rounds
+    and inference queries) with its tensor in `seen`, for an attack to read afterwards."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.seen = Transcript(keep_tensors=True)
-
-    def respond(self, message: Activations, labels: torch.Tensor) -> CutGradient:
-        self.seen.record(message)
-        return super().respond(message, labels)
+    keeps_tensors = True
 
 
 class MaliciousServer:
-    """Returns gradients of its own choosing: `choose_gradient(H, step)` must return a tensor shaped like H."""
+    """Returns gradients of its own choosing: `choose_gradient(H, step)` must return a tensor shaped like H.
 
-    def __init__(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor]):
+    It has no task model: it answers inference queries with class -1. `seen` records what it received
+    (tensors too when `keep_tensors`, e.g. for a decoder run on the targets' activations later)."""
+
+    def __init__(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor], keep_tensors: bool = False):
         self.choose_gradient = choose_gradient
         self.last_loss: torch.Tensor | None = None
         self.last_correct: torch.Tensor | None = None
+        self.seen = Transcript(keep_tensors=keep_tensors)
 
     def respond(self, message: Activations, labels: torch.Tensor | None = None) -> CutGradient:
+        self.seen.record(message)
         return CutGradient(message.step, self.choose_gradient(message.tensor, message.step).detach())
+
+    def answer(self, message: InferenceQuery) -> Prediction:
+        self.seen.record(message)
+        return Prediction(message.step, torch.full((len(message.tensor),), -1, dtype=torch.long,
+                                                   device=message.tensor.device))
 
 
 class ClientSession:
@@ -228,7 +295,7 @@ class ClientSession:
         return self._client.infer(self._targets).detach()
 
 
-def exchange(client: Client, server: Server | MaliciousServer, x: torch.Tensor, y: torch.Tensor | None,
+def exchange(client: Client, server: Role, x: torch.Tensor, y: torch.Tensor | None,
              step: int, transcript: Transcript | None = None) -> None:
     """One protocol round: H goes to the server, G comes back, the client steps."""
     h = client.send(x, step)
@@ -241,7 +308,7 @@ def exchange(client: Client, server: Server | MaliciousServer, x: torch.Tensor, 
 
 # --- the one training loop -------------------------------------------------------------------------
 
-def train_epoch(client: Client, server: Server | MaliciousServer, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+def train_epoch(client: Client, server: Role, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
                 device: torch.device, first_step: int = 0, transcript: Transcript | None = None,
                 on_step: Callable[[int], None] | None = None) -> dict[str, float]:
     """Run protocol rounds over the batches; return the epoch's mean loss and training accuracy.
@@ -265,13 +332,21 @@ def train_epoch(client: Client, server: Server | MaliciousServer, batches: Itera
     return {"loss": float(loss_sum) / max(seen, 1), "train_accuracy": int(correct) / max(seen, 1), "steps": step}
 
 
+def ask(client: Client, server: Role, x: torch.Tensor, step: int) -> Prediction:
+    """One inference query: the client's activations of `x` go to the server, its prediction comes back."""
+    prediction = server.answer(client.query(x, step))
+    client.receive_prediction(prediction)
+    return prediction
+
+
 @torch.no_grad()
-def evaluate(client: Client, server: Server, images: torch.Tensor, labels: torch.Tensor,
-             device: torch.device, batch_size: int = 1000) -> float:
-    """Test accuracy of the split model (client inference, then server prediction)."""
+def evaluate(client: Client, server: Role, images: torch.Tensor, labels: torch.Tensor,
+             device: torch.device, batch_size: int = 1000, step: int = 0) -> float:
+    """Test accuracy of the split model: inference queries of `batch_size` rows, scored by the server
+    against its labels. `step` (the training rounds taken) labels the queries."""
     correct = torch.zeros((), device=device, dtype=torch.long)
     for start in range(0, len(labels), batch_size):
         x = images[start:start + batch_size].to(device)
         y = labels[start:start + batch_size].to(device)
-        correct += (server.predict(client.infer(x)).argmax(1) == y).sum()
+        correct += (ask(client, server, x, step).tensor == y).sum()
     return int(correct) / max(len(labels), 1)

@@ -411,3 +411,27 @@ class Run:
     def record(self, metrics: dict[str, Any], **extra: Any) -> dict[str, Any]:
         """The result record a command prints with `--json`."""
         return to_jsonable({"command": self.command, "run_dir": str(self.path), "metrics": metrics, **extra})
+
+    @classmethod
+    def reopen(cls, command: str, out: Path | None) -> "Run":
+        """Take back the run directory `out` of an earlier `command` to continue it (`--resume`): lock it and
+        keep its files. Refused when it is not such a run, or another live run holds it."""
+        if out is None:
+            raise SplitlabError("--resume needs --out: the run directory to continue")
+        path = Path(out)
+        try:
+            recorded = json.loads((path / "config.json").read_text()).get("command")
+        except (OSError, ValueError, AttributeError):
+            raise SplitlabError(f"--resume: {path} is not a run directory (no readable config.json); pass the "
+                                f"--out of the {command} run to continue") from None
+        if recorded != command:
+            raise SplitlabError(f"--resume: {path} holds a {recorded!r} run, not a {command!r} one; pass the "
+                                f"--out of the {command} run to continue")
+        fd, _ = _acquire(path)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        run = cls(path, command, fd)
+        run.log(f"{command}: resumed in {run.path}")
+        if _OPEN_RUNS.get() is not None:
+            _OPEN_RUNS.get().append(run)
+        return run

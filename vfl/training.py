@@ -6,17 +6,21 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from vfl import data as datasets
 from vfl.defences import parse_defences, parse_spec, transformed_shape
-from vfl.errors import SplitlabError
-from vfl.models import arch_spec, build_split, check_cut_layer, check_input_shape
+from vfl.errors import SplitlabError, lookup
+from vfl.models import arch_spec, check_cut_layer, check_input_shape
+from vfl.parties import (CutLayout, Parties, activation_shapes, bottom_model, check_parties, strip_shape,
+                         take_strip, top_model)
 from vfl.progress import progress_bar
-from vfl.protocol import OPTIMIZERS, Client, Server, evaluate, make_optimizer, train_epoch
+from vfl.protocol import (OPTIMIZERS, Client, CuriousServer, Prediction, Role, Server, ask, evaluate,
+                          make_optimizer, train_epoch)
 from vfl.runs import Run, atomic_torch_save
+from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.options import Runtime, choice, integer, number, option, text
@@ -41,23 +45,32 @@ class TrainConfig(Runtime):
     defence: str = option("none", "Client defence spec: none, orthogonal[:seed=N], semi-orthogonal:dim=D, "
                           "patch-orthogonal[:patch=P], input-dp[:epsilon=E,delta=D,sensitivity=S] (defaults 6, 0.5, "
                           "estimated) or input-dp:sigma=S, activation-noise:sigma=S, gradient-noise:sigma=S; join "
-                          "with +.", text())
+                          "with +; with --parties K it applies to each party's strip.", text())
+    parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
+                          "learning on whole images).", integer(low=1, high=64))
 
     def check(self) -> None:
         spec = arch_spec(self.arch)
         check_cut_layer(spec, self.cut_layer)
-        check_input_shape(spec, datasets.dataset_spec(self.dataset).image_shape, self.dataset)
-        for item in parse_spec(self.defence, datasets.dataset_spec(self.dataset).image_shape):
-            if item.name == "semi-orthogonal" and not spec.flat_input:
-                raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "
-                                    "cannot take it (use mlp or small-mlp)")
+        image_shape = datasets.dataset_spec(self.dataset).image_shape
+        check_input_shape(spec, image_shape, self.dataset)
+        check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+        for party in range(self.parties):
+            for item in parse_spec(self.defence, strip_shape(image_shape, self.parties, party)):
+                if item.name == "semi-orthogonal" and not spec.flat_input:
+                    raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "
+                                        "cannot take it (use mlp or small-mlp)")
         resolve_device(self.device)
+
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        return tuple(datasets.dataset_spec(self.dataset).image_shape)
 
 
 @dataclass
 class TrainedSplit:
     config: TrainConfig
-    client: Client
+    client: Client | Parties
     server: Server
     accuracy: float
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -71,50 +84,121 @@ def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageDa
             datasets.load(config.dataset, "test", config.data_root))
 
 
-def build_parties(config: TrainConfig, device: torch.device,
-                  train_images: torch.Tensor | None = None) -> tuple[Client, Server]:
-    """Seeded client and server at the config's cut layer, with their optimisers and defences.
+SERVER_ROLES: dict[str, type[Server]] = {"honest": Server, "curious": CuriousServer}
+"""The label party's roles that train the task (`vfl.protocol`); a malicious server needs a gradient
+callback (`vfl.protocol.MaliciousServer`, `splitlab serve --role malicious`)."""
 
-    Defences are built first: they may change the input shape the client takes, and DP estimates its
-    sensitivity on `train_images`.
-    """
-    image_shape = datasets.dataset_spec(config.dataset).image_shape
-    defences = parse_defences(config.defence, image_shape, train_images)
-    client_model, server_model = build_split(config.arch, config.cut_layer, seed=config.seed,
-                                             input_shape=transformed_shape(defences, image_shape))
-    client_model, server_model = client_model.to(device), server_model.to(device)
-    client = Client(client_model, make_optimizer(config.optimizer, client_model.parameters(), config.lr),
-                    defences)
-    server = Server(server_model, make_optimizer(config.optimizer, server_model.parameters(), config.lr))
-    return client, server
+
+def build_client(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
+                 party: int = 0) -> Client:
+    """Feature party `party`'s client: its defences for its strip (built first: they may change the input
+    shape the bottom model takes, and DP estimates its sensitivity on the party's strip of `train_images`),
+    its seeded bottom model and optimiser. The in-process run and `splitlab client` build it here alike."""
+    shape = strip_shape(config.image_shape, config.parties, party)
+    if train_images is not None and config.parties > 1:
+        train_images = take_strip(train_images, config.parties, party)
+    defences = parse_defences(config.defence, shape, train_images)
+    model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
+                         transformed_shape(defences, shape)).to(device)
+    return Client(model, make_optimizer(config.optimizer, model.parameters(), config.lr), defences)
+
+
+def build_server(config: TrainConfig, device: torch.device, role: str = "honest") -> Server:
+    """The label party: its seeded top model (taking the parties' joined activations) in the given role."""
+    shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
+    model = top_model(config.arch, config.cut_layer, config.seed, shapes).to(device)
+    return lookup(SERVER_ROLES, role, "server role")(model, make_optimizer(config.optimizer, model.parameters(),
+                                                                           config.lr))
+
+
+def build_parties(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
+                  role: str = "honest") -> tuple[Client | Parties, Server]:
+    """Seeded client side (one `Client`, or `Parties` when config.parties > 1) and server at the config's
+    cut layer, with their optimisers and defences. Each side builds the whole architecture from the seed
+    and keeps its part, so the split run starts from the same weights however the parties are hosted."""
+    if config.parties == 1:
+        client = build_client(config, device, train_images)
+    else:
+        shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
+        client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
+                         config.image_shape, CutLayout(shapes))
+    return client, build_server(config, device, role)
+
+
+@dataclass
+class FitState:
+    """Where a training run is: what the loop needs to continue it bit for bit (with the data order's
+    generator and the parties' own state, which their owners save)."""
+    epoch: int = 0                       # finished epochs
+    step: int = 0                        # protocol rounds taken
+    history: list[dict[str, Any]] = field(default_factory=list)
+    epoch_seconds: list[float] = field(default_factory=list)
+
+
+def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageData, config: TrainConfig,
+        device: torch.device, generator: torch.Generator, *, state: FitState | None = None, run: Run | None = None,
+        progress: bool = True, on_epoch: Callable[[FitState], None] | None = None) -> FitState:
+    """The epoch loop, written once for every transport: protocol rounds over the training data in the
+    generator's order (`train_epoch`), then test accuracy through inference queries (`evaluate`), per
+    epoch from `state.epoch` to `config.epochs`; `on_epoch(state)` after each (checkpoints).
+
+    In process `train` and `test` hold images; over the wire (`vfl.wire.server`) the server's hold sample
+    indices, which `RemoteParties` sends to the clients, who look up their own features."""
+    state = state or FitState()
+    steps_per_epoch = -(-len(train) // config.batch_size)
+    title = f"train {config.arch} cut {config.cut_layer}"
+    with progress_bar((config.epochs - state.epoch) * steps_per_epoch, title, enabled=progress) as bar:
+        for epoch in range(state.epoch, config.epochs):
+            start = time.perf_counter()
+            stats = train_epoch(client, server, train.batches(config.batch_size, generator), device,
+                                first_step=state.step, on_step=lambda _: bar.advance())
+            state.step = stats.pop("steps")
+            stats.update(epoch=epoch + 1, test_accuracy=evaluate(client, server, test.images, test.labels, device,
+                                                                 step=state.step))
+            state.history.append(stats)
+            state.epoch = epoch + 1
+            state.epoch_seconds.append(time.perf_counter() - start)
+            bar.describe(f"{title} epoch {epoch + 1} acc {stats['test_accuracy']:.4f}")
+            if run is not None:
+                run.log(f"epoch {epoch + 1}: loss {stats['loss']:.4f} test accuracy {stats['test_accuracy']:.4f}")
+            if on_epoch is not None:
+                on_epoch(state)
+    return state
+
+
+def target_indices(labels: torch.Tensor) -> torch.Tensor:
+    """The evaluation targets: the index of the first sample of each class present, in class order
+    (`vfl.data.first_of_each_class`'s images, found from the labels alone as the label party can)."""
+    return torch.stack([torch.nonzero(labels == c)[0, 0] for c in torch.unique(labels)])
+
+
+def query_targets(client, server: Role, test: datasets.ImageData, device: torch.device, step: int) -> Prediction:
+    """After training, the client sends the activations of the evaluation targets as an inference query:
+    what an attack on the server's side may later read from the server's transcript."""
+    return ask(client, server, test.images[target_indices(test.labels)].to(device), step)
 
 
 def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.ImageData,
-                run: Run | None = None, progress: bool = True) -> TrainedSplit:
-    """Train with the explicit protocol; test accuracy after every epoch."""
+                run: Run | None = None, progress: bool = True, role: str = "honest",
+                transcript_dir: Path | None = None) -> TrainedSplit:
+    """Train with the explicit protocol in process; test accuracy after every epoch; then the evaluation
+    targets' inference query. `role` is the server's (`SERVER_ROLES`); with `transcript_dir`, what the
+    server received is written there as `splitlab serve` writes it (`vfl.transcripts`)."""
     device = resolve_device(config.device)
     generator = seeded_generator(config.seed)
-    client, server = build_parties(config, device, train.images)
+    client, server = build_parties(config, device, train.images, role)
     images, labels = train.images.to(device), train.labels.to(device)
     on_device = datasets.ImageData(train.name, train.split, images, labels, train.provenance)
-    steps_per_epoch = -(-len(train) // config.batch_size)
-    history = []
+    files = TranscriptFiles(transcript_dir, server.seen) if transcript_dir is not None else None
     start = time.perf_counter()
-    with progress_bar(config.epochs * steps_per_epoch, f"train {config.arch} cut {config.cut_layer}",
-                      enabled=progress) as bar:
-        step = 0
-        for epoch in range(config.epochs):
-            stats = train_epoch(client, server, on_device.batches(config.batch_size, generator), device,
-                                first_step=step, on_step=lambda _: bar.advance())
-            step = stats.pop("steps")
-            stats.update(epoch=epoch + 1, test_accuracy=evaluate(client, server, test.images, test.labels, device))
-            history.append(stats)
-            bar.describe(f"train {config.arch} cut {config.cut_layer} "
-                         f"epoch {epoch + 1} acc {stats['test_accuracy']:.4f}")
-            if run is not None:
-                run.log(f"epoch {epoch + 1}: loss {stats['loss']:.4f} test accuracy {stats['test_accuracy']:.4f}")
+    state = fit(client, server, on_device, test, config, device, generator, run=run, progress=progress,
+                on_epoch=None if files is None else lambda s: files.write(epoch_file(s.epoch)))
+    query_targets(client, server, test, device, state.step)
+    if files is not None:
+        files.write(FINAL)
     seconds = time.perf_counter() - start
-    return TrainedSplit(config, client, server, history[-1]["test_accuracy"], history, seconds, train.provenance)
+    return TrainedSplit(config, client, server, state.history[-1]["test_accuracy"], state.history, seconds,
+                        train.provenance)
 
 
 def training_curves_figure(trained: TrainedSplit):

@@ -1,0 +1,286 @@
+"""Split learning over TCP, piece by piece in one process: frames and their checks, the handshake, the
+gloo channel, transcripts and checkpoints on disk, the roles, and the `serve`/`client` commands' input
+checks. Runs with real processes are in tests/test_wire_runs.py."""
+import re
+import threading
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from splitlab.cli import app
+from vfl.errors import SplitlabError
+from vfl.protocol import Activations, InferenceQuery, MaliciousServer, Transcript
+from vfl.runs import Run
+from vfl.transcripts import TranscriptFiles, load_transcript
+from vfl.wire.channel import Channel, PeerStopped, close_channels, process_group
+from vfl.wire.checkpoints import EpochCheckpoints
+from vfl.wire.client import ClientSettings
+from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, reason_of
+from vfl.wire.handshake import Listener, gloo_store, join, parse_address, read_secret
+from vfl.wire.roles import RoleContext, build_role, load_factory, shrink_activations
+from vfl.training import TrainConfig
+
+runner = CliRunner()
+SECRET = b"a shared secret of 32 bytes!!!!!"
+ACTIVATIONS = Expect(Allow(Kind.ACTIVATIONS, torch.float32, (4, 10), step=3))
+
+
+def _fields(frame: Frame) -> list[int]:
+    return frame.header().tolist()
+
+
+# --- frames -------------------------------------------------------------------------------------------
+
+def test_a_frame_the_handshake_allows_passes_its_checks():
+    allow, step, shape = ACTIVATIONS.check_header(_fields(Frame(Kind.ACTIVATIONS, 3, torch.zeros(4, 10))), "party 0")
+    assert (allow.kind, step, shape) == (Kind.ACTIVATIONS, 3, (4, 10))
+    rows = Expect(Allow(Kind.BATCH, torch.int64, (), rows=(1, 64), values=(0, 4000)))
+    assert rows.check_header(_fields(Frame(Kind.BATCH, 0, torch.arange(7))), "the server")[2] == (7,)
+    bare = Expect(Allow(Kind.EPOCH_END, step=1))
+    assert bare.check_header(_fields(Frame(Kind.EPOCH_END, 1)), "the server")[2] is None     # no payload follows
+
+
+@pytest.mark.parametrize("frame,message", [
+    (Frame(Kind.CUT_GRADIENT, 3, torch.zeros(4, 10)), "a cut gradient where it should have sent activations"),
+    (Frame(Kind.ACTIVATIONS, 4, torch.zeros(4, 10)), "activations for step 4 where step 3 was due"),
+    (Frame(Kind.ACTIVATIONS, 3, torch.zeros(4, 10, dtype=torch.int64)), "activations as int64; the handshake "
+                                                                          "allows 4x10 float32"),
+    (Frame(Kind.ACTIVATIONS, 3, torch.zeros(4, 11)), "activations shaped 4x11 (176 bytes; at most 160 allowed) at step 3"),
+    (Frame(Kind.ACTIVATIONS, 3, torch.zeros(8, 10)), "activations shaped 8x10 (320 bytes; at most 160 allowed)"),
+    (Frame(Kind.ACTIVATIONS, 3, torch.zeros(4, 9)), "activations shaped 4x9 at step 3; the handshake allows 4x10 float32"),
+])
+def test_a_header_outside_the_handshake_is_refused_before_its_payload(frame, message):
+    with pytest.raises(SplitlabError, match=re.escape(f"party 0 sent {message}")):
+        ACTIVATIONS.check_header(_fields(frame), "party 0")
+
+
+def test_malformed_headers_and_bad_values_are_refused():
+    fields = _fields(Frame(Kind.ACTIVATIONS, 3, torch.zeros(4, 10)))
+    with pytest.raises(SplitlabError, match="not a splitlab frame"):
+        ACTIVATIONS.check_header([0, *fields[1:]], "party 0")
+    with pytest.raises(SplitlabError, match="unknown kind 99"):
+        ACTIVATIONS.check_header([fields[0], 99, *fields[2:]], "party 0")
+    with pytest.raises(SplitlabError, match="malformed shape"):
+        ACTIVATIONS.check_header(fields[:4] + [2, 4, 10, 7, 0, 0, 0], "party 0")      # a dimension beyond ndim
+    allow = ACTIVATIONS.allowed[Kind.ACTIVATIONS]
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(SplitlabError, match="non-finite values at step 3"):
+            Expect.check_payload(allow, torch.full((4, 10), bad), 3, "party 0")
+    indices = Allow(Kind.BATCH, torch.int64, (), rows=(1, 8), values=(0, 100))
+    with pytest.raises(SplitlabError, match="values outside 0 to 99"):
+        Expect.check_payload(indices, torch.tensor([3, 100]), 0, "the server")
+    Expect.check_payload(indices, torch.tensor([0, 99]), 0, "the server")
+
+
+def test_an_abort_carries_one_printable_line():
+    frame = abort("stopped\nby\x00ctrl-c " + "x" * 500)
+    reason = reason_of(frame)
+    assert "\n" not in reason and "\x00" not in reason and len(reason) <= 240
+    assert reason.startswith("stopped?by?ctrl-c")
+
+
+# --- handshake ----------------------------------------------------------------------------------------
+
+def _handshake(client_secret: bytes, body: dict, terms=lambda k, b: {"epochs": 2}):
+    """Server (this thread) and one client (a thread): (server's outcome, client's outcome)."""
+    listener = Listener("127.0.0.1", 0, 10)
+    outcome = {}
+
+    def client():
+        try:
+            outcome["client"] = join("127.0.0.1", listener.port, client_secret, 0, 1, body, 10)
+        except SplitlabError as exc:
+            outcome["client"] = exc
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    try:
+        outcome["server"] = listener.accept(SECRET, 1, terms)
+    except SplitlabError as exc:
+        outcome["server"] = exc
+    finally:
+        thread.join(30)
+        listener.close()
+    return outcome["server"], outcome["client"]
+
+
+def test_the_handshake_admits_a_client_that_proves_the_secret():
+    server, client = _handshake(SECRET, {"arch": "cnn"})
+    assert server == [{"arch": "cnn"}] and client.terms == {"epochs": 2}
+
+
+def test_a_client_without_the_secret_is_refused_on_both_sides_in_one_line():
+    server, client = _handshake(b"another secret of 32 bytes......", {"arch": "cnn"})
+    assert isinstance(server, SplitlabError) and isinstance(client, SplitlabError)
+    assert "party 0 did not prove the shared secret" in str(server)
+    assert str(client).startswith("the server refused this client: party 0 did not prove the shared secret")
+    assert "\n" not in str(server) + str(client)
+
+
+def test_a_client_with_another_configuration_is_refused_with_the_servers_reason():
+    def terms(party, body):
+        raise SplitlabError(f"party {party} runs --arch {body['arch']}, the server --arch cnn")
+
+    server, client = _handshake(SECRET, {"arch": "mlp"}, terms)
+    assert str(server) == "party 0 runs --arch mlp, the server --arch cnn"
+    assert str(client) == "the server refused this client: party 0 runs --arch mlp, the server --arch cnn"
+
+
+def test_secrets_and_addresses_are_checked(tmp_path):
+    (tmp_path / "short").write_text("abc\n")
+    with pytest.raises(SplitlabError, match="holds 3 bytes, fewer than 16"):
+        read_secret(tmp_path / "short")
+    with pytest.raises(SplitlabError, match="cannot read it"):
+        read_secret(tmp_path / "missing")
+    with pytest.raises(SplitlabError, match="both sides need --secret-file"):
+        read_secret(None)
+    (tmp_path / "ok").write_text("  " + "k" * 20 + "\n")
+    assert read_secret(tmp_path / "ok") == b"k" * 20
+    assert parse_address("[::1]:29500", "--listen") == ("::1", 29500)
+    for bad in ("localhost", "host:port", "127.0.0.1:70000", ":29500"):
+        with pytest.raises(SplitlabError, match="is not HOST:PORT"):
+            parse_address(bad, "--listen")
+
+
+# --- the channel --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def channels():
+    """Two ends of a gloo channel in this process (the server's, the client's), with a short timeout."""
+    listener = Listener("127.0.0.1", 0, 10)
+    groups = {}
+
+    def client():
+        joined = join("127.0.0.1", listener.port, SECRET, 0, 1, {}, 10)
+        groups["client"] = process_group(gloo_store(joined.store, joined.session), 1, 2, "127.0.0.1", 10)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    listener.accept(SECRET, 1, lambda k, b: {})
+    groups["server"] = process_group(gloo_store(listener.store, listener.session), 0, 2, "127.0.0.1", 10)
+    thread.join(30)
+    ends = Channel(groups["server"], 1, "party 0", 1.0), Channel(groups["client"], 0, "the server", 1.0)
+    yield ends
+    for end in ends:
+        close_channels([end], True, 1.0)
+    listener.close()
+
+
+def test_frames_cross_the_channel_exactly_and_are_counted(channels):
+    server, client = channels
+    x = torch.randn(4, 10)
+    client.send(Frame(Kind.ACTIVATIONS, 3, x))
+    received = server.receive(ACTIVATIONS)
+    assert received.kind is Kind.ACTIVATIONS and torch.equal(received.tensor, x)
+    server.send(Frame(Kind.EPOCH_END, 1))
+    assert client.receive(Expect(Allow(Kind.EPOCH_END, step=1))).tensor is None
+    assert server.traffic.frames_received == 1 and server.traffic.bytes_received == 88 + 160
+    assert client.traffic.bytes_received == 88
+
+
+def test_a_refused_frame_breaks_the_channel_and_an_abort_says_why(channels):
+    server, client = channels
+    client.send(Frame(Kind.ACTIVATIONS, 3, torch.full((4, 10), float("nan"))))
+    with pytest.raises(SplitlabError, match="non-finite"):
+        server.receive(ACTIVATIONS)
+    with pytest.raises(SplitlabError, match="non-finite"):          # nothing more is received after a refusal
+        server.receive(ACTIVATIONS)
+    server.send(abort("the server stopped (bad activations)"))
+    with pytest.raises(PeerStopped, match="the server stopped: the server stopped \\(bad activations\\)"):
+        client.receive(Expect())
+
+
+def test_a_silent_peer_times_out_with_one_line(channels):
+    server, _ = channels
+    with pytest.raises(SplitlabError, match=r"^party 0 sent nothing for 1 s \(--timeout\); it is stuck or gone$"):
+        server.receive(ACTIVATIONS)
+
+
+# --- what a server keeps --------------------------------------------------------------------------------
+
+def test_transcript_files_hold_each_epochs_messages_and_load_in_order(tmp_path):
+    seen = Transcript(keep_tensors=True)
+    files = TranscriptFiles(tmp_path, seen)
+    seen.record(Activations(0, torch.ones(2, 3)))
+    files.write("epoch-0001")
+    seen.record(Activations(1, torch.zeros(2, 3)))
+    files.write("epoch-0002")
+    seen.record(InferenceQuery(1, torch.full((10, 3), 2.0)))
+    files.write("final")
+    loaded = load_transcript(tmp_path)
+    assert [(e.kind, e.step) for e in loaded.entries] == [("activations", 0), ("activations", 1), ("query", 1)]
+    assert torch.equal(loaded.queries()[-1].tensor, torch.full((10, 3), 2.0)) and loaded.keep_tensors
+    files.forget_after(1)                                   # a resumed run writes epoch 2 and the end again
+    assert [e.step for e in load_transcript(tmp_path).entries] == [0]
+    (tmp_path / "transcript" / "epoch-0001.pt").write_bytes(b"garbage")
+    with pytest.raises(SplitlabError, match="epoch-0001.pt is corrupt"):
+        load_transcript(tmp_path)
+    with pytest.raises(SplitlabError, match="holds no transcript"):
+        load_transcript(tmp_path / "elsewhere")
+
+
+def test_epoch_checkpoints_keep_the_last_two_and_refuse_corrupt_ones(tmp_path):
+    checkpoints = EpochCheckpoints(tmp_path)
+    for epoch in (1, 2, 3):
+        checkpoints.save(epoch, {"model": {"w": torch.full((2,), float(epoch))}})
+    assert checkpoints.epochs() == [2, 3]
+    assert torch.equal(checkpoints.load(3)["model"]["w"], torch.full((2,), 3.0))
+    checkpoints.forget_after(2)
+    assert checkpoints.epochs() == [2]
+    checkpoints.path(2).write_bytes(b"not a checkpoint")
+    with pytest.raises(SplitlabError, match="epoch-0002.pt is unreadable or corrupt"):
+        checkpoints.load(2)
+
+
+def test_roles_by_name_and_the_malicious_callback_hook():
+    config = TrainConfig(arch="small-mlp", device="cpu")
+    assert build_role(config, "curious", torch.device("cpu"), (10,)).seen.keep_tensors
+    role = build_role(config, "malicious", torch.device("cpu"), (10,), "vfl.wire.roles:shrink_activations")
+    assert isinstance(role, MaliciousServer) and role.seen.keep_tensors
+    h = torch.randn(3, 10)
+    assert torch.equal(role.respond(Activations(0, h)).tensor, h)            # G = H pulls activations to zero
+    assert torch.equal(shrink_activations(RoleContext(config, (10,), torch.device("cpu")))(h, 0), h)
+    for spec, message in [("nomodule", "is not MODULE:FUNCTION"), ("no_such_module_x:f", "cannot import"),
+                          ("vfl.wire.roles:missing", "has no function missing")]:
+        with pytest.raises(SplitlabError, match=message):
+            load_factory(spec)
+    with pytest.raises(SplitlabError, match="needs --choose-gradient"):
+        build_role(config, "malicious", torch.device("cpu"), (10,))
+
+
+# --- the commands' input checks --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["serve", "--out", "{out}"], "both sides need --secret-file"),
+    (["serve", "--secret-file", "{secret}", "--listen", "nowhere", "--out", "{out}"], "--listen 'nowhere' is not HOST:PORT"),
+    (["serve", "--secret-file", "{secret}", "--timeout", "0", "--out", "{out}"], "--timeout must be > 0"),
+    (["serve", "--secret-file", "{secret}", "--role", "evil", "--out", "{out}"], "unknown server role 'evil'"),
+    (["serve", "--secret-file", "{secret}", "--role", "malicious", "--out", "{out}"], "needs --choose-gradient"),
+    (["serve", "--secret-file", "{secret}", "--parties", "0", "--out", "{out}"], "--parties must be >= 1"),
+    (["serve", "--secret-file", "{secret}", "--arch", "mlp-mixer", "--dataset", "cifar10", "--parties", "2",
+      "--out", "{out}"], "cannot be split between feature parties"),
+    (["client", "--secret-file", "{secret}", "--party", "2", "--parties", "2", "--out", "{out}"], "--party must be >= 0 and <= 1, got 2"),
+    (["client", "--secret-file", "{secret}", "--connect", "host", "--out", "{out}"], "is not HOST:PORT"),
+    (["client", "--secret-file", "{secret}", "--resume", "--overwrite", "--out", "{out}"],
+     "cannot be combined with --overwrite"),
+    (["client", "--secret-file", "{secret}", "--resume"], "--resume needs --out"),
+])
+def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, args, message):
+    (tmp_path / "secret").write_text("s" * 32)
+    out = tmp_path / "run"
+    result = runner.invoke(app, [a.format(secret=tmp_path / "secret", out=out) for a in args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
+    (tmp_path / "secret").write_text("s" * 32)
+    with Run.create("client", {"client": ClientSettings(train=TrainConfig(arch="cnn"))}, tmp_path / "run"):
+        pass
+    args = ["client", "--secret-file", str(tmp_path / "secret"), "--resume", "--out", str(tmp_path / "run")]
+    result = runner.invoke(app, [*args, "--arch", "mlp"])
+    assert result.exit_code == 2 and "was started with --arch cnn, not mlp" in result.stderr
+    result = runner.invoke(app, ["serve", *args[1:]])
+    assert result.exit_code == 2 and "holds a 'client' run, not a 'serve' one" in result.stderr

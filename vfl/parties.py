@@ -1,0 +1,214 @@
+"""K feature parties (vertical federated learning proper): each holds a vertical strip of every image.
+
+Party k of K holds columns `strip_bounds(W, K)[k]` of every image (torch.tensor_split's rule: the first
+W % K strips are one column wider), e.g. K=2 on 28x28 MNIST: columns 0-13 and 14-27, the left and right
+halves. Each party has its own bottom model, the architecture's client layers fitted to its strip, and
+its own defences (an orthogonal transform then mixes the pixels of that party's strip only).
+
+The server joins the parties' cut activations by concatenation along their last dimension: the width of
+convolutional activations (the strips side by side, as in the image), the features of dense ones. Its
+top model's first dense layer takes the joined size. The gradient it returns is split the same way,
+and each party receives its own slice.
+
+With K=1 nothing changes: one `Client` on whole images, built exactly as before.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from vfl.errors import SplitlabError
+from vfl.models import arch_spec, build_split
+from vfl.protocol import Activations, Client, CutGradient, InferenceQuery, Prediction
+from vfl.runtime import seeded, stream_seed
+from vfl.validate import check_int
+
+MAX_PARTIES = 64
+"""Far above any split studied here; it catches a typo before K processes are asked for."""
+
+
+def check_parties(parties: int, arch: str, cut: int, image_shape: tuple[int, ...], option: str = "--parties") -> None:
+    """K must be a whole number from 1 to the image width (and to `MAX_PARTIES`), the architecture one whose
+    layers can be fitted to a strip, and each strip wide enough for the layers it meets."""
+    check_int(option, parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
+    if parties == 1:
+        return
+    if not _plain_layers(arch_spec(arch).build().layers):
+        raise SplitlabError(f"architecture {arch} cannot be split between feature parties (its blocks fix the "
+                            f"input layout); use {option} 1 or a cnn, mlp, small-mlp or cifar-cnn")
+    top_model(arch, cut, 0, activation_shapes(arch, cut, image_shape, parties))     # raises if a strip is too narrow
+
+
+def _plain_layers(module: nn.Module) -> bool:
+    """Whether the network is nested `nn.Sequential`s of leaf layers (so each layer's input can be seen)."""
+    return all(isinstance(m, nn.Sequential) or not list(m.children()) for m in module.modules())
+
+
+def strip_bounds(width: int, parties: int) -> list[tuple[int, int]]:
+    """[start, stop) columns of each party's strip."""
+    sizes = [width // parties + (k < width % parties) for k in range(parties)]
+    starts = [sum(sizes[:k]) for k in range(parties)]
+    return [(start, start + size) for start, size in zip(starts, sizes)]
+
+
+def strip_shape(image_shape: tuple[int, ...], parties: int, party: int) -> tuple[int, ...]:
+    start, stop = strip_bounds(image_shape[-1], parties)[party]
+    return (*image_shape[:-1], stop - start)
+
+
+def take_strip(images: torch.Tensor, parties: int, party: int) -> torch.Tensor:
+    """Party `party`'s columns of a batch of images (a view)."""
+    start, stop = strip_bounds(images.shape[-1], parties)[party]
+    return images[..., start:stop]
+
+
+def fit_first_dense(layers: nn.Sequential, input_shape: tuple[int, ...], seed: int, what: str) -> nn.Sequential:
+    """`layers` with their first dense layer replaced, when inputs of `input_shape` reach it with another
+    size, by a fresh one (initialised from `seed`) that takes that size; every later layer then sees the
+    shapes it was built for. Raises `SplitlabError` (naming `what`) when the input is too small for a layer."""
+    x = torch.zeros(1, *input_shape)
+    try:
+        with torch.no_grad():
+            _fit(layers, x, seed)
+    except RuntimeError:
+        raise SplitlabError(f"{what} cannot take inputs of {'x'.join(map(str, input_shape))} (too small for its "
+                            "layers); use fewer --parties or an earlier --cut-layer") from None
+    return layers
+
+
+def _fit(container: nn.Sequential, x: torch.Tensor, seed: int) -> tuple[torch.Tensor, bool]:
+    """Run `x` through `container` up to its first dense layer (fitting it); (output, reached a dense layer)."""
+    for index, layer in enumerate(container):
+        if isinstance(layer, nn.Sequential):
+            x, done = _fit(layer, x, seed)
+            if done:
+                return x, True
+        elif isinstance(layer, nn.Linear):
+            if x.shape[-1] != layer.in_features:
+                with seeded(seed):
+                    container[index] = nn.Linear(x.shape[-1], layer.out_features, bias=layer.bias is not None)
+            return x, True
+        else:
+            x = layer(x)
+    return x, False
+
+
+def _output_shape(layers: nn.Module, input_shape: tuple[int, ...]) -> tuple[int, ...]:
+    with torch.no_grad():
+        return tuple(layers(torch.zeros(1, *input_shape)).shape[1:])
+
+
+def bottom_model(arch: str, cut: int, seed: int, parties: int, party: int,
+                 input_shape: tuple[int, ...]) -> nn.Module:
+    """Party `party`'s bottom model for inputs of `input_shape` (its strip, after its defences).
+
+    K=1: the architecture's client layers seeded with `seed`, as `build_split` gives them. K>1: each
+    party's from a stream of its own derived from `seed`, the first dense layer fitted to the strip."""
+    if parties == 1:
+        return build_split(arch, cut, seed=seed, input_shape=input_shape)[0]
+    client, _ = build_split(arch, cut, seed=stream_seed(seed, "party bottom", party))
+    return fit_first_dense(client, input_shape, stream_seed(seed, "party first dense", party),
+                           f"{arch}'s client layers at cut {cut}")
+
+
+def activation_shapes(arch: str, cut: int, image_shape: tuple[int, ...], parties: int) -> list[tuple[int, ...]]:
+    """The per-example shape of each party's cut activations (defences keep it: they act on the input)."""
+    spec = arch_spec(arch)
+    if parties == 1:
+        return [tuple(spec.activation_shapes[cut])]
+    shapes = []
+    for party in range(parties):
+        shape = strip_shape(image_shape, parties, party)
+        shapes.append(_output_shape(bottom_model(arch, cut, 0, parties, party, shape), shape))
+    return shapes
+
+
+def top_model(arch: str, cut: int, seed: int, shapes: Sequence[tuple[int, ...]]) -> nn.Module:
+    """The server's top model for the joined activations of parties with activation `shapes`."""
+    _, server = build_split(arch, cut, seed=seed)
+    if len(shapes) == 1:
+        return server
+    return fit_first_dense(server, CutLayout(shapes).joined_shape, stream_seed(seed, "top first dense"),
+                           f"{arch}'s server layers after cut {cut}")
+
+
+@dataclass(frozen=True)
+class CutLayout:
+    """Where each party's activations sit in the joined tensor: slices of the last dimension."""
+    shapes: tuple[tuple[int, ...], ...]
+
+    def __init__(self, shapes: Sequence[tuple[int, ...]]):
+        object.__setattr__(self, "shapes", tuple(tuple(s) for s in shapes))
+        leading = {s[:-1] for s in self.shapes}
+        if len(leading) != 1:
+            raise SplitlabError(f"parties' activations {self.shapes} differ before their last dimension; "
+                                "they cannot be joined")
+
+    @property
+    def widths(self) -> list[int]:
+        return [s[-1] for s in self.shapes]
+
+    @property
+    def joined_shape(self) -> tuple[int, ...]:
+        return (*self.shapes[0][:-1], sum(self.widths))
+
+    def join(self, parts: Sequence[torch.Tensor]) -> torch.Tensor:
+        return parts[0] if len(parts) == 1 else torch.cat(list(parts), dim=-1)
+
+    def split(self, joined: torch.Tensor) -> list[torch.Tensor]:
+        if len(self.shapes) == 1:
+            return [joined]
+        return [part.contiguous() for part in torch.split(joined, self.widths, dim=-1)]
+
+
+class Parties:
+    """K in-process feature parties behind the one client interface the protocol's loops take: `send`
+    joins their activations, `receive` hands each its slice of the gradient. Inputs are whole images;
+    each party sees only its strip."""
+
+    def __init__(self, clients: Sequence[Client], image_shape: tuple[int, ...], layout: CutLayout):
+        self.clients = list(clients)
+        self.image_shape = tuple(image_shape)
+        self.layout = layout
+        self.model = nn.ModuleList([c.model for c in self.clients])    # state_dict of all bottoms, in order
+        self.last_prediction: Prediction | None = None
+
+    @property
+    def defences(self) -> tuple:
+        return tuple(d for c in self.clients for d in c.defences)
+
+    def _strips(self, x: torch.Tensor) -> list[torch.Tensor]:
+        # contiguous, as a party holding only its strip has it (and computes on it) in its own process
+        return [take_strip(x, len(self.clients), k).contiguous() for k in range(len(self.clients))]
+
+    def send(self, x: torch.Tensor, step: int) -> Activations:
+        sent = [c.send(strip, step) for c, strip in zip(self.clients, self._strips(x))]
+        return Activations(step, self.layout.join([m.tensor for m in sent]))
+
+    def receive(self, message: CutGradient) -> None:
+        for c, part in zip(self.clients, self.layout.split(message.tensor)):
+            c.receive(CutGradient(message.step, part))
+
+    def infer(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layout.join([c.infer(strip) for c, strip in zip(self.clients, self._strips(x))])
+
+    def query(self, x: torch.Tensor, step: int) -> InferenceQuery:
+        return InferenceQuery(step, self.infer(x).detach())
+
+    def receive_prediction(self, message: Prediction) -> None:
+        self.last_prediction = message
+        for c in self.clients:
+            c.receive_prediction(message)
+
+
+def describe_split(arch: str, cut: int, image_shape: tuple[int, ...], parties: int) -> str:
+    """One line: each party's strip and activation shape, and the joined shape the top model takes."""
+    shapes = activation_shapes(arch, cut, image_shape, parties)
+    strips = ", ".join(f"party {k}: columns {a}-{b - 1} -> {'x'.join(map(str, s))}"
+                       for k, ((a, b), s) in enumerate(zip(strip_bounds(image_shape[-1], parties), shapes)))
+    joined = "x".join(map(str, CutLayout(shapes).joined_shape))
+    return f"{strips}; joined {joined} ({math.prod(CutLayout(shapes).joined_shape)} values per example)"

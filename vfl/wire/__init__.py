@@ -1,0 +1,14 @@
+"""Split learning over TCP: the label party and the feature parties as separate programs.
+
+    handshake.py   who may join (HMAC proof of the shared secret over torch's TCPStore) and the session's terms
+    frames.py      the messages as they travel, and the checks a receiver makes before using one
+    channel.py     the transport: frames over gloo point-to-point send/recv, waits bounded and interruptible
+    remote.py      the clients as the server sees them (`RemoteParties`, `WireSession`)
+    server.py      the label party's program (`splitlab serve`)
+    client.py      a feature party's program (`splitlab client`)
+    roles.py       the server roles, and the hook through which an attack becomes one
+    checkpoints.py each side's per-epoch checkpoints (`--resume`)
+    lifecycle.py   how a program stops (Ctrl-C, `kill PID`) and what it says it saved
+    launch.py      `splitlab train --transport tcp`: both sides on this machine from one command
+    cli.py         the `serve` and `client` commands
+"""

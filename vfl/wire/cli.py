@@ -1,0 +1,117 @@
+"""`splitlab serve` and `splitlab client`: the two programs of split learning over TCP, one per organisation.
+
+    splitlab serve  --listen 127.0.0.1:29500 --secret-file secret --out runs/server
+    splitlab client --connect 127.0.0.1:29500 --secret-file secret --out runs/client
+
+Both take the training options of `splitlab train` that concern them (the server: epochs, batch size,
+its optimiser; the client: its defence and optimiser; both: dataset, architecture, cut layer, parties,
+seed), and the handshake refuses a pair whose dataset, architecture, cut layer or parties differ.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vfl import data as datasets
+from vfl.cli_options import RUN, RunOptions, command_from, parameters, run_options, shared_parameters, values
+from vfl.cli_output import emit, handles_errors, table
+from vfl.errors import SplitlabError
+from vfl.runs import Run, to_jsonable
+from vfl.runtime import resolve_device
+from vfl.training import TrainConfig
+from vfl.wire.client import run_client
+from vfl.wire.server import serve as serve_program
+from vfl.wire.settings import CLIENT_TRAIN, SERVER_TRAIN, ClientSettings, ServeSettings
+
+UNCHANGEABLE = ("dataset", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed", "defence",
+                "parties", "party", "role", "choose_gradient")
+"""Options a resumed run must keep (the device, data root, address, timeout and secret may change)."""
+
+
+def _flat(settings: Any) -> dict[str, Any]:
+    record = dataclasses.asdict(settings)
+    return {**record.pop("train"), **record}
+
+
+def _check_same_options(command: str, settings: ServeSettings | ClientSettings, out: Path) -> None:
+    """--resume: the run in `out` must have been started with the options that shape its numbers."""
+    try:
+        earlier = json.loads((out / "config.json").read_text())["config"][command]
+        earlier = {**earlier.pop("train"), **earlier}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return                                  # not such a run: Run.reopen says so
+    now = to_jsonable(_flat(settings))
+    for key in UNCHANGEABLE:
+        if key in now and earlier.get(key) != now[key]:
+            raise SplitlabError(f"--resume: {out} was started with --{key.replace('_', '-')} {earlier.get(key)}, "
+                                f"not {now[key]}; give the same options to continue it")
+
+
+def _open_run(command: str, settings: ServeSettings | ClientSettings, opts: RunOptions) -> Run:
+    """A new run directory, or with --resume the earlier one in --out (refused if started with other options)."""
+    if not settings.resume:
+        config = {command: settings, "device": str(resolve_device(settings.train.device)),
+                  "dataset_provenance": datasets.dataset_spec(settings.train.dataset).source}
+        return Run.create(command, config, opts.out, overwrite=opts.overwrite)
+    if opts.overwrite:
+        raise SplitlabError("--resume continues the run in --out; it cannot be combined with --overwrite")
+    if opts.out is not None:
+        _check_same_options(command, settings, Path(opts.out))
+    return Run.reopen(command, opts.out)
+
+
+def _settings(cls: type, train: tuple[str, ...], given: dict[str, Any]):
+    """The program's settings and run options from the generated options' values."""
+    opts = run_options({k: given[k] for k in RUN if k in given})
+    config = TrainConfig(seed=opts.seed, device=opts.device, data_root=opts.root,
+                         **{k: v for k, v in values(TrainConfig, given).items() if k in train})
+    return cls(train=config, **values(cls, given)), opts
+
+
+def _serve(given: dict[str, Any]) -> None:
+    """Run the label party (server) of split learning over TCP: admit the clients that prove the shared secret,
+    train the top model, record what it received."""
+    settings, opts = _settings(ServeSettings, SERVER_TRAIN, given)
+    c = settings.train
+    run = _open_run("serve", settings, opts)
+    metrics = serve_program(settings, run, progress=not opts.as_json)
+
+    def summary(console) -> None:
+        console.print(table(f"serve {c.arch}, cut {c.cut_layer}, {c.dataset}, {c.parties} "
+                            f"part{'y' if c.parties == 1 else 'ies'}", metrics["history"],
+                            ["epoch", "loss", "train_accuracy", "test_accuracy"]))
+        sent = sum(t["bytes_sent"] for t in metrics["traffic_per_epoch"])
+        received = sum(t["bytes_received"] for t in metrics["traffic_per_epoch"])
+        console.print(f"test accuracy {metrics['accuracy']:.4f} in {metrics['seconds']:.1f} s; received "
+                      f"{received / 2**20:.1f} MiB, sent {sent / 2**20:.1f} MiB; run {run.path}")
+
+    emit(run.record(metrics), opts.as_json, summary)
+
+
+def _client(given: dict[str, Any]) -> None:
+    """Run a feature party (client) of split learning over TCP: connect to `splitlab serve`, prove the shared
+    secret, train the bottom model on its features."""
+    settings, opts = _settings(ClientSettings, CLIENT_TRAIN, given)
+    run = _open_run("client", settings, opts)
+    metrics = run_client(settings, run, progress=not opts.as_json)
+    t = metrics["traffic"]
+    emit(run.record(metrics), opts.as_json, lambda console: console.print(
+        f"party {settings.party}: {metrics['rounds']} rounds, {metrics['epochs']} epochs in {metrics['seconds']:.1f} "
+        f"s; sent {t['bytes_sent'] / 2**20:.1f} MiB in {t['frames_sent']} frames, received "
+        f"{t['bytes_received'] / 2**20:.1f} MiB in {t['frames_received']}; run {run.path}"))
+
+
+serve = command_from(_serve, [parameters(ServeSettings), parameters(TrainConfig, only=SERVER_TRAIN, panel="Training"),
+                              shared_parameters(RUN)], name="serve", doc=_serve.__doc__)
+client = command_from(_client, [parameters(ClientSettings), parameters(TrainConfig, only=CLIENT_TRAIN,
+                                                                        panel="Training"),
+                                shared_parameters(RUN)], name="client", doc=_client.__doc__)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(handles_errors(serve))
+    app.command("client")(handles_errors(client))

@@ -1,0 +1,135 @@
+"""`splitlab train --transport tcp`: both sides of a wire run on this machine, from one command.
+
+The server runs in this process (so its port is known before any client starts, and its errors are this
+command's); each feature party runs `splitlab client` in a process of its own with the same configuration,
+a fresh secret (a file only this user can read, removed afterwards) and this process's torch thread count,
+so both sides compute exactly what the in-process run computes. Each side writes its own run directory
+inside the train run's: `server/`, `party-0/`, ... The train run then gets what `train` always writes,
+built from the sides' final models.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import vfl
+from vfl.errors import SplitlabError
+from vfl.parties import Parties
+from vfl.runs import Run
+from vfl.runtime import resolve_device
+from vfl.training import TrainConfig, TrainedSplit, build_parties, load_data
+from vfl.wire.client import load_bottom
+from vfl.wire.handshake import Listener
+from vfl.wire.server import ServeSettings, load_top, serve
+
+STOP_SECONDS = 10.0
+
+
+def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
+                   timeout: float) -> list[str]:
+    """`splitlab client` for feature party `party` of `config`, as its own process runs it."""
+    command = [sys.executable, "-m", "splitlab", "client", "--connect", address, "--secret-file", str(secret),
+               "--party", str(party), "--parties", str(config.parties), "--dataset", config.dataset,
+               "--arch", config.arch, "--cut-layer", str(config.cut_layer), "--lr", repr(config.lr),
+               "--optimizer", config.optimizer, "--seed", str(config.seed), "--device", config.device,
+               "--defence", config.defence, "--timeout", repr(timeout), "--out", str(out), "--json"]
+    return command + (["--data-root", config.data_root] if config.data_root else [])
+
+
+def child_environment() -> dict[str, str]:
+    """This process's environment, with this checkout first on the path, this process's torch thread count
+    (the same arithmetic, so the same numbers) and c10d's own warnings off (errors stay one line)."""
+    root = str(Path(vfl.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""),
+            "OMP_NUM_THREADS": str(torch.get_num_threads()), "TORCH_CPP_LOG_LEVEL": "ERROR"}
+
+
+def _write_secret(folder: Path) -> Path:
+    path = folder / "secret"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secrets.token_urlsafe(32))
+    return path
+
+
+def _last_error(log: Path) -> str | None:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return None
+    return lines[-1].removeprefix("error: ") if lines else None
+
+
+def _stop(children: list[subprocess.Popen]) -> None:
+    """End clients still running: SIGTERM (each stops as on Ctrl-C), then SIGKILL if one is stuck."""
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    for child in children:
+        try:
+            child.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def train_over_tcp(config: TrainConfig, run: Run, role: str = "honest", progress: bool = True,
+                   timeout: float = 60.0) -> tuple[TrainedSplit, dict[str, Any]]:
+    """Train `config` with the server here and each feature party in a `splitlab client` process on
+    127.0.0.1; returns the trained split (the sides' final models) and the wire run's own facts."""
+    device = resolve_device(config.device)
+    with tempfile.TemporaryDirectory(prefix="splitlab-wire-") as tmp:
+        secret = _write_secret(Path(tmp))
+        settings = ServeSettings(train=config, listen="127.0.0.1:0", secret_file=str(secret), timeout=timeout,
+                                 role=role)
+        server_run = Run.create("serve", {"serve": settings, "launched_by": "train --transport tcp"},
+                                run.path / "server")
+        listener = Listener("127.0.0.1", 0, timeout)
+        logs = [Path(tmp) / f"party-{k}.log" for k in range(config.parties)]
+        children: list[subprocess.Popen] = []
+        try:
+            for k, log in enumerate(logs):
+                with open(log, "w") as err:
+                    children.append(subprocess.Popen(
+                        client_command(config, k, listener.address, secret, run.path / f"party-{k}", timeout),
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=child_environment(),
+                        start_new_session=True))       # Ctrl-C reaches the server, which tells the clients
+            metrics = serve(settings, server_run, listener=listener, progress=progress)
+            for child in children:
+                child.wait(timeout)
+        except SplitlabError as exc:
+            _stop(children)
+            said = [f"party {k}: {e}" for k, log in enumerate(logs) if (e := _last_error(log)) and e not in str(exc)]
+            raise SplitlabError("; ".join([str(exc), *said])) from None
+        except subprocess.TimeoutExpired:
+            raise SplitlabError(f"a client did not exit within {timeout:g} s of the session's end") from None
+        finally:
+            _stop(children)
+        failed = [(k, c.returncode) for k, c in enumerate(children) if c.returncode != 0]
+        if failed:
+            k, code = failed[0]
+            raise SplitlabError(f"party {k} exited with code {code}: {_last_error(logs[k]) or 'no message'}")
+    server_run.close()
+    return _assembled(config, device, run, metrics), {
+        "transport": "tcp", "epoch_seconds": metrics["epoch_seconds"], "traffic_per_epoch": metrics["traffic_per_epoch"],
+        "runs": {"server": str(server_run.path), "parties": [str(run.path / f"party-{k}") for k in range(config.parties)]}}
+
+
+def _assembled(config: TrainConfig, device: torch.device, run: Run, metrics: dict[str, Any]) -> TrainedSplit:
+    """The split model the two sides trained, from their final files (for `checkpoint.pt` and the curves)."""
+    train = load_data(config)[0]
+    client, server = build_parties(config, device, train.images)
+    server.model.load_state_dict(load_top(run.path / "server" / "top.pt"))
+    bottoms = client.clients if isinstance(client, Parties) else [client]
+    for k, bottom in enumerate(bottoms):
+        bottom.model.load_state_dict(load_bottom(run.path / f"party-{k}" / "bottom.pt"))
+    return TrainedSplit(config, client, server, metrics["accuracy"], metrics["history"], metrics["seconds"],
+                        train.provenance)

@@ -1,0 +1,39 @@
+"""How a wire program stops: `kill PID` as Ctrl-C, and the one line that says what is saved."""
+from __future__ import annotations
+
+import contextlib
+import signal
+from typing import Iterator
+
+from vfl.runs import Run
+from vfl.validate import check_number
+
+MAX_TIMEOUT = 86_400.0
+"""A day: far above any wait a session needs; it catches a typo (an extra digit or two)."""
+
+
+def check_timeout(timeout: float) -> float:
+    return check_number("--timeout", timeout, low=0, low_open=True, high=MAX_TIMEOUT)
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """`kill PID` stops a wire program as Ctrl-C does (each side tells its peers and keeps its saved epochs)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                      # not the main thread: leave signals to the caller
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def saved_note(run: Run, epoch: int) -> str:
+    """What a stopped side tells: the last epoch it has a checkpoint of, and how to go on."""
+    if epoch == 0:
+        return f"no epoch had finished (run {run.path}); start again, with --resume or without"
+    return f"saved through epoch {epoch} in {run.path}; continue both sides with --resume"

@@ -1,0 +1,157 @@
+"""The feature parties as the server process sees them: clients in other processes, reached over channels.
+
+`RemoteParties` has the client interface the protocol's loops take (`send`, `receive`, `query`,
+`receive_prediction`; see `vfl.protocol`), so `fit`, `train_epoch`, `exchange` and `evaluate` drive
+remote clients unchanged. Its inputs are sample indices, not images: each party looks its own features up,
+and only activations come back. Every frame received is checked against the handshake's terms (`Limits`)
+before it is used; the parties' activations are joined as in process (`vfl.parties.CutLayout`).
+
+`WireSession` is a malicious server's view of the same clients: `round(choose_gradient)` and
+`target_activations()`, the two operations of `vfl.protocol.ClientSession` that FSHA's attack takes as its
+`session`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from vfl import data as datasets
+from vfl.errors import SplitlabError
+from vfl.parties import CutLayout
+from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
+from vfl.wire.channel import Channel, Traffic, close_channels
+from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
+
+QUERY_ROWS = 1000
+"""The most rows of one inference query (`vfl.protocol.evaluate`'s chunk)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the handshake allows in frames: the sizes of the two splits, the batch size, the classes."""
+    train_size: int
+    test_size: int
+    batch_size: int
+    classes: int
+    query_rows: int = QUERY_ROWS
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+class RemoteParties:
+    """K clients over `channels` (party k on channels[k]) whose activations have `layout`."""
+
+    def __init__(self, channels: Sequence[Channel], layout: CutLayout, device: torch.device):
+        self.channels = list(channels)
+        self.layout = layout
+        self.device = device
+        self.last_prediction: Prediction | None = None
+
+    def _gather(self, kind: Kind, step: int, rows: int) -> torch.Tensor:
+        parts = [ch.receive(Expect(Allow(kind, torch.float32, (rows, *shape), step=step))).tensor
+                 for ch, shape in zip(self.channels, self.layout.shapes)]
+        return self.layout.join(parts).to(self.device)
+
+    def send(self, indices: torch.Tensor, step: int) -> Activations:
+        """Ask every party for its activations of the samples `indices` (one training round's batch)."""
+        indices = indices.cpu()
+        for ch in self.channels:
+            ch.send(Frame(Kind.BATCH, step, indices))
+        return Activations(step, self._gather(Kind.ACTIVATIONS, step, len(indices)))
+
+    def receive(self, message: CutGradient) -> None:
+        if tuple(message.tensor.shape[1:]) != self.layout.joined_shape:
+            raise SplitlabError(f"the server's role returned a gradient shaped {fmt(message.tensor.shape)} for "
+                                f"activations of {fmt(self.layout.joined_shape)} per example; it must match them")
+        for ch, part in zip(self.channels, self.layout.split(message.tensor.detach().cpu())):
+            ch.send(Frame(Kind.CUT_GRADIENT, message.step, part))
+
+    def query(self, indices: torch.Tensor, step: int) -> InferenceQuery:
+        """Ask every party for inference activations of the test samples `indices`."""
+        indices = indices.cpu()
+        for ch in self.channels:
+            ch.send(Frame(Kind.QUERY_REQUEST, step, indices))
+        return InferenceQuery(step, self._gather(Kind.QUERY, step, len(indices)))
+
+    def receive_prediction(self, message: Prediction) -> None:
+        self.last_prediction = message
+        for ch in self.channels:
+            ch.send(Frame(Kind.PREDICTION, message.step, message.tensor.detach().cpu().long()))
+
+    def end_epoch(self, epoch: int) -> None:
+        """Every party saves its state for `epoch`; returns once all have confirmed."""
+        for ch in self.channels:
+            ch.send(Frame(Kind.EPOCH_END, epoch))
+        for ch in self.channels:
+            ch.receive(Expect(Allow(Kind.EPOCH_SAVED, step=epoch)))
+
+    def finish(self, timeout: float) -> None:
+        """End the session: BYE to every party, waiting until each has taken it."""
+        for ch in self.channels:
+            ch.send(Frame(Kind.BYE))
+        for ch in self.channels:
+            ch.flush(timeout)
+
+    def abort(self, reason: str, grace: float = 2.0) -> None:
+        """Tell every party the session stops and why (best effort: a party may be gone already)."""
+        for ch in self.channels:
+            if ch.peer_stopped:
+                continue
+            try:
+                ch.send(abort(reason))
+                ch.flush(grace)
+            except Exception:               # noqa: BLE001 - the peer is gone or stuck: nothing left to tell it
+                pass
+
+    def close(self, failed: bool) -> None:
+        close_channels(self.channels, failed)
+
+    @property
+    def traffic(self) -> Traffic:
+        total = Traffic()
+        for ch in self.channels:
+            for key, value in ch.traffic.as_dict().items():
+                setattr(total, key, getattr(total, key) + value)
+        return total
+
+
+class WireSession:
+    """A malicious server's session with remote clients, the operations of `vfl.protocol.ClientSession`:
+    `round(choose_gradient)` runs one protocol round on the clients' next private batch (in the server's
+    seeded order, epoch after epoch), and `target_activations()` asks for the evaluation targets' inference
+    activations (the test samples `targets`). Received messages are recorded in `transcript` when given."""
+
+    def __init__(self, parties: RemoteParties, train_size: int, batch_size: int, generator: torch.Generator,
+                 targets: torch.Tensor, transcript: Transcript | None = None):
+        self._parties = parties
+        self._samples = datasets.ImageData("wire", "train", torch.arange(train_size), torch.zeros(train_size,
+                                           dtype=torch.long), "sample indices")
+        self._batch_size, self._generator = batch_size, generator
+        self._batches = iter(())
+        self._targets = targets
+        self._transcript = transcript
+        self._step = 0
+
+    def _next_batch(self) -> torch.Tensor:
+        batch = next(self._batches, None)
+        if batch is None:
+            self._batches = self._samples.batches(self._batch_size, self._generator)
+            batch = next(self._batches)
+        return batch[0]
+
+    def round(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor]) -> int:
+        step = self._step
+        exchange(self._parties, MaliciousServer(choose_gradient), self._next_batch(), None, step, self._transcript)
+        self._step += 1
+        return step
+
+    def target_activations(self) -> torch.Tensor:
+        query = self._parties.query(self._targets, self._step)
+        no_task = torch.full((len(self._targets),), -1, dtype=torch.long)     # a malicious server predicts nothing
+        self._parties.receive_prediction(Prediction(query.step, no_task))
+        if self._transcript is not None:
+            self._transcript.record(query)
+        return query.tensor

@@ -1,0 +1,67 @@
+"""What `splitlab serve` and `splitlab client` run with, each option declared once on its field (the training
+options they share with `splitlab train` are `TrainConfig`'s)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vfl.options import Validated, choice, integer, number, option, optional, text
+from vfl.training import TrainConfig
+from vfl.wire.handshake import parse_address, read_secret
+from vfl.wire.lifecycle import MAX_TIMEOUT
+from vfl.wire.roles import ROLES, check_role
+from vfl.validate import check_int
+
+__all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN"]
+
+SERVER_TRAIN = ("dataset", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "parties")
+"""The training options the server takes (the epochs and batch size are the server's to set for every party)."""
+CLIENT_TRAIN = ("dataset", "arch", "cut_layer", "lr", "optimizer", "defence", "parties")
+"""The training options a client takes (its defence is its own)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Peer(Validated):
+    """What both programs take beside the training configuration."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    secret_file: str | None = option(None, "File holding the secret both sides share (at least 16 bytes, e.g. `head "
+                                     "-c 32 /dev/urandom | base64`); a peer that cannot prove it is refused before "
+                                     "any tensor is exchanged.", optional(text()))
+    timeout: float = option(60.0, "Seconds to wait for the peer (to join, or to send its next message) before giving "
+                            "up with an error.", number(low=0, low_open=True, high=MAX_TIMEOUT))
+    resume: bool = option(False, "Continue the run in --out from its last finished epoch (model, optimiser, random "
+                          "streams and data order): give it to both sides.")
+
+    def check(self) -> None:
+        read_secret(self.secret_file)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeSettings(Peer):
+    """`splitlab serve`: the training configuration (its `defence` is the clients' business, unused here), where
+    to listen, the secret, the role and whether to resume."""
+    listen: str = option("127.0.0.1:29500", "HOST:PORT to listen on. 127.0.0.1 (the default) admits clients of this "
+                         "machine only; port 0 picks a free one.", text())
+    role: str = option("honest", "honest (trains the task), curious (also keeps every activation it receives, "
+                       "inference queries included, with tensors in transcript/) or malicious (returns the gradients "
+                       "--choose-gradient picks).", choice(ROLES))
+    choose_gradient: str | None = option(None, "MODULE:FUNCTION: called with the run's context, returns "
+                                         "choose_gradient(H, step) -> G (--role malicious; e.g. "
+                                         "vfl.wire.roles:shrink_activations).", optional(text()))
+
+    def check(self) -> None:
+        parse_address(self.listen, "--listen")
+        check_role(self.role, self.choose_gradient)
+        super().check()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientSettings(Peer):
+    """`splitlab client`: the training configuration (its epochs and batch size are the server's to set), which
+    party this is, where the server is, the secret and whether to resume."""
+    connect: str = option("127.0.0.1:29500", "HOST:PORT of `splitlab serve`.", text())
+    party: int = option(0, "Which feature party this is, 0 to --parties - 1 (its strip).", integer(low=0, high=63))
+
+    def check(self) -> None:
+        check_int("--party", self.party, low=0, high=self.train.parties - 1)
+        parse_address(self.connect, "--connect")
+        super().check()
