@@ -37,7 +37,9 @@ def command_words(spec) -> list[str]:
 def smoke_args(spec, arch: str = "lenet") -> list[str]:
     if spec.setting == "split":
         return SMOKE.get(spec.name, ["--iterations", "1"])
-    return ["--arch", arch, "--batch-size", "2", "--iterations", "1"]
+    small = ["--temporal", "2"] if "temporal" in {f.name for f, _ in options_of(spec.settings)} else []
+    labels = ["--labels", "known"] if "known" in spec.labels else []       # label recovery has tests of its own
+    return ["--arch", arch, "--batch-size", "2", "--iterations", "1", *small, *labels]
 
 
 def option_classes(spec) -> list[type]:

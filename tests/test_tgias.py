@@ -18,7 +18,7 @@ from attacks.hfl.tgias.aggregators import mean as mean_of
 from attacks.hfl.tgias.attack import _agree, layer_ramp
 from attacks.hfl.tgias.label_optimisation import optimise_labels
 from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
-from attacks.hfl.tgias.trace import align, alignment_accuracy, client_data, converged_model, observe_trace
+from attacks.hfl.tgias.trace import align, alignment_accuracy, rand_index, client_data, converged_model, observe_trace
 from vfl.cli_options import values
 from vfl.models.hfl import build_hfl_model
 from splitlab.cli import app
@@ -188,7 +188,10 @@ def test_alignment_by_label_multiset_and_cosine(mnist, lenet):
     assert alignment_accuracy(clusters, trace.client_batches) == 1.0
     one_label = align(trace.client_log, labels=lambda obs: torch.zeros(4), threshold=-1.0)
     assert len(set(one_label)) == 1
-    assert alignment_accuracy([0, 0, 0, 0], [0, 1, 0, 1]) == pytest.approx(2 / 6)
+    assert alignment_accuracy([0, 0, 0, 0], [0, 1, 0, 1]) == 0.5         # one cluster holds one batch's two
+    assert rand_index([0, 0, 0, 0], [0, 1, 0, 1]) == pytest.approx(2 / 6)
+    assert alignment_accuracy([1, 1, 0, 0], [0, 0, 1, 1]) == 1.0         # cluster names do not matter
+    assert alignment_accuracy([0, 1, 2, 3], [0, 0, 0, 0]) == 0.25        # one batch split four ways
 
 
 @pytest.mark.xfail(strict=False, reason="label optimisation with 10 steps finds [6, 8, 8, 9] for [6, 6, 9, 9] on "

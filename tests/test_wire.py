@@ -255,7 +255,7 @@ def test_roles_by_name_and_the_malicious_callback_hook():
     (["serve", "--out", "{out}"], "both sides need --secret-file"),
     (["serve", "--secret-file", "{secret}", "--listen", "nowhere", "--out", "{out}"], "--listen 'nowhere' is not HOST:PORT"),
     (["serve", "--secret-file", "{secret}", "--timeout", "0", "--out", "{out}"], "--timeout must be > 0"),
-    (["serve", "--secret-file", "{secret}", "--role", "evil", "--out", "{out}"], "unknown server role 'evil'"),
+    (["serve", "--secret-file", "{secret}", "--role", "evil", "--out", "{out}"], "--role must be one of honest, curious, malicious, got 'evil'"),
     (["serve", "--secret-file", "{secret}", "--role", "malicious", "--out", "{out}"], "needs --choose-gradient"),
     (["serve", "--secret-file", "{secret}", "--parties", "0", "--out", "{out}"], "--parties must be >= 1"),
     (["serve", "--secret-file", "{secret}", "--arch", "mlp-mixer", "--dataset", "cifar10", "--parties", "2",
@@ -277,7 +277,8 @@ def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, ar
 
 def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
     (tmp_path / "secret").write_text("s" * 32)
-    with Run.create("client", {"client": ClientSettings(train=TrainConfig(arch="cnn"))}, tmp_path / "run"):
+    earlier = ClientSettings(train=TrainConfig(arch="cnn"), secret_file=str(tmp_path / "secret"))
+    with Run.create("client", {"client": earlier}, tmp_path / "run"):
         pass
     args = ["client", "--secret-file", str(tmp_path / "secret"), "--resume", "--out", str(tmp_path / "run")]
     result = runner.invoke(app, [*args, "--arch", "mlp"])

@@ -142,7 +142,8 @@ def test_tcp_training_equals_the_in_process_run_bit_for_bit(tmp_path, arch, extr
     traffic = remote["metrics"]["traffic_per_epoch"][0]             # activations, the test query, epoch saved
     assert traffic["frames_received"] == (rounds + 1 + 1) * parties
     server_files = {p.name for p in (tmp_path / "tcp" / "server").iterdir()}
-    assert server_files == {".lock", "config.json", "run.log", "metrics.json", "top.pt", "transcript", "checkpoints"}
+    assert server_files == {".lock", ".splitlab-run.json", "config.json", "run.log", "metrics.json", "top.pt", "transcript",
+                            "checkpoints"}
 
 
 # --- faults -------------------------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def test_a_client_without_the_secret_is_refused_before_any_tensor(tmp_path, secr
     assert len(_error_lines(client_err)) == 1
     assert "the server refused this client: party 0 did not prove the shared secret" in client_err
     for side in ("server", "client"):
-        assert {p.name for p in (tmp_path / side).iterdir()} == {".lock", "config.json", "run.log"}
+        assert {p.name for p in (tmp_path / side).iterdir()} == {".lock", ".splitlab-run.json", "config.json", "run.log"}
     assert "session open" not in (tmp_path / "server" / "run.log").read_text()
 
 
@@ -249,7 +250,7 @@ def test_a_misbehaving_client_is_refused_with_one_line_and_nothing_of_it_is_writ
     assert code == 2
     assert _error_lines(err) == [f"error: {refusal}; no epoch had finished (run {tmp_path / 'server'}); start again, "
                                  "with --resume or without"]
-    assert {p.name for p in (tmp_path / "server").iterdir()} == {".lock", "config.json", "run.log"}
+    assert {p.name for p in (tmp_path / "server").iterdir()} == {".lock", ".splitlab-run.json", "config.json", "run.log"}
     assert "session open" in (tmp_path / "server" / "run.log").read_text()          # it did get past the handshake
 
 
