@@ -63,6 +63,10 @@ def _checkpoint(tmp: Path) -> bytes:
     return blob
 
 
+def _checkpoint_file(tmp: Path) -> None:
+    (tmp / "good.pt").write_bytes(_checkpoint(tmp))
+
+
 def truncated_checkpoint(tmp: Path) -> None:
     blob = _checkpoint(tmp)
     (tmp / "ck.pt").write_bytes(blob[: len(blob) * 2 // 3])
@@ -278,6 +282,21 @@ CASES = [
          writes_run=False),
     Case("weights-timeout-past-a-day", ["weights", "--download", "--timeout", "1e9"], "--timeout must be",
          writes_run=False),
+    # the newer attacks' numbers and options
+    Case("tgias-refuses-a-server-lr-that-would-overflow", ["hfl", "--attack", "tgias-ro", "--server-lr", "1e300"],
+         "--server-lr must be >= 0 and <= 1000"),
+    Case("tgias-refuses-more-clients-than-it-can-hold", ["hfl", "--attack", "tgias-ro", "--clients", "100000"],
+         "--clients must be >= 1 and <= 10000"),
+    Case("tgias-refuses-clients-whose-batches-the-train-split-cannot-fill",
+         ["hfl", "--attack", "tgias-ro", "--clients", "5000"], "more than the 4000 of the mnist5k train split"),
+    Case("idlg-refuses-fedavg-options-on-a-fedsgd-upload",
+         ["hfl", "--attack", "idlg", "--observe", "fedsgd", "--local-epochs", "5", "--local-lr", "0.3"],
+         "is a FedAvg client's: it applies to --observe fedavg only"),
+    Case("unsplit-refuses-victim-options-beside-a-checkpoint",
+         ["attack", "unsplit", "--checkpoint", "{tmp}/good.pt", "--arch", "cnn", "--cut-layer", "3"],
+         "describes the model to train, but --checkpoint gives a trained one", files=_checkpoint_file),
+    Case("fsha-refuses-a-width-it-cannot-allocate", ["attack", "fsha", "--arch", "mlp", "--width", "16"],
+         "more than the 268,435,456 this lab allocates; lower --width"),
 ]
 
 

@@ -117,7 +117,7 @@ class DPGaussian(GaussianNoise):
 
     @classmethod
     def of(cls, epsilon: float, delta: float = 1e-5, clip: float = 1.0) -> "DPGaussian":
-        return cls(clip * math.sqrt(2 * math.log(1 / delta)) / epsilon, clip, epsilon, delta)
+        return cls(clip * math.sqrt(-2 * math.log(delta)) / epsilon, clip, epsilon, delta)     # log(1/delta) overflows
 
     @property
     def spec(self) -> str:
