@@ -91,10 +91,13 @@ class TopK:
 
 @dataclass(frozen=True)
 class Quantise:
-    """Per tensor, u <- round(u / s) * s with s = max|u| / (2^(bits-1) - 1)."""
+    """Per tensor, u <- round(u / s) * s with s = max|u| / (2^(bits-1) - 1); one bit is the sign, u <- sign(u) *
+    mean|u| (signSGD's compression with the tensor's mean magnitude, so the upload keeps its scale)."""
     bits: int
 
     def __call__(self, upload: Tensors, generator: torch.Generator | None = None) -> tuple[torch.Tensor, ...]:
+        if self.bits == 1:
+            return tuple(t.detach().sign() * t.detach().abs().mean() for t in upload)
         levels = 2 ** (self.bits - 1) - 1
         out = []
         for t in upload:
@@ -130,7 +133,7 @@ UPLOAD_DEFENCES: dict[str, dict[str, SpecKey]] = {
     "none": {},
     "gaussian": {"sigma": SpecKey(low=0, required=True), "clip": SpecKey(low=0, low_open=True)},
     "topk": {"keep": SpecKey(low=0, high=1, low_open=True, required=True)},
-    "quant": {"bits": SpecKey(integer=True, low=2, high=32, required=True)},
+    "quant": {"bits": SpecKey(integer=True, low=1, high=32, required=True)},
     "upload-dp": {"epsilon": SpecKey(low=0, low_open=True, required=True), "delta": SpecKey(low=0, high=1, low_open=True,
                                                                                   high_open=True)},
 }

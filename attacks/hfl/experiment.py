@@ -62,7 +62,7 @@ class HFLConfig(Runtime):
     batch_size: int = option(1, "The client's batch size.", integer(low=1, high=100_000))
     index: int = option(0, "First image of the client's batch in the train split.", integer(low=0, high=10**9))
     defence: str = option("none", "Client defence on the upload: none, gaussian:sigma=S[,clip=C], topk:keep=F, "
-                          "quant:bits=N, upload-dp:epsilon=E[,delta=D].", text())
+                          "quant:bits=N (1: the sign, scaled by the mean magnitude), upload-dp:epsilon=E[,delta=D].", text())
     observe: str | None = option(None, "What the server sees: fedsgd (one gradient), fedavg (the update after "
                                  "local SGD) or rounds (a trace of FL rounds); default: the attack's first.",
                                  optional(choice(OBSERVATIONS)))

@@ -101,7 +101,7 @@ class FedLeak(UploadAttack):
         labels = labels.to(observation.model.device)
 
         subset = GlobalTopMagnitude(s.ratio) if s.selection == "global" else TopMagnitude(s.ratio)
-        match = Sum(((1.0, L1(subset=subset, mean=s.l1_mean)), (1.0, Cosine(subset=subset))))
+        match = Sum(((1.0, L1(subset=subset, mean=s.l1_mean)),) * s.l1 + ((1.0, Cosine(subset=subset)),) * s.cosine)
         priors = ((Prior("tv", "x", tv_l1, s.alpha),) if s.alpha > 0 else ()) + ((activations,) if s.beta > 0 else ())
         objective = Objective(simulator=simulator, match=match, priors=priors)
 

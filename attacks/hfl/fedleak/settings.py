@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
 from attacks.settings import AttackSettings
 from vfl.options import choice, number, option
+from vfl.errors import SplitlabError
 from vfl.validate import check_choice
 
 __all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "ANSWERS"]
@@ -73,6 +74,10 @@ class FedLeakSettings(AttackSettings):
                         "the appendix example; preset ascent).", choice(PROBE_SIGNS))
     alpha: float = option(1e-5, "TV weight (preset 1e-5).", number(low=0))
     beta: float = option(1e-4, "activation-L1 weight (preset 1e-4).", number(low=0))
+    l1: bool = option(True, "the L1 distance of the selected gradient entries (--no-l1 drops it: Table 19's ablation).",
+                      flag="--l1/--no-l1")
+    cosine: bool = option(True, "the cosine distance of the selected entries (--no-cosine drops it: Table 19).",
+                          flag="--cosine/--no-cosine")
     l1_mean: bool = False
     label_rule: str = option("count", "count or fedleak (the counting rule, or FedLeak's column-sum rule; preset "
                              "count).", choice(LABEL_RULES))
@@ -85,3 +90,5 @@ class FedLeakSettings(AttackSettings):
 
     def check(self) -> None:
         check_choice("fedavg", self.fedavg, FEDAVG_MODELS)
+        if not (self.l1 or self.cosine):
+            raise SplitlabError("FedLeak matches with the L1 distance, the cosine or both: drop --no-l1 or --no-cosine")

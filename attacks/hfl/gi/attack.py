@@ -9,7 +9,7 @@ consistency across restarts.
         R(x) = scale ||grad L(x, y) - g||^2 + a_tv TV(x) + a_l2 ||x||^2 + a_bn R_BN(x)
         x_r <- clip_[0,1]( Adam_step( grad R(x_r) + 2 a_group (x_r - mean_r x_r) ) ) + lang * lr_t * N(0, 1)
         lr_t: linear warm-up over 50 steps, then a cosine to 0
-      return each restart's lowest-loss iterate; the answer is the restart with the lowest loss
+      return each restart's last iterate; the answer is the restart whose last iterate has the lowest loss
 """
 from __future__ import annotations
 
@@ -69,7 +69,9 @@ class GradInversion(UploadAttack):
         target = {"observed": list(observation.gradient), "context": engine_context(observation, labels)}
         result = run(objective, variables, target, schedule, mode="batched" if group else mode, keep=("x",),
                      progress=progress, description=f"gi {s.preset} ({mode})")
-        return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
+        # the last iterate, as GradInversion returns it (a prior that only grows keeps the lowest loss at the start)
+        return Reconstruction(attack=self.name, preset=s.preset, trials=result.final["x"].detach(),
+                              loss=result.final_loss(objective.weights()),
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=labels.expand(s.restarts, -1),
                               label_rule=rule, mode=result.mode)

@@ -32,6 +32,7 @@ from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquar
 from attacks.result import Reconstruction
 from attacks.split.unsplit.settings import UnsplitSettings
 from vfl.models import arch_spec, build_split
+from vfl.protocol import CuriousServer, ask
 from vfl.runtime import stream_seed
 
 @dataclass(frozen=True)
@@ -43,9 +44,15 @@ class CutObservation:
     activations: torch.Tensor          # (targets, *activation shape), one row per target
 
 
-def observe(client, images: torch.Tensor, arch: str, cut_layer: int) -> CutObservation:
-    """The activations the client sends for `images` at inference (through its defences)."""
-    return CutObservation(arch, cut_layer, tuple(images.shape[1:]), client.infer(images).detach())
+def observe(client, images: torch.Tensor, arch: str, cut_layer: int, server: nn.Module | None = None
+            ) -> CutObservation:
+    """What the honest-but-curious server has after the client asks it to predict `images`: the activations it
+    received (its transcript's last inference query, through the client's defences). `server` is its top model
+    (None: a server that only records what it receives)."""
+    curious = CuriousServer(server if server is not None else nn.Identity(), None)
+    ask(client, curious, images, step=0)
+    received = curious.seen.queries()[-1].tensor.to(images.device)
+    return CutObservation(arch, cut_layer, tuple(images.shape[1:]), received)
 
 
 def clone_of(observation: CutObservation, seed: int, index: int = 0) -> nn.Module:

@@ -87,7 +87,8 @@ def attack_victim(victim: Victim, attack: UnSplit, run: Run | None = None, *, se
     config = victim.config
     device = next(victim.trained.client.model.parameters()).device
     targets, classes = datasets.first_of_each_class(victim.test)
-    observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer)
+    observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer,
+                          victim.trained.server.model)
     facts = {"accuracy": victim.trained.accuracy, "arch": config.arch, "cut_layer": config.cut_layer,
              "defence": config.defence}
     return attack_and_score(SPEC, attack, observation, Truth(targets, context={"classes": classes}), run=run,
