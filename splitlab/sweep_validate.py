@@ -101,7 +101,10 @@ def _check_booleans(sweep: Sweep, cell: Cell, ctx: Any, where: str, path: str) -
             raise file_error(sweep.source, f"{where}: --{key} is a flag: give true or false, not {value!r}")
         if isinstance(value, bool) and getattr(param, "is_bool_flag", False):
             wanted = value if f"--{key}" in param.opts else not value
-            if param.name in ctx.params and ctx.params[param.name] != wanted:
+            parsed = ctx.params.get(param.name)
+            if parsed is None:                           # a pair left unset keeps the setting's own value
+                parsed = wanted if f"--{key}" not in param.opts or value else not wanted
+            if param.name in ctx.params and parsed != wanted:
                 other = [o[2:] for o in [*param.opts, *param.secondary_opts] if o != f"--{key}"]
                 fix = f"write {other[0]} = true" if other else f"drop {key} (it cannot be turned off)"
                 raise file_error(sweep.source, f"{where}: {key} = {arg_text(value)} leaves --{key} out, which "
