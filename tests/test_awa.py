@@ -212,6 +212,29 @@ def test_agic_weights_rise_over_conv_and_fc_and_it_runs_every_case(batch):
     assert rec.trials.shape == (1, 4, 1, 28, 28) and rec.label_rule == "known"
 
 
+@pytest.mark.parametrize("mode", ["batched", "sequential"])
+def test_the_trajectory_ends_at_each_trials_last_iterate_in_either_mode(batch, mode):
+    from attacks.driver import Truth
+    from attacks.hfl.trajectory import evaluation
+    x, y = batch
+    obs = _observe(batch, epochs=2, local_batch=2)
+    rec = AWA(AWASettings(preset="t", iterations=7, restarts=2, answer="final", trajectory=3))(obs, seed=0, mode=mode)
+    record = rec.artefacts["trajectory"]
+    assert record["iterations"] == [3, 6, 7] and record["images"].shape == (2, 3, 4, 1, 28, 28)
+    assert torch.equal(record["images"][:, -1], rec.trials)                 # answer "final": the last iterate
+    assert not torch.equal(record["images"][:, 0], record["images"][:, 1])
+    curve = evaluation(rec, {}, Truth(x, y))["trajectory"]
+    assert curve["trial"] == rec.best_trial and curve["ssim"][-1] == score(rec, x, y)["ssim"]
+
+
+def test_recording_a_trajectory_changes_no_number(batch):
+    obs = _observe(batch, epochs=1, local_batch=4)
+    plain = AGIC(AGICSettings(preset="a", iterations=6))(obs, seed=0)
+    recorded = AGIC(AGICSettings(preset="a", iterations=6, trajectory=2))(obs, seed=0)
+    assert torch.equal(plain.trials, recorded.trials) and "trajectory" not in plain.artefacts
+    assert recorded.artefacts["trajectory"]["iterations"] == [2, 4, 6]
+
+
 # --- CLI --------------------------------------------------------------------------------------------
 
 def test_cli_checks_for_the_fedavg_attacks(tmp_path):

@@ -34,43 +34,18 @@ def _zip(**columns) -> list[dict]:
     return [dict(zip(columns, row)) for row in zip(*columns.values())]
 
 
-def _grid_of(name: str, additions: dict | None = None) -> list[dict]:
-    """The swept values of every cell of a shipped sweep, plus cells for values a sweep is about to gain (each
-    copies the cells of the key's first value with the new value, unless the value is already there)."""
+def _grid_of(name: str) -> list[dict]:
+    """The swept values of every cell of a shipped sweep."""
     sweep = parse_sweep(shipped()[name], name, f"{name}.toml")
-    cells = [dict(c.swept) for c in sweep.cells()]
-    for key, value in (additions or {}).items():
-        if any(Select({key: value}, "").rows([c]) for c in cells):
-            continue
-        first = cells[0][key]
-        cells += [{**c, key: value} for c in cells if Select({key: first}, "").rows([c])]
-    return cells
+    return [dict(c.swept) for c in sweep.cells()]
 
 
 def _cross(*factors: list[dict]) -> list[dict]:
     return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*factors)]
 
 
-ADDITIONS = {"fedleak-baselines": {"attack": "gi"}, "fedleak-defences": {"defence": "quant:bits=1"}}
-"""Values shipped sweeps are about to gain: GradInversion (gi.quick) and 1-bit (sign) quantisation."""
-
 PLANNED = {
-    "jast-lemmas": lambda: _cross(),
-    "fsha-clients": lambda: _cross(_axis("arch", "resnet", "mlp"), _axis("seed", 0, 1, 2)),
-    "tgias-local-steps": lambda: _cross(_axis("local-steps", 1, 2, 5, 10, 20),
-                                        _axis("aggregator", "mean", "median", "krum", "trimmed"),
-                                        _axis("invalid", 0, 1, 3), _axis("seed", *range(5))),
-    "fedleak-secagg": lambda: _cross(_axis("secure-aggregation", 1, 2, 4, 8), _axis("seed", 0, 1, 2)),
-    "fedleak-terms": lambda: _cross(_zip(l1=[True, False, True], cosine=[True, True, False]), _axis("seed", *range(6))),
-    "fedleak-alpha-beta": lambda: _cross(_axis("alpha", 0, 1e-6, 1e-5, 1e-4, 1e-3), _axis("beta", 0, 1e-5, 1e-4, 1e-3),
-                                         _axis("seed", 0, 1)),
-    "fedleak-pretrain": lambda: _cross(_axis("attack", "fedleak", "invgrad"), _axis("pretrain-epochs", 0, 1, 3, 10),
-                                       _axis("seed", 0, 1, 2)),
     "bounds-batch": lambda: _cross(_axis("batch", 2, 4, 8)),
-    "awa-horizon": lambda: _cross(_zip(attack=["awa", "awa", "agic"], preset=["awa.quick", "awa.dlg", "agic.quick"]),
-                                  _axis("seed", *range(5))),
-    "fedleak-photos": lambda: _grid_of("fedleak-baselines", ADDITIONS["fedleak-baselines"]),
-    "awa-photos": lambda: _grid_of("awa-cases"),
 }
 """Planned sweeps whose grids are known: name -> its cells' swept values."""
 
@@ -81,7 +56,7 @@ PLANNED_KEYS = {"bounds-surrogate": set(), "bounds-trends": {"local-steps", "dev
 def grid(name: str) -> list[dict] | None:
     """The cells of a sweep (a shipped file wins over the plan), or None when only its keys are known."""
     if name in shipped():
-        return _grid_of(name, ADDITIONS.get(name))
+        return _grid_of(name)
     return PLANNED[name]() if name in PLANNED else None
 
 

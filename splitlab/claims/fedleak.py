@@ -42,7 +42,7 @@ def _weights(alpha: float, beta: float) -> Select:
 
 
 def _terms(l1: bool, cosine: bool) -> Select:
-    return Select({"l1": l1, "cosine": cosine}, "L1 + cosine" if l1 and cosine else "without L1" if cosine
+    return Select({"no-l1": not l1, "no-cosine": not cosine}, "L1 + cosine" if l1 and cosine else "without L1" if cosine
                   else "without cosine")
 
 

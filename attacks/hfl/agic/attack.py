@@ -18,6 +18,7 @@ import torch
 
 from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, ramp, run
 from attacks.hfl.agic.settings import AGICSettings
+from attacks.hfl.trajectory import Snapshots
 from attacks.hfl.observations import FedAvgObservation, check_requirements
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
@@ -61,11 +62,13 @@ class AGIC(KnownLabelsFedAvg):
         target = {"observed": list(observation.update), "context": engine_context(observation, observation.labels)}
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
                                   images=s.initial)
-        schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations),))
+        snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
+        schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations, hooks=(snapshots,) if snapshots else ()),))
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
                      description=f"agic {s.preset} ({mode})")
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
                               labels=observation.labels.to(result.best["x"].device).expand(s.restarts, -1),
-                              label_rule="known", mode=result.mode, extras={"layer_weights": weights})
+                              label_rule="known", mode=result.mode, extras={"layer_weights": weights},
+                              artefacts={"trajectory": snapshots.record(s.restarts)} if snapshots else {})

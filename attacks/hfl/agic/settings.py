@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
+from attacks.hfl.trajectory import trajectory_option
 from attacks.settings import AttackSettings
 from vfl.options import option
 
@@ -29,3 +30,4 @@ class AGICSettings(AttackSettings):
     last_weight: float | None = None
     initial: str = "uniform"
     """Dummy start: uniform (x ~ U(0, 1)) or normal (x ~ N(0, 1)), as AWA."""
+    trajectory: int = trajectory_option()

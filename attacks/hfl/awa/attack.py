@@ -31,6 +31,7 @@ from attacks.hfl.awa.interpolation import Bound, epoch_problem, plan_replication
 from attacks.hfl.awa.match import Q_NAMES, EnhancedSquaredL2
 from attacks.hfl.awa.settings import AWASettings, Q_BOX
 from attacks.hfl.observations import FedAvgObservation
+from attacks.hfl.trajectory import Snapshots
 from attacks.hfl.variables import initial_variables
 from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
@@ -47,14 +48,14 @@ class _Problem:
     replication: str
 
     def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, mode: str,
-               progress: bool, description: str, answer: str = "best"):
+               progress: bool, description: str, answer: str = "best", snapshots: Snapshots | None = None):
         """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result, each trial's answer
         (its lowest-loss iterate, or with `answer="final"` its last one, as Algorithm 2) and f(Q) there."""
         trials = qs.shape[0]
         match = EnhancedSquaredL2(self.groups, eps)
         objective = Objective(simulator=self.simulator, match=match)
         target = {"observed": match.target(self.observed, qs, trials)}
-        schedule = Schedule((Block(("x",), Adam(lr), iterations),))
+        schedule = Schedule((Block(("x",), Adam(lr), iterations, hooks=(snapshots,) if snapshots else ()),))
         result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
                      progress=progress, description=description)
         xs = result.final["x"].detach() if answer == "final" else result.best["x"]
@@ -109,18 +110,23 @@ class AWA(KnownLabelsFedAvg):
                   problem.replication == "interpolation" else None, "layers": groups.layers,
                   "layer_counts": {k: groups.count(k) for k in ("conv", "bn", "fc")}}
         dtype, device = observation.model.dtype, observation.model.device
+        artefacts: dict = {}
         if s.bo_trials:
             x0 = initial_variables(observation, 2, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
-            trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, mode, progress)
+            trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, mode, progress,
+                                                                              artefacts)
             extras["bo"] = bo
             q_used = bo["q_star"]
         else:
             x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
+            snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
             result, trials, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress,
-                                               f"awa {s.preset} ({mode})", s.answer)
+                                               f"awa {s.preset} ({mode})", s.answer, snapshots)
+            if snapshots:
+                artefacts["trajectory"] = snapshots.record(s.restarts)
             history, seconds, steps, diverged = result.trace, result.seconds, result.steps, result.diverged
             q_used = dict(zip(Q_NAMES, s.q))
             mode = result.mode
@@ -130,7 +136,7 @@ class AWA(KnownLabelsFedAvg):
         labels = observation.labels.to(device).expand(trials.shape[0], -1)
         return Reconstruction(attack=self.name, preset=s.preset, trials=trials, loss=f, history=history,
                               diverged=diverged, seconds=seconds, steps=steps, initial=self._starts(x0, len(trials)),
-                              labels=labels, label_rule="known", mode=mode, extras=extras)
+                              labels=labels, label_rule="known", mode=mode, extras=extras, artefacts=artefacts)
 
     def _starts(self, x0: torch.Tensor, trials: int) -> torch.Tensor:
         """Each trial's dummy start: x0 itself, or with BO x0[0] for every BO trial and x0[1] for the re-run."""
@@ -138,8 +144,9 @@ class AWA(KnownLabelsFedAvg):
             return x0
         return torch.cat([x0[:1].expand(trials - 1, *x0.shape[1:]), x0[1:]])
 
-    def _optimise(self, problem: _Problem, x0: torch.Tensor, seed: int, mode: str, progress: bool):
-        """BO over Q: every trial starts from x0[0]; then the re-run with Q* from x0[1]."""
+    def _optimise(self, problem: _Problem, x0: torch.Tensor, seed: int, mode: str, progress: bool, artefacts: dict):
+        """BO over Q: every trial starts from x0[0]; then the re-run with Q* from x0[1] (the one run whose
+        trajectory is recorded, into `artefacts`)."""
         s = self.settings
         iterations = s.bo_iterations or s.iterations
         kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
@@ -156,8 +163,11 @@ class AWA(KnownLabelsFedAvg):
 
         trace = bayes_optimise(evaluate, trials=s.bo_trials, random=s.random_trials, box=Q_BOX, names=Q_NAMES, seed=seed)
         q_star = torch.tensor([trace.best_params], dtype=x0.dtype, device=x0.device)
+        snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
         result, xs, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress,
-                                       f"awa {s.preset} Q*", s.answer)
+                                       f"awa {s.preset} Q*", s.answer, snapshots)
+        if snapshots:
+            artefacts["trajectory"] = snapshots.record(1, first=len(kept))
         seconds += result.seconds
         kept.append((xs[0], f[0], result.trace["match"][:, 0], result.diverged[0]))
         xs, fs, curves, diverged = zip(*kept)

@@ -17,6 +17,7 @@ import torch
 from scipy.stats import rankdata
 from matplotlib.figure import Figure
 
+from attacks.hfl import trajectory
 from attacks.hfl.awa.interpolation import epoch_problem, plan_replication
 
 __all__ = ["upload_diagnostics", "evaluation", "save_figures", "interpolation_errors", "bo_scores"]
@@ -76,11 +77,14 @@ def bo_scores(bo: dict, per_trial: list[dict]) -> dict[str, Any]:
 def evaluation(reconstruction, metrics: dict, truth=None) -> dict[str, Any]:
     """metrics.json additions after scoring (the spec's `evaluate` hook)."""
     bo = reconstruction.extras.get("bo")
-    return {"bo_scores": bo_scores(bo, metrics["per_trial"])} if bo else {}
+    return {**({"bo_scores": bo_scores(bo, metrics["per_trial"])} if bo else {}),
+            **trajectory.evaluation(reconstruction, metrics, truth)}
 
 
 def save_figures(run, outcome) -> None:
-    """AWA with BO: bo_curve.png, f(Q) per trial and its running minimum (the paper's Fig. 1)."""
+    """trajectory.png when recorded; with BO bo_curve.png, f(Q) per trial and its running minimum (the
+    paper's Fig. 1)."""
+    trajectory.save_figure(run, outcome)
     bo = outcome.reconstruction.extras.get("bo")
     if not bo:
         return

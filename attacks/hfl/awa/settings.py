@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
+from attacks.hfl.trajectory import trajectory_option
 from attacks.settings import AttackSettings
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional
@@ -73,6 +74,7 @@ class AWASettings(AttackSettings):
     """Dummy start: uniform (x ~ U(0, 1), the pixel range) or normal (x ~ N(0, 1), as DLG and IG)."""
     answer: str = option("best", "best or final: each run's lowest-loss iterate (the lab's convention) or its "
                          "last one, where f(Q) is then taken too (Algorithm 2; awa.paper).", choice(ANSWERS))
+    trajectory: int = trajectory_option()
     eps: float = 1e-12
     """Guard of the enhancement's relative errors against a zero target mean or variance."""
 
