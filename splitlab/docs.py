@@ -1,5 +1,5 @@
-"""The generated pages of `docs/`: one page per attack, the presets, the metrics.json schema, written from the
-registry and the schema so they cannot drift from the code.
+"""The generated pages of `docs/`: one page per attack, the presets, the metrics.json schema and the claims,
+written from the registry, the schema and the claims ledger so they cannot drift from the code.
 
     python -m splitlab.docs            # write them
     python -m splitlab.docs --check    # exit 1 and name the stale pages (what the test suite runs)
@@ -116,7 +116,10 @@ def metrics_page() -> str:
 def pages() -> dict[str, str]:
     """Relative path under docs/ -> text, for every generated page."""
     specs = [registry.spec(name) for table in registry.BUILTIN.values() for name in table]    # the lab's own
-    out = {"attacks.md": index_page(specs), "presets.md": presets_page(specs), "metrics.md": metrics_page()}
+    from splitlab.claims.page import claims_page
+
+    out = {"attacks.md": index_page(specs), "presets.md": presets_page(specs), "metrics.md": metrics_page(),
+           "claims.md": claims_page()}
     out |= {f"attacks/{s.name}.md": attack_page(s) for s in specs}
     return out
 

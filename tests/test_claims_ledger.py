@@ -315,3 +315,52 @@ def test_boolean_flags_read_from_results_csv_count_as_one_and_zero():
     assert rule([{"matched_by_check.lemma1-sgd": "True"}]).verdict == "reproduced"
     assert math.isclose(rule([{"matched_by_check.lemma1-sgd": True}]).values["mean"], 1.0)
     assert rule([{"matched_by_check.lemma1-sgd": "False"}]).verdict == "contradicted"
+
+
+# --- the command ------------------------------------------------------------------------------------------------------
+
+def _claims(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "splitlab", "claims", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, timeout=120)
+
+
+def test_the_scoreboard_counts_every_claim_from_the_shipped_results_without_torch():
+    import json
+    import subprocess
+    import sys
+
+    record = json.loads(_claims("--json").stdout)
+    assert sum(sum(c.values()) for c in record["counts"].values()) == len(LEDGER) == len(record["claims"])
+    shipped_sweeps = {name for name, meta in record["results"].items() if meta is not None}
+    for row in record["claims"]:
+        if row["measure"] and row["measure"]["sweep"] in shipped_sweeps:
+            assert row["verdict"] != "not attempted" or row["reason"], row["id"]
+    probe = subprocess.run([sys.executable, "-c", "import sys; from splitlab.claims.cli import claims_command; "
+                            "from splitlab.claims import scoreboard; list(scoreboard()); print('torch' in sys.modules)"],
+                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    assert probe.stdout.strip() == "False", probe.stderr
+
+
+def test_deviations_are_listed_per_paper_and_bad_input_is_one_line():
+    import json
+
+    found = json.loads(_claims("--deviations", "--json").stdout)["deviations"]
+    assert set(found) == set(PAPERS) and all(found.values())
+    whats = {p: {d["what"] for d in rows} for p, rows in found.items()}
+    assert "alignment accuracy" in whats["tgias"] and "GGL's generator" in whats["bounds"]
+    assert {d["source"] for d in found["fedleak"]} >= {"fedleak", "invgrad", "idlg", "gi"}
+    for args in (("--paper", "nope"), ("--deviations", "--run", "jast")):
+        bad = _claims(*args)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_shipping_refuses_an_unfinished_sweep(tmp_path):
+    from splitlab.claims.results import rows, ship
+    from vfl.errors import SplitlabError
+
+    (tmp_path / "results.csv").write_text("cell,name,status,seed,psnr\na,s0,ok,0,12\nb,s1,failed,1,\n")
+    with pytest.raises(SplitlabError, match="every cell must be ok"):
+        ship(tmp_path, "x", root=tmp_path / "out")
+    assert rows("x", root=tmp_path / "out") is None

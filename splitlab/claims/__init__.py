@@ -15,13 +15,14 @@ from splitlab.claims import awa, bounds, fedleak, jast, tgias
 from splitlab.claims.model import Claim, Verdict
 from splitlab.claims.results import rows
 
-__all__ = ["PAPERS", "LEDGER", "PAPER_PRESETS", "scoreboard", "claims_for", "judge"]
+__all__ = ["PAPERS", "MODULES", "LEDGER", "PAPER_PRESETS", "scoreboard", "claims_for", "judge"]
 
-_MODULES = (jast, fedleak, awa, tgias, bounds)
-PAPERS = {m.PAPER: m.CITATION for m in _MODULES}
+MODULES = {m.PAPER: m for m in (jast, fedleak, awa, tgias, bounds)}
+"""paper key -> its module (CLAIMS, PAPER_PRESETS, ATTACKS)."""
+PAPERS = {key: m.CITATION for key, m in MODULES.items()}
 """paper key -> citation."""
-LEDGER: tuple[Claim, ...] = tuple(c for m in _MODULES for c in m.CLAIMS)
-PAPER_PRESETS = {name: values for m in _MODULES for name, values in m.PAPER_PRESETS.items()}
+LEDGER: tuple[Claim, ...] = tuple(c for m in MODULES.values() for c in m.CLAIMS)
+PAPER_PRESETS = {name: values for m in MODULES.values() for name, values in m.PAPER_PRESETS.items()}
 """`*.paper` preset -> the paper's values of its settings fields."""
 
 

@@ -9,6 +9,8 @@ use a ConvNet on mnist5k (or 3x32x32 photographs) with Table III's case-4 Q and 
 from splitlab.claims.model import AtLeast, Beats, Claim, Measure, Select, Trend
 
 PAPER = "awa"
+ATTACKS = ("awa", "agic")
+"""The attacks whose declared deviations belong with this paper's claims (its own and the baselines it runs)."""
 CITATION = ("Song, Wang, Zuazua. Approximate and Weighted Data Reconstruction Attack in Federated Learning. "
             "arXiv 2308.06822, 2023.")
 

@@ -10,6 +10,8 @@ bounds of DLG, iDLG, InvGrad and GGL off figures on MNIST, FMNIST and CIFAR-10 (
 from splitlab.claims.model import AtLeast, Claim, Measure, Select, Trend
 
 PAPER = "bounds"
+ATTACKS = ()
+"""The attacks whose declared deviations belong with this paper's claims (its own and the baselines it runs)."""
 CITATION = ("Theoretically Understanding Data Reconstruction Leakage in Federated Learning. Anonymous ICLR 2024 "
             "submission (later arXiv 2408.12119).")
 

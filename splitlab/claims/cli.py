@@ -51,6 +51,27 @@ def _show(record: dict, console: Console) -> None:
     console.print(table)
 
 
+def _deviations(paper: Optional[str], as_json: bool) -> None:
+    from splitlab.claims.deviations import declared
+
+    papers = [paper] if paper in PAPERS else [c.paper for c in claims_for(paper)[:1]] if paper else list(PAPERS)
+    found = {p: declared(p) for p in papers}
+    if as_json:
+        sys.stdout.write(json.dumps({"command": "claims", "deviations": {
+            p: [{"source": src, "what": d.what, "paper": d.paper, "lab": d.lab, "why": d.why,
+                 "presets": list(d.presets)} for src, d in rows] for p, rows in found.items()}}) + "\n")
+        return
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for p, rows in found.items():
+        table = Table(title=f"{PAPERS[p]}: declared deviations", show_lines=True)
+        for column in ("source", "what", "paper", "lab", "why", "presets"):
+            table.add_column(column, overflow="fold")
+        for src, d in rows:
+            table.add_row(src, d.what, d.paper, d.lab, d.why, ", ".join(d.presets) or "all")
+        console.print(table)
+    typer.echo(f"{sum(len(r) for r in found.values())} declared deviations; per attack in docs/attacks/")
+
+
 def _rerun(selector: str, out: Optional[Path], executor: str, concurrency: Optional[int]):
     """Run the sweeps behind the chosen claims (resumable) and return a results reader over them."""
     from splitlab.cli import app
@@ -82,11 +103,17 @@ def claims_command(
                                        "runs/claims/<id or paper>)."),
     executor: str = typer.Option("ray", "--executor", help="With --run: ray (a private local instance) or local."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="With --run: cells at once."),
+    deviations: bool = typer.Option(False, "--deviations", help="List how the lab departs from the papers "
+                                    "instead (model, setting, metric, protocol), as each attack declares it."),
     as_json: bool = typer.Option(False, "--json", help="Print the result record as one JSON object on stdout."),
 ) -> None:
     """How much of each paper the lab reproduces: every headline claim with the paper's numbers beside the lab's
     and a verdict computed from measured runs."""
     try:
+        if deviations:
+            if run is not None:
+                raise SplitlabError("--deviations lists declarations; it runs nothing (drop --run)")
+            return _deviations(paper, as_json)
         if run is not None:
             pairs = list(scoreboard(run, _rerun(run, out, executor, concurrency)))
         else:

@@ -9,6 +9,8 @@ reduced scale are reported as partly at best.
 from splitlab.claims.model import AtLeast, AtMost, Beats, Claim, Measure, Select, Trend
 
 PAPER = "fedleak"
+ATTACKS = ("fedleak", "invgrad", "idlg", "gi")
+"""The attacks whose declared deviations belong with this paper's claims (its own and the baselines it runs)."""
 CITATION = ("Fan, Wang, Chen, Zhou. Boosting Gradient Leakage Attacks: Data Reconstruction in Realistic FL "
             "Settings. USENIX Security 2025.")
 

@@ -8,6 +8,8 @@ exactly (`splitlab theory`): a check's `matched_by_check` flag says it held (or 
 from splitlab.claims.model import AtLeast, AtMost, Beats, Claim, Measure, Select, Trend
 
 PAPER = "jast"
+ATTACKS = ("unsplit", "fsha")
+"""The attacks whose declared deviations belong with this paper's claims (its own and the baselines it runs)."""
 CITATION = ("Semenov, Zmushko, Pichugin, Beznosikov. Just a Simple Transformation is Enough for Data Protection "
             "in Vertical Federated Learning. arXiv 2412.11689, 2024.")
 
@@ -50,8 +52,9 @@ CLAIMS: list[Claim] = [
           "Against the MLP client the attack fits the cut-layer activations almost exactly (it recovers some "
           "XU, not X).",
           "MSE Z 3e-8 for the MLP client on MNIST (4e-5 on F-MNIST); the final clone fit",
-          Measure("jast-table1", AtMost(MLP, "activation_mse", 3e-8),
-                  "activation_mse (the final clone fit, MSE Z) of the MLP client, mean over seeds"),
+          Measure("jast-table1", AtMost(MLP, "activation_mse", 3e-8, share=0.1),
+                  "activation_mse (the final clone fit, MSE Z) of the MLP client, mean over seeds; an optimiser's "
+                  "residual, so within a factor 10 of the paper's is partly"),
           reduced=MNIST5K),
     Claim("jast.tab1.mlp-fits-better", PAPER, "Table 1",
           "The dense client's activations are fitted far more closely than the CNN client's, although its "

@@ -9,6 +9,8 @@ LeNet on mnist5k at batch 4 and 8 with 400-1,000 L-BFGS iterations per copy, bot
 from splitlab.claims.model import AtLeast, AtMost, Beats, Claim, Measure, Select, Trend
 
 PAPER = "tgias"
+ATTACKS = ("tgias-ro",)
+"""The attacks whose declared deviations belong with this paper's claims (its own and the baselines it runs)."""
 CITATION = ("Li, Gu, Chen, Li, Wu, Ruan, Si, Fan. Temporal Gradient Inversion Attacks with Robust Optimization. "
             "IEEE journal-style preprint.")
 
