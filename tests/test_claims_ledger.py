@@ -187,10 +187,11 @@ def _good(value: float, below: bool) -> float:
     return value * 0.5 if below else value * 1.25
 
 
-def _bad(value: float, below: bool) -> float:
+def _bad(value: float, below: bool, share: float) -> float:
+    """Beyond the rule's partly band (`share` of the paper's value) by a factor 2."""
     if value == 0:
         return 1.0 if below else -1.0
-    return value * 2.0 if below else value * 0.5
+    return value / share * 2.0 if below else value * share * 0.5
 
 
 def synthetic(claim: Claim, agree: bool) -> list[dict]:
@@ -213,7 +214,7 @@ def synthetic(claim: Claim, agree: bool) -> list[dict]:
         return [{**rule.select.where, rule.x: x, "seed": s, rule.metric: direction * i + 0.01 * s}
                 for i, x in enumerate(xs) for s in SEEDS]
     if isinstance(rule, AtLeast):
-        value = (_good if agree else _bad)(rule.value, rule.below)
+        value = _good(rule.value, rule.below) if agree else _bad(rule.value, rule.below, rule.share)
         return [{**rule.select.where, "seed": s, rule.metric: value} for s in SEEDS]
     if isinstance(rule, Matches):
         value = rule.value + (0.5 if agree else 3.0) * rule.tolerance
