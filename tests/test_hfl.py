@@ -1,5 +1,6 @@
 """HFL: observations and the threat-model contract, defences, label recovery, DLG / iDLG / Inverting
 Gradients through the engine, batched == sequential trials, divergence, models."""
+import copy
 import dataclasses
 import importlib
 import json
@@ -19,8 +20,8 @@ from attacks.hfl.fedleak import FedLeak
 from attacks.hfl.invgrad import InvertingGradients
 from attacks.hfl.labels import count_labels, idlg_labels
 from attacks.metrics import label_accuracy, score
-from attacks.hfl.observations import (FedSGDObservation, check_requirements, observe_fedavg, observe_fedsgd,
-                                      observe_rounds)
+from attacks.hfl.observations import (FedSGDObservation, RoundLog, check_requirements, observe_fedavg,
+                                      observe_fedsgd)
 from vfl.errors import SplitlabError
 from vfl.models import describe_hfl
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, final_linear
@@ -114,6 +115,18 @@ def test_fedavg_update_is_local_sgd_with_reshuffling(mnist, lenet):
     assert not torch.allclose(a.update[0], b.update[0])                 # the order of mini-batches matters
 
 
+def observe_rounds(model, x, y, *, rounds: int, lr: float, arch: str) -> RoundLog:
+    """One client's FedSGD uploads while a single-client FedSGD loop trains: theta_{t+1} = theta_t - lr g_t."""
+    log, network = [], copy.deepcopy(model)
+    for _ in range(rounds):
+        obs = observe_fedsgd(network, x, y, arch=arch)
+        log.append(obs)
+        with torch.no_grad():
+            for (_, p), g in zip(network.named_parameters(), obs.gradient):
+                p -= lr * g
+    return RoundLog(tuple(log))
+
+
 def test_round_log_follows_the_global_model(mnist, lenet):
     log = observe_rounds(lenet, mnist.images[:1], mnist.labels[:1], rounds=3, lr=0.5, arch="lenet")
     assert len(log.rounds) == 3 and "rounds" in log.provides
@@ -170,7 +183,7 @@ def test_defence_specs_parse_and_round_trip(spec, expected):
 
 @pytest.mark.parametrize("spec,message", [
     ("blur", "unknown defence"), ("gaussian", "needs option sigma"), ("gaussian:sigma=-1", "sigma >= 0"),
-    ("topk:keep=2", "0 < keep <= 1"), ("quant:bits=1", "2 <= bits"), ("quant:bits=x", "not an integer"),
+    ("topk:keep=2", "0 < keep <= 1"), ("quant:bits=0", "1 <= bits"), ("quant:bits=x", "not an integer"),
     ("topk:ratio=0.1", "takes keep")])
 def test_bad_defence_specs_are_refused_naming_the_fix(spec, message):
     with pytest.raises(SplitlabError, match=message):

@@ -2,7 +2,7 @@
 
 - `observations`: typed, read-only records of what the server sees (FedSGD gradient, FedAvg update,
   a log of (weights, gradient) over rounds) and the client simulator that produces them
-  (`observe_fedsgd`, `observe_fedavg`, `observe_rounds`); attacks declare what they need and
+  (`observe_fedsgd`, `observe_fedavg`; TGIAs-RO builds its round log from a training trace); attacks declare what they need and
   `check_requirements` refuses observations that lack it.
 - `defences`: what the client does to its upload (Gaussian noise with clipping, top-k
   sparsification, quantisation), parsed from specs such as `gaussian:sigma=1e-3,clip=4`.

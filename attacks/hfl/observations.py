@@ -34,7 +34,7 @@ from vfl.errors import SplitlabError
 from vfl.models.hfl import final_linear
 
 __all__ = ["CAPABILITIES", "ModelView", "FedSGDObservation", "FedAvgObservation", "RoundLog", "Observation",
-           "check_requirements", "UploadAttack", "upload_needs", "observe_fedsgd", "observe_fedavg", "observe_rounds", "local_sgd"]
+           "check_requirements", "UploadAttack", "upload_needs", "observe_fedsgd", "observe_fedavg", "local_sgd"]
 
 CAPABILITIES = {
     "weights": "the model's weights",
@@ -289,22 +289,3 @@ def observe_fedavg(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: fl
                              batch_size=len(y), local_lr=lr, local_epochs=epochs, local_batch_size=batch_size,
                              defence=defence.spec, labels=y.detach().clone() if reveal_labels else None,
                              epoch_params=tuple(MappingProxyType(p) for p in trajectory))
-
-
-def observe_rounds(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, rounds: int, lr: float,
-                   arch: str = "custom", defence: Defence = NoDefence(),
-                   generator: torch.Generator | None = None, reveal_labels: bool = False) -> RoundLog:
-    """The same client's FedSGD uploads over `rounds` rounds of a single-client FedSGD training loop:
-    round t uploads g_t at the global weights theta_t, and the server sets theta_{t+1} = theta_t - lr g_t
-    (with the defended g_t, as the server would)."""
-    if rounds < 1:
-        raise SplitlabError("a round log needs at least one round")
-    view = _view(model, arch, x)
-    log = []
-    for _ in range(rounds):
-        obs = observe_fedsgd(view.network, x, y, arch=arch, defence=defence, generator=generator,
-                             reveal_labels=reveal_labels)
-        log.append(obs)
-        params = {k: v - lr * g for (k, v), g in zip(view.params.items(), obs.gradient)}
-        view = view.with_params(params)
-    return RoundLog(tuple(log))
