@@ -448,3 +448,13 @@ def test_the_theory_page_names_every_bounds_option():
     page = (Path(__file__).resolve().parents[1] / "docs" / "theory.md").read_text()
     missing = [flag_of(f, o) for f, o in options_of(BoundsConfig) if f"`{flag_of(f, o)}" not in page]
     assert missing == []
+
+
+def test_a_sweep_tells_the_default_on_switch_from_a_switch_turned_off(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('command = "bounds"\n[axes]\nno-trends = [true, false]\n')
+    result = runner.invoke(app, ["sweep", str(grid), "--dry-run", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    grid.write_text('command = "bounds"\n[axes]\ntrends = [true, false]\n')
+    result = runner.invoke(app, ["sweep", str(grid), "--dry-run", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "write no-trends = true" in result.output

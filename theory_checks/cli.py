@@ -1,6 +1,7 @@
 """The `splitlab theory` command."""
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import asdict
 from typing import Any, List, Optional
@@ -16,6 +17,7 @@ from theory_checks.convergence import example1_figure, example1_runs
 from theory_checks.suite import CHECKS, one_intra_op_thread, parse_dtype, run_checks, select_checks
 from vfl.cli_options import RunOptions, command_from, parameters, run_options, shared_parameters, values, with_run_options
 from vfl.cli_output import emit, handles_errors, table
+from vfl.options import options_of
 from vfl.runs import Run
 
 EXAMPLE1 = "example1-adam-rotation"
@@ -170,7 +172,22 @@ def _bounds(given: dict[str, Any]) -> None:
         raise typer.Exit(1)
 
 
-bounds = command_from(_bounds, [parameters(BoundsConfig), shared_parameters(RUN_KEYS)], name="bounds",
+def _switches_at_their_defaults(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """A generated --on/--off pair is None unless given (so a preset's value stands); `bounds` has no presets,
+    so each pair takes its declared default: the help shows it and a sweep can tell `no-trends = false`
+    (the default, on) from a switch turned off."""
+    fields = {f.name: (f, o) for f, o in options_of(BoundsConfig)}
+    out = []
+    for p in params:
+        field, opt = fields[p.name]
+        if opt.check is None and "/" in (opt.flag or ""):
+            p = p.replace(default=typer.Option(field.default, opt.flag, help=opt.help), annotation=bool)
+        out.append(p)
+    return out
+
+
+bounds = command_from(_bounds, [_switches_at_their_defaults(parameters(BoundsConfig)), shared_parameters(RUN_KEYS)],
+                      name="bounds",
                       doc="Theorem 1's reconstruction-error bound per attack and round against the attacks' mean and "
                           "best-of-inits errors, with L_R from an unrolled surrogate; exit 1 if a mean error exceeds "
                           "its bound or the FedAvg rate check fails, 2 on bad input.")
