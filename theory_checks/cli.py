@@ -15,7 +15,8 @@ from theory_checks.bounds.figures import figure as bounds_figure
 from theory_checks.bounds.figures import trends_figure
 from theory_checks.convergence import example1_figure, example1_runs
 from theory_checks.suite import CHECKS, one_intra_op_thread, parse_dtype, run_checks, select_checks
-from vfl.cli_options import RunOptions, command_from, parameters, run_options, shared_parameters, values, with_run_options
+from vfl.cli_options import (RunOptions, command_from, parameters, run_options, shared_parameters, values,
+                             with_run_options)
 from vfl.cli_output import emit, handles_errors, table
 from vfl.options import options_of
 from vfl.runs import Run
