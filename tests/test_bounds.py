@@ -459,3 +459,20 @@ def test_a_sweep_tells_the_default_on_switch_from_a_switch_turned_off(tmp_path):
     grid.write_text('command = "bounds"\n[axes]\ntrends = [true, false]\n')
     result = runner.invoke(app, ["sweep", str(grid), "--dry-run", "--out", str(tmp_path / "b")])
     assert result.exit_code == 2 and "write no-trends = true" in result.output
+
+
+@pytest.mark.parametrize("name", ["bounds-surrogate", "bounds-trends", "bounds-batch"])
+@pytest.mark.parametrize("paper", [False, True])
+def test_every_cell_of_the_bounds_sweeps_passes_the_configs_own_rules(name, paper):
+    """The sweep's dry run parses each cell; the cross-field rules (samples per device, batch) run only when
+    the config is built, so build them all."""
+    from splitlab.sweep_file import load_sweep
+
+    cells = load_sweep(paper=name, paper_size=paper).cells()
+    for cell in cells:
+        given = {("mu_rule" if k == "mu" else k.removeprefix("no-").replace("-", "_")):
+                 (False if k.startswith("no-") else v) for k, v in cell.options}
+        BoundsConfig(**given)
+    assert len(cells) == {("bounds-surrogate", False): 5, ("bounds-surrogate", True): 10,
+                          ("bounds-trends", False): 60, ("bounds-trends", True): 120,
+                          ("bounds-batch", False): 15, ("bounds-batch", True): 50}[name, paper]
