@@ -471,7 +471,7 @@ def test_every_cell_of_the_bounds_sweeps_passes_the_configs_own_rules(name, pape
     cells = load_sweep(paper=name, paper_size=paper).cells()
     for cell in cells:
         given = {("mu_rule" if k == "mu" else k.removeprefix("no-").replace("-", "_")):
-                 (False if k.startswith("no-") else v) for k, v in cell.options}
+                 ((not v) if k.startswith("no-") else v) for k, v in cell.options}
         BoundsConfig(**given)
     assert len(cells) == {("bounds-surrogate", False): 5, ("bounds-surrogate", True): 10,
                           ("bounds-trends", False): 60, ("bounds-trends", True): 120,
