@@ -1,22 +1,29 @@
 """Reconstruction-error bounds (seed paper 003): constants, FedAvg rate, Lipschitz machinery, attacks, CLI."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
 from splitlab.cli import app
-from theory_checks.bounds.attacks import AttackSettings, attack
+from splitlab.sweep_report import flatten
+from theory_checks.bounds.attacks import AttackRun, AttackSettings, attack, matched
 from theory_checks.bounds.constants import heterogeneity
-from theory_checks.bounds.experiment import BoundsConfig, convergence, curvature, fl_setting, kendall_tau
+from theory_checks.bounds.experiment import (BoundsConfig, convergence, curvature, eval_rounds, fit_pairs, fl_setting,
+                                             kendall_tau, measure, monotone, ordering_flags, surrogate_fit)
+from theory_checks.bounds.figures import batch_figure, trends_figure
 from theory_checks.bounds.fedavg import schedule_gamma, split_evenly, step_sizes
 from theory_checks.bounds.lipschitz import Node, autolip, chain, power_iteration, spectral_norm
 from theory_checks.bounds.logreg import LogReg, load_digits, newton
-from theory_checks.bounds.surrogate import checkpoints, fit, ridge_fit
+from theory_checks.bounds.surrogate import checkpoints, fit, ridge_fit, surrogate_input
 from theory_checks.suite import CHECKS, one_intra_op_thread, run_checks
+from vfl.errors import SplitlabError
+from vfl.options import flag_of, options_of
 
 runner = CliRunner()
 SMALL = BoundsConfig(devices=5, rounds=20, seeds=4, participation=3, sensitivity=False, trends=False)
@@ -227,7 +234,8 @@ def test_cli_bounds_writes_metrics_and_figure_and_prints_json(tmp_path):
         assert row["mean"] <= row["bound"] and row["best"] <= row["mean"]
         assert row["bound/d"] == pytest.approx(row["bound"] / 64)
     assert metrics["config"]["surrogate_input"] == "w,g,x0"
-    assert {t["axis"] for t in metrics["trends"]} == {"E", "N", "T"}
+    assert set(metrics["trends"]) == {"E", "N", "T"}
+    assert (out / "trends.png").stat().st_size > 10_000
     assert all("tau_mean" in o and "by_bound" in o for o in metrics["orderings"])
 
 
@@ -249,3 +257,222 @@ def test_cli_bounds_refuses_bad_input_before_the_run_directory(tmp_path, args, m
     assert result.exit_code == 2
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
+
+
+# --- the surrogate as the paper fits it: 1,000 pairs, no ridge ------------------------------------------------------
+
+def test_the_default_fit_is_1000_pairs_by_plain_least_squares():
+    config = BoundsConfig()
+    assert config.ridge == 0.0 and config.fit_pairs == 1000
+    trials = (len(eval_rounds(config.rounds)) + 1) * config.batches * config.inits     # 8 models x 100 x 10
+    chosen = fit_pairs(trials, config.fit_pairs, config.seed)
+    assert trials == 8000 and len(chosen) == 1000 == len(set(chosen.tolist()))
+    assert bool((chosen[1:] > chosen[:-1]).all()) and int(chosen.max()) < trials
+    assert fit_pairs(trials, 0, 0) is None and fit_pairs(500, 1000, 0) is None          # every trial
+    assert not torch.equal(chosen, fit_pairs(trials, 1000, 1))                          # the seed draws them
+
+
+def _fake_run(P=3, M=4, R=5, d=64, steps=(5, 10), seed=0) -> AttackRun:
+    iterates = torch.rand(len(steps), P, M, R, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    start = torch.randn(M, R, d, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
+    return AttackRun("dlg", steps, iterates, iterates[-1], start, torch.zeros(P, M, R), None, 0.0)
+
+
+def test_the_surrogate_is_fitted_on_the_chosen_pairs_only_and_scored_on_the_rest():
+    run, weights = _fake_run(), gaussian(3, 64, seed=20)
+    grads = gaussian(3, 4, 64, seed=21)
+    pairs = fit_pairs(60, 40, 0)
+    got = surrogate_fit(run, weights, grads, kind="w,x0", ridge=0.0, layers=2, feed="fitted", steps=10, L_g=1.0,
+                        pairs=pairs)
+    z0, blocks = surrogate_input("w,x0", weights, grads, run.start)
+    targets = run.iterates.flatten(1, 3)
+    net = fit(z0[pairs], targets[:, pairs], blocks, ridge=0.0)
+    error = (net(z0) - targets[-1]).square().sum(-1)
+    rest = torch.ones(60, dtype=torch.bool)
+    rest[pairs] = False
+    assert got["fit_pairs"] == 40 and got["full"] == pytest.approx(net.lipschitz(L_g=1.0)["full"], rel=1e-12)
+    assert got["fit_mse"] == pytest.approx(float(error[pairs].mean()), rel=1e-12)
+    assert got["fit_mse_heldout"] == pytest.approx(float(error[rest].mean()), rel=1e-12)
+    every = surrogate_fit(run, weights, grads, kind="w,x0", ridge=0.0, layers=2, feed="fitted", steps=10, L_g=1.0)
+    assert every["fit_pairs"] == 60 and every["fit_mse_heldout"] is None
+
+
+def test_the_ridge_shrinks_L_R_so_the_unregularised_fit_has_the_larger_constant():
+    run, weights, grads = _fake_run(seed=3), gaussian(3, 64, seed=22), gaussian(3, 4, 64, seed=23)
+    lip = {r: surrogate_fit(run, weights, grads, kind="w,x0", ridge=r, layers=2, feed="fitted", steps=10,
+                            L_g=1.0)["full"] for r in (0.0, 1e-2)}
+    assert lip[0.0] > lip[1e-2]
+
+
+# --- options declared once -------------------------------------------------------------------------------------
+
+OLD_FLAGS = {"--surrogate-input", "--ridge", "--layers", "--rounds", "--devices", "--local-steps", "--seeds",
+             "--participation", "--samples", "--inits", "--attack-steps", "--lr", "--ggl-clip", "--attacks",
+             "--lipschitz", "--feed", "--gamma-rule", "--mu", "--init-mean", "--init-std", "--model", "--digits",
+             "--sensitivity", "--trends", "--seed"}
+OPTIONS = [(f.name, flag_of(f, o), o.check.refused) for f, o in options_of(BoundsConfig) if o.check is not None]
+
+
+def test_the_command_keeps_its_flags_and_adds_fit_pairs_and_batch():
+    flags = {flag_of(f, o) for f, o in options_of(BoundsConfig)}
+    assert flags == OLD_FLAGS | {"--fit-pairs", "--batch"}
+    result = runner.invoke(app, ["bounds", "--help"])
+    assert result.exit_code == 0
+    assert all(flag in result.output for flag in flags | {"--no-sensitivity", "--no-trends", "--out", "--json"})
+
+
+@pytest.mark.parametrize("name, flag, refused", OPTIONS, ids=[o[1] for o in OPTIONS])
+def test_every_generated_option_refuses_its_out_of_range_value_in_one_line(tmp_path, name, flag, refused):
+    assert refused is not None, f"{flag} declares no refused value"
+    with pytest.raises(SplitlabError, match=flag):
+        BoundsConfig(**{name: refused})
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["bounds", flag, str(refused), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert flag in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_cross_field_rules_and_the_old_defaults_through_options(tmp_path):
+    old = BoundsConfig(samples=40, ridge=1e-2, fit_pairs=0)
+    assert (old.samples, old.ridge, old.fit_pairs, old.digits, old.attacks) == \
+        (40, 1e-2, 0, (0, 1), ("dlg", "idlg", "invgrad", "ggl"))
+    assert BoundsConfig(digits="0,1,2", model="softmax").digits == (0, 1, 2)
+    for bad, flag in (({"batch": 8, "samples": 4}, "--batch"), ({"layers": 30, "attack_steps": 20}, "--layers"),
+                      ({"devices": 400}, "--devices"), ({"digits": (0, 1, 2)}, "--digits")):
+        with pytest.raises(SplitlabError, match=flag):
+            BoundsConfig(**bad)
+    with pytest.raises(SplitlabError, match="--samples"):
+        dataclasses.replace(BoundsConfig(), samples=361)
+
+
+# --- batches ----------------------------------------------------------------------------------------------------
+
+def test_matching_finds_the_slot_order_and_scores_per_image():
+    truth = torch.rand(2, 3, 64, generator=torch.Generator().manual_seed(5), dtype=torch.float64)   # M = 2, B = 3
+    order = torch.tensor([2, 0, 1])
+    final = truth[:, order][None, :, None].repeat(1, 1, 2, 1, 1)                                   # P = 1, R = 2
+    final[0, 1, 1, 0] += 0.5                                                                         # one slot off
+    errors, slots = matched(final, truth)
+    assert errors.shape == (1, 2, 2) and slots.shape == (1, 2, 2, 3)
+    assert torch.equal(slots[0, 0, 0], order) and float(errors[0, 0].max()) == 0.0
+    assert float(errors[0, 1, 1]) == pytest.approx(64 * 0.25 / 3)                                   # per image
+    single, _ = matched(final[..., :1, :], truth[:, :1])
+    assert torch.allclose(single, (final[..., 0, :] - truth[None, :, None, 0]).square().sum(-1))
+
+
+def test_batch_attacks_reconstruct_b_images_from_one_averaged_gradient(small):
+    x, y = small.fed.all_x[:8].view(4, 2, 1, 8, 8), small.fed.all_y[:8].view(4, 2)
+    weights = torch.stack([small.full.after_round(1)[0], small.full_constants.w_star])
+    runs = {name: attack(name, small.model, weights, x, y, inits=2, settings=AttackSettings(steps=30), record=(30,))
+            for name in ("dlg", "idlg", "ggl")}
+    for name, run in runs.items():
+        assert run.final.shape == (2, 4, 2, 2 * 64) and run.errors.shape == (2, 4, 2) and run.batch == 2
+        assert run.start.shape == (4, 2, 2 * 64) and run.iterates.shape == (1, 2, 4, 2, 2 * 64)
+        per_slot = (run.final.unflatten(-1, (2, 64)) - x.flatten(2)[None, :, None]).square().sum(-1).mean(-1)
+        assert bool((run.errors <= per_slot + 1e-12).all())                  # matching never does worse
+    assert runs["idlg"].labels == "given" and runs["idlg"].label_accuracy is None
+    assert runs["dlg"].labels == "optimised" and 0.0 <= runs["dlg"].label_accuracy <= 1.0
+
+
+@pytest.fixture(scope="module")
+def tiny_batch():
+    with one_intra_op_thread():
+        config = BoundsConfig(batch=2, samples=8, inits=2, attack_steps=20, layers=5, rounds=5, devices=5, seeds=2,
+                              ridge=1e-2, sensitivity=False, trends=False)
+        return config, measure(config)
+
+
+def test_the_batch_bound_is_per_image_and_holds_on_a_tiny_setting(tiny_batch):
+    config, metrics = tiny_batch
+    c = fl_setting(config, partial=False).full_constants
+    assert metrics["config"]["batches"] == 4 and metrics["config"]["trials_per_attack"] == 4 * 4 * 2
+    for row in metrics["rows"]:
+        a = metrics["attacks"][row["attack"]]
+        assert row["bound"] == pytest.approx(2 * a["err_w_star"] + a["L_R"] ** 2 / 2 * c.phi(row["round"]), rel=1e-9)
+        assert row["best"] <= row["mean"] <= row["bound"]
+    assert metrics["all_mean_below_bound"] and "batch_labels" in metrics["deviations"]
+    assert metrics["attacks"]["idlg"]["labels"] == "given"
+
+
+def test_batch_figure_draws_bounds_past_the_log_axis_range(tiny_batch):
+    _, metrics = tiny_batch
+    huge = json.loads(json.dumps(metrics))
+    huge["config"]["batch"] = 4
+    huge["attacks"]["ggl"]["bound_T"] = 7e300
+    fig = batch_figure({2: metrics, 4: huge})
+    fig.savefig(__import__("io").BytesIO(), format="png")
+    assert len(fig.axes) == 2
+
+
+# --- orderings and trends as flat keys -------------------------------------------------------------------------
+
+def test_ordering_flags_read_the_papers_claims_at_T():
+    rows = [{"attack": n, "round": 100, "bound": b, "mean": m, "best": e} for n, b, m, e in
+            (("dlg", 40.0, 6.0, 0.3), ("idlg", 30.0, 0.2, 0.03), ("invgrad", 35.0, 4.0, 3.9), ("ggl", 3.0, 1.8, 0.9))]
+    flags = ordering_flags(rows, 100)
+    assert flags["bound"]["idlg_below_dlg"] and flags["bound"]["ggl_smallest"] and not flags["bound"]["paper_order"]
+    assert flags["bound"]["invgrad_below_dlg"] and not flags["bound"]["invgrad_below_idlg"]
+    assert not flags["error"]["ggl_smallest"] and flags["error"]["idlg_below_dlg"]
+    assert flags["gap"]["bound_above_mean"] and flags["gap"]["bound_over_best"]["ggl"] == pytest.approx(3 / 0.9)
+    assert flags["gap"]["ggl_tightest"] and flags["tau_mean"] == pytest.approx(kendall_tau([40, 30, 35, 3],
+                                                                                          [6, 0.2, 4, 1.8]))
+    two = ordering_flags(rows[:2], 100)
+    assert two["bound"]["ggl_smallest"] is None and two["bound"]["paper_order"] is None
+    assert monotone([1, 2, 3], "increasing") and not monotone([1, 3, 2], "increasing")
+    assert monotone([3, 2, 1], "decreasing")
+
+
+def test_trends_and_orderings_are_scalar_keys_for_results_csv_and_draw(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, TINY + ["--trends", "--attacks", "dlg,idlg", "--json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    flat = flatten(metrics)
+    for key in ("trends.E.2.bound_T.dlg", "trends.N.20.phi_T", "trends.T.25.bound_T.idlg", "trends.E.increasing",
+                "trends.T.decreasing", "ordering.bound.idlg_below_dlg", "ordering.error.idlg_below_dlg",
+                "ordering.mean_error.idlg_below_dlg", "ordering.tau_mean", "attacks.dlg.fit_mse",
+                "attacks.dlg.paper_fit_mse", "attacks.dlg.L_R_full", "attacks.dlg.bound_T",
+                "attacks.dlg.mean_error_T", "attacks.idlg.fit_pairs", "idlg_below_dlg_by_bound"):
+        assert key in flat, key
+    assert flat["attacks.dlg.paper_fit_mse"] == 1.22 and flat["ordering.bound.ggl_smallest"] is None
+    phi = [metrics["trends"]["E"][str(v)]["phi_T"] for v in metrics["trends"]["E"]["values"]]
+    assert metrics["trends"]["E"]["phi_increasing"] == (phi == sorted(phi) and len(set(phi)) == len(phi))
+    # every trial is fitted: (rounds 1, 2, 5 and w*) x 3 samples x 2 starts, fewer than 1,000
+    assert flat["attacks.idlg.fit_pairs"] == metrics["config"]["fit_pairs_used"] == 4 * 3 * 2
+    assert (out / "trends.png").stat().st_size > 10_000
+    fig = trends_figure(metrics)
+    assert len(fig.axes) == 6                                            # three panels and their Phi axes
+
+
+def test_the_theory_page_names_every_bounds_option():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "theory.md").read_text()
+    missing = [flag_of(f, o) for f, o in options_of(BoundsConfig) if f"`{flag_of(f, o)}" not in page]
+    assert missing == []
+
+
+def test_a_sweep_tells_the_default_on_switch_from_a_switch_turned_off(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text('command = "bounds"\n[axes]\nno-trends = [true, false]\n')
+    result = runner.invoke(app, ["sweep", str(grid), "--dry-run", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    grid.write_text('command = "bounds"\n[axes]\ntrends = [true, false]\n')
+    result = runner.invoke(app, ["sweep", str(grid), "--dry-run", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "write no-trends = true" in result.output
+
+
+@pytest.mark.parametrize("name", ["bounds-surrogate", "bounds-trends", "bounds-batch"])
+@pytest.mark.parametrize("paper", [False, True])
+def test_every_cell_of_the_bounds_sweeps_passes_the_configs_own_rules(name, paper):
+    """The sweep's dry run parses each cell; the cross-field rules (samples per device, batch) run only when
+    the config is built, so build them all."""
+    from splitlab.sweep_file import load_sweep
+
+    cells = load_sweep(paper=name, paper_size=paper).cells()
+    for cell in cells:
+        given = {("mu_rule" if k == "mu" else k.removeprefix("no-").replace("-", "_")):
+                 ((not v) if k.startswith("no-") else v) for k, v in cell.options}
+        BoundsConfig(**given)
+    assert len(cells) == {("bounds-surrogate", False): 5, ("bounds-surrogate", True): 10,
+                          ("bounds-trends", False): 60, ("bounds-trends", True): 120,
+                          ("bounds-batch", False): 15, ("bounds-batch", True): 50}[name, paper]

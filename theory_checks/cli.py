@@ -1,26 +1,25 @@
 """The `splitlab theory` command."""
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import asdict
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
 
-from theory_checks.bounds.attacks import ATTACKS, AttackSettings
-from theory_checks.bounds.experiment import BoundsConfig, measure
-from theory_checks.bounds.experiment import figure as bounds_figure
-from theory_checks.bounds.fedavg import GAMMA_RULES, MU_RULES
-from theory_checks.bounds.logreg import KINDS, load_digits
-from theory_checks.bounds.surrogate import FEEDS, INPUTS
+from theory_checks.bounds.config import BoundsConfig
+from theory_checks.bounds.experiment import measure
+from theory_checks.bounds.figures import figure as bounds_figure
+from theory_checks.bounds.figures import trends_figure
 from theory_checks.convergence import example1_figure, example1_runs
 from theory_checks.suite import CHECKS, one_intra_op_thread, parse_dtype, run_checks, select_checks
-from vfl.cli_options import RunOptions, with_run_options
+from vfl.cli_options import (RunOptions, command_from, parameters, run_options, shared_parameters, values,
+                             with_run_options)
 from vfl.cli_output import emit, handles_errors, table
-from vfl.errors import SplitlabError
+from vfl.options import options_of
 from vfl.runs import Run
-from vfl.validate import check_choice, check_int, check_number
 
 EXAMPLE1 = "example1-adam-rotation"
 COLUMNS = ["check", "claim", "measured", "tolerance", "expected", "verdict", "matched"]
@@ -74,136 +73,69 @@ def theory(
 
 ROW_COLUMNS = ["attack", "round", "bound", "bound_by_step", "mean", "best", "bound/d", "L_R"]
 ORDER_COLUMNS = ["round", "by_bound", "by_mean", "by_best", "tau_mean", "tau_best"]
-ATTACK_COLUMNS = ["attack", "L_R_full", "L_R_w", "fit_mse", "err_w_star", "label_accuracy", "ratio_pairs", "ratio_max",
-                  "C2_pass", "C2_worst"]
+FIT_COLUMNS = ["attack", "pairs", "fit_mse", "per_pixel", "heldout", "paper_fit_mse", "paper_per_pixel", "L_R_full",
+               "L_R_w"]
+ATTACK_COLUMNS = ["attack", "err_w_star", "labels", "label_accuracy", "ratio_pairs", "ratio_max", "C2_pass",
+                  "C2_worst"]
+FLAG_COLUMNS = ["by", "order", "iDLG<DLG", "GGL smallest", "InvGrad<iDLG", "InvGrad<DLG", "GGL<InvGrad<=iDLG<=DLG"]
 SENSITIVITY_COLUMNS = ["ridge", "input", "layers", "L_R_full", "L_R_w", "C2_pass", "iDLG<DLG", "any<d", "min_bound/d"]
 TREND_COLUMNS = ["axis", "value", "phi_1", "phi_T", "phi_T_by_step", "B", "Gamma", "bounds_T"]
+RUN_KEYS = ("out", "overwrite", "as_json")
 
 
-def _words(option: str, text: str, choices) -> tuple[str, ...]:
-    words = tuple(w.strip() for w in text.split(",") if w.strip())
-    if not words or len(set(words)) != len(words):
-        raise SplitlabError(f"{option} needs distinct comma-separated names, got {text!r}")
-    for word in words:
-        check_choice(option, word, choices)
-    return words
+def _per_attack(values: dict, fmt: str = ".3g") -> str:
+    return " ".join(f"{n} {v:{fmt}}" if v is not None else f"{n} -" for n, v in values.items())
 
 
-def _digits(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise SplitlabError(f"--digits needs comma-separated digits, got {text!r}") from None
-
-
-@with_run_options("out", "overwrite", "as_json")
-def bounds(
-    surrogate_input: str = typer.Option("w,x0", "--surrogate-input", help="The unrolled surrogate's input: "
-                                        "w,x0 (the paper) or w,g,x0 (with the observed gradient)."),
-    ridge: float = typer.Option(1e-2, "--ridge", help="Ridge of each layer's least-squares fit (0: none, "
-                                "the minimum-norm solution)."),
-    layers: int = typer.Option(20, "--layers", help="H, the surrogate's layers (<= --attack-steps)."),
-    rounds: int = typer.Option(100, "--rounds", help="T, FedAvg communication rounds."),
-    devices: int = typer.Option(10, "--devices", help="N, devices (the data are split evenly)."),
-    local_steps: int = typer.Option(2, "--local-steps", help="E, local SGD steps per round."),
-    seeds: int = typer.Option(10, "--seeds", help="FedAvg seeds for the constants and the convergence check."),
-    participation: int = typer.Option(5, "--participation", help="K, devices drawn with replacement per round "
-                                      "for Theorem 2's check."),
-    samples: int = typer.Option(40, "--samples", help="Attacked training samples."),
-    inits: int = typer.Option(10, "--inits", help="Random starts per sample (mean and best-of over them)."),
-    attack_steps: int = typer.Option(200, "--attack-steps", help="I, GD iterations of every attack."),
-    lr: float = typer.Option(0.5, "--lr", help="GD step size of dlg and idlg."),
-    ggl_clip: float = typer.Option(1.0, "--ggl-clip", help="S of GGL's clipping defence g / max(1, ||g|| / S), "
-                                   "its own setting in the paper (0: off)."),
-    attacks: str = typer.Option(",".join(ATTACKS), "--attacks", help="Attacks, comma-separated: "
-                                + ", ".join(ATTACKS) + " (ggl: PCA-linear decoder, a deviation)."),
-    lipschitz: str = typer.Option("full", "--lipschitz", help="L_R in the bound: full (prod over all of M_1, "
-                                  "the paper) or w (the w-block only)."),
-    feed: str = typer.Option("fitted", "--feed", help="Each layer's fitting input: fitted (greedy) or true "
-                             "(the previous true iterate)."),
-    gamma_rule: str = typer.Option("theorem", "--gamma-rule", help="theorem: max(8L/mu, E); proof: that - 1."),
-    mu_rule: str = typer.Option("paper", "--mu", help="paper: mu = lam; tight: mu = 2 lam."),
-    init_mean: float = typer.Option(0.0, "--init-mean", help="Mean of the attacks' Gaussian init."),
-    init_std: float = typer.Option(1.0, "--init-std", help="Standard deviation of the attacks' Gaussian init."),
-    model: str = typer.Option("binary", "--model", help="binary (the paper's) or softmax LogReg."),
-    digits: str = typer.Option("0,1", "--digits", help="The digits of scikit-learn's digits data to use."),
-    sensitivity: bool = typer.Option(True, "--sensitivity/--no-sensitivity", help="L_R over ridge x input x H."),
-    trends: bool = typer.Option(True, "--trends/--no-trends", help="The bound's trends in E, N and T."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the data split, FedAvg and the attacks' inits."),
-    opts: RunOptions = RunOptions(),
-) -> None:
-    """Theorem 1's reconstruction-error bound per attack and round against the attacks' mean and best-of-inits
-    errors, with L_R from an unrolled surrogate; exit 1 if a mean error exceeds its bound or the FedAvg rate
-    check fails, 2 on bad input."""
-    check_choice("--surrogate-input", surrogate_input, INPUTS)
-    check_number("--ridge", ridge, low=0.0, high=1e6)
-    check_int("--attack-steps", attack_steps, low=1, high=100_000)
-    check_int("--layers", layers, low=1, high=attack_steps)
-    check_int("--rounds", rounds, low=1, high=10_000)
-    check_int("--devices", devices, low=1, high=1000)
-    check_int("--local-steps", local_steps, low=1, high=1000)
-    check_int("--seeds", seeds, low=1, high=1000)
-    check_int("--participation", participation, low=1, high=10_000)
-    check_int("--samples", samples, low=1, high=100_000)
-    check_int("--inits", inits, low=1, high=1000)
-    check_number("--lr", lr, low=0.0, low_open=True, high=1e6)
-    check_number("--ggl-clip", ggl_clip, low=0.0, high=1e6)
-    check_number("--init-mean", init_mean, low=-1e3, high=1e3)
-    check_number("--init-std", init_std, low=0.0, low_open=True, high=1e3)
-    check_int("--seed", seed, low=0)
-    check_choice("--lipschitz", lipschitz, ("full", "w"))
-    check_choice("--feed", feed, FEEDS)
-    check_choice("--gamma-rule", gamma_rule, GAMMA_RULES)
-    check_choice("--mu", mu_rule, MU_RULES)
-    check_choice("--model", model, KINDS)
-    chosen = _words("--attacks", attacks, ATTACKS)
-    digit_tuple = _digits(digits)
-    if model == "binary" and len(digit_tuple) != 2:
-        raise SplitlabError(f"--model binary needs two --digits, got {digits!r}")
-    config = BoundsConfig(model=model, digits=digit_tuple, devices=devices, local_steps=local_steps, rounds=rounds,
-                          seeds=seeds, participation=participation, samples=samples, inits=inits,
-                          surrogate_input=surrogate_input, ridge=ridge, layers=layers, feed=feed, lipschitz=lipschitz,
-                          gamma_rule=gamma_rule, mu_rule=mu_rule, attacks=chosen,
-                          attack=AttackSettings(steps=attack_steps, lr={**AttackSettings().lr, "dlg": lr, "idlg": lr},
-                                         init=(init_mean, init_std), ggl_clip=ggl_clip),
-                          sensitivity=sensitivity, trends=trends, seed=seed)
-    available = len(load_digits(digit_tuple).labels)        # bad digits fail here, before the run directory
-    check_int("--devices", devices, low=1, high=available)
-    check_int("--samples", samples, low=1, high=available // devices * devices)
-    run = Run.create("bounds", asdict(config), opts.out, overwrite=opts.overwrite)
-    with one_intra_op_thread():
-        metrics = measure(config)
-        path = run.save_figure("bounds.png", bounds_figure(metrics))
-    run.write_metrics(metrics)
-    ok = metrics["all_mean_below_bound"] and metrics["convergence"]["full"]["holds"] \
-        and metrics["convergence"]["partial"]["holds"]
-    run.log(f"bounds: {len(metrics['rows'])} rows, every mean <= bound: {metrics['all_mean_below_bound']}, "
-            f"{metrics['seconds']['total']:.1f} s")
-
-    def summary(console: Console) -> None:
-        c, d = metrics["constants"], metrics["config"]["d"]
-        console.print(table(f"Theorem 1 bound vs attack error (||.||^2 over d = {d}; bound by round t = r, "
-                            f"by step t = rE + 1; L_R = {lipschitz})", metrics["rows"], ROW_COLUMNS))
+def _summary(metrics: dict, run: Run, figures: list[str]):
+    """The human summary of a bounds run (the same numbers as metrics.json)."""
+    def show(console: Console) -> None:
+        config, c = metrics["config"], metrics["constants"]
+        d, B = config["d"], config["batch"]
+        units = "||.||^2 over d = 64" if B == 1 else f"||.||^2 / B per image, B = {B}, d = 64"
+        console.print(table(f"Theorem 1 bound vs attack error ({units}; bound by round t = r, by step t = rE + 1; "
+                            f"L_R = {config['lipschitz']})", metrics["rows"], ROW_COLUMNS))
         console.print(table("Orderings (Kendall tau of bound vs mean / best)", metrics["orderings"], ORDER_COLUMNS))
-        console.print(table("Attacks (L_R of the surrogate; empirical ||R(w_a) - R(w_b)|| / ||w_a - w_b||; C2: share "
-                            "of rounds with mean ||R(w_t) - R(w*)||^2 <= L_R^2 ||w_t - w*||^2, and the worst ratio)",
+        console.print(table(
+            f"Surrogate fit (training error on {config['fit_pairs_used']} of {config['trials_per_attack']} "
+            f"(input, iterate) pairs, ridge {config['ridge']:g}, input {config['surrogate_input']}, H "
+            f"{config['layers']}): ||N(z) - x'_I||^2 per image over 64 pixels, the paper's over MNIST's 784",
+            [{"attack": n, "pairs": a["fit_pairs"], "fit_mse": a["fit_mse"], "per_pixel": a["fit_mse_per_pixel"],
+              "heldout": a["fit_mse_heldout"], "paper_fit_mse": a["paper_fit_mse"],
+              "paper_per_pixel": a["paper_fit_mse_per_pixel"], "L_R_full": a["L_R_full"], "L_R_w": a["L_R_w"]}
+             for n, a in metrics["attacks"].items()], FIT_COLUMNS))
+        console.print(table("Attacks (empirical ||R(w_a) - R(w_b)|| / ||w_a - w_b||; C2: share of rounds with mean "
+                            "||R(w_t) - R(w*)||^2 <= L_R^2 ||w_t - w*||^2, and the worst ratio)",
                             [{"attack": n, **a, "ratio_pairs": f"{a['empirical_ratio']['pair_mean_min']:.3g}-"
                               f"{a['empirical_ratio']['pair_mean_max']:.3g}",
+                              "label_accuracy": a["label_accuracy"] if a["label_accuracy"] is not None else "-",
                               "ratio_max": a["empirical_ratio"]["trial_max"],
                               "C2_pass": a["lipschitz_step"]["pass_rate"],
                               "C2_worst": a["lipschitz_step"]["worst_ratio"]}
                              for n, a in metrics["attacks"].items()], ATTACK_COLUMNS))
+        flags = metrics["ordering"]
+        console.print(table(f"The paper's ordering claims at T = {config['eval_rounds'][-1]} (by bound: C2, C3, C5; "
+                            "by best error: C1; by mean error: C13)",
+                            [{"by": by, "order": f["order"], "iDLG<DLG": f["idlg_below_dlg"],
+                              "GGL smallest": f["ggl_smallest"], "InvGrad<iDLG": f["invgrad_below_idlg"],
+                              "InvGrad<DLG": f["invgrad_below_dlg"], "GGL<InvGrad<=iDLG<=DLG": f["paper_order"]}
+                             for by, f in ((k, flags[k]) for k in ("bound", "error", "mean_error"))], FLAG_COLUMNS))
+        console.print(f"bound / best error at T: {_per_attack(flags['gap']['bound_over_best'])}; every GD attack's "
+                      f"bound above its mean error (C4): {flags['gap']['bound_above_mean']}; GGL's the tightest (C5): "
+                      f"{flags['gap']['ggl_tightest']}; tau(bound, mean) {flags['tau_mean']:.3g}, tau(bound, best) "
+                      f"{flags['tau_best']:.3g}")
         if "sensitivity" in metrics:
             console.print(table("L_R sensitivity (bounds at round T)", [
-                {**s, "L_R_full": " ".join(f"{n} {v:.3g}" for n, v in s["L_R_full"].items()),
-                 "L_R_w": " ".join(f"{n} {v:.3g}" for n, v in s["L_R_w"].items()),
-                 "C2_pass": " ".join(f"{n} {v:.2g}" for n, v in s["C2_pass"].items()),
-                 "iDLG<DLG": s["idlg_below_dlg"], "any<d": s["any_below_d"]} for s in metrics["sensitivity"]],
-                SENSITIVITY_COLUMNS))
+                {**s, "L_R_full": _per_attack(s["L_R_full"]), "L_R_w": _per_attack(s["L_R_w"]),
+                 "C2_pass": _per_attack(s["C2_pass"], ".2g"), "iDLG<DLG": s["idlg_below_dlg"],
+                 "any<d": s["any_below_d"]} for s in metrics["sensitivity"]], SENSITIVITY_COLUMNS))
         if "trends" in metrics:
-            console.print(table("Trends (Phi = bound per unit L_R^2; bounds at round T with each attack's L_R)", [
-                {**t, "bounds_T": " ".join(f"{n} {v:.3g}" for n, v in t["bound_T"].items())}
-                for t in metrics["trends"]], TREND_COLUMNS))
+            rows = [{"axis": axis, "value": v, **per[str(v)], "bounds_T": _per_attack(per[str(v)]["bound_T"])}
+                    for axis, per in metrics["trends"].items() for v in per["values"]]
+            said = "; ".join(f"{axis} {d_}: {per[d_]}" for axis, per in metrics["trends"].items()
+                             for d_ in ("increasing", "decreasing") if d_ in per)
+            console.print(table(f"Trends (Phi = bound per unit L_R^2; bounds at round T with each attack's L_R; the "
+                                f"paper's direction holds for every attack: {said})", rows, TREND_COLUMNS))
         full, part = metrics["convergence"]["full"], metrics["convergence"]["partial"]
         console.print(f"L = {c['L']:.4g} (exact lambda_max {c['L_exact']['trajectory']['lambda_max_min']:.3g}-"
                       f"{c['L_exact']['trajectory']['lambda_max']:.3g} along FedAvg), mu = {c['mu']:.3g} "
@@ -213,16 +145,53 @@ def bounds(
                       f"Delta_1 = {c['delta1']:.3g}; Phi(1) = {c['phi_1']:.4g}, Phi(T) = {c['phi_T']:.4g} "
                       f"({c['phi_T_by_step']:.4g} by step)")
         console.print(f"mean ||w_t - w*||^2 <= v/(gamma+t) at every step: full {full['holds']} (min slack "
-                      f"{full['min_slack']:.3g}), partial K = {participation} {part['holds']} (min slack "
+                      f"{full['min_slack']:.3g}), partial K = {config['participation']} {part['holds']} (min slack "
                       f"{part['min_slack']:.3g})")
         console.print(f"every mean error <= its bound: {metrics['all_mean_below_bound']}; any bound below d = {d}: "
                       f"{metrics['any_bound_below_d']}; iDLG < DLG by bound at T: "
                       f"{metrics['idlg_below_dlg_by_bound']}; {metrics['seconds']['total']:.1f} s; "
-                      f"run directory {run.path}; figure {path}")
+                      f"run directory {run.path}; figures {', '.join(figures)}")
+    return show
 
-    emit(run.record(metrics, figures=[str(path)]), opts.as_json, summary)
+
+def _bounds(given: dict[str, Any]) -> None:
+    opts = run_options({k: given[k] for k in RUN_KEYS if k in given})
+    config = BoundsConfig(**values(BoundsConfig, given))       # every check runs here, before the run directory
+    run = Run.create("bounds", {**asdict(config), "attack": asdict(config.attack)}, opts.out, overwrite=opts.overwrite)
+    with one_intra_op_thread():
+        metrics = measure(config)
+        figures = [str(run.save_figure("bounds.png", bounds_figure(metrics)))]
+        if "trends" in metrics:
+            figures.append(str(run.save_figure("trends.png", trends_figure(metrics))))
+    run.write_metrics(metrics)
+    ok = metrics["all_mean_below_bound"] and metrics["convergence"]["full"]["holds"] \
+        and metrics["convergence"]["partial"]["holds"]
+    run.log(f"bounds: {len(metrics['rows'])} rows, every mean <= bound: {metrics['all_mean_below_bound']}, "
+            f"{metrics['seconds']['total']:.1f} s")
+    emit(run.record(metrics, figures=figures), opts.as_json, _summary(metrics, run, figures))
     if not ok:
         raise typer.Exit(1)
+
+
+def _switches_at_their_defaults(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """A generated --on/--off pair is None unless given (so a preset's value stands); `bounds` has no presets,
+    so each pair takes its declared default: the help shows it and a sweep can tell `no-trends = false`
+    (the default, on) from a switch turned off."""
+    fields = {f.name: (f, o) for f, o in options_of(BoundsConfig)}
+    out = []
+    for p in params:
+        field, opt = fields[p.name]
+        if opt.check is None and "/" in (opt.flag or ""):
+            p = p.replace(default=typer.Option(field.default, opt.flag, help=opt.help), annotation=bool)
+        out.append(p)
+    return out
+
+
+bounds = command_from(_bounds, [_switches_at_their_defaults(parameters(BoundsConfig)), shared_parameters(RUN_KEYS)],
+                      name="bounds",
+                      doc="Theorem 1's reconstruction-error bound per attack and round against the attacks' mean and "
+                          "best-of-inits errors, with L_R from an unrolled surrogate; exit 1 if a mean error exceeds "
+                          "its bound or the FedAvg rate check fails, 2 on bad input.")
 
 
 def register(app: typer.Typer) -> None:

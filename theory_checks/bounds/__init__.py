@@ -8,7 +8,10 @@
 - `fedavg`: FedAvg with single-sample local SGD at eta_t = 2 / (mu (gamma + t)), full or partial participation.
 - `constants`: L, mu (paper formulas and exact eigenvalues), sigma_k, G, Gamma, B, C, Delta_1, v and the bound.
 - `lipschitz`: power iteration (Alg. 3), spectral norms, AutoLip over a graph (Alg. 2, Lemma 1).
-- `attacks`: DLG, iDLG, Inverting Gradients and GGL (PCA-linear decoder) as Alg. 4 through the engine.
+- `attacks`: DLG, iDLG, Inverting Gradients and GGL (PCA-linear decoder) as Alg. 4 through the engine, on single
+  images or batches.
 - `surrogate`: the unrolled affine+clip network fitted greedily by least squares, and its L_R.
-- `experiment`: the whole measurement behind `splitlab bounds`; `checks`: the component checks in `CHECKS`.
+- `config`: `BoundsConfig`, every option of `splitlab bounds` declared once (the command is generated from it).
+- `experiment`: the whole measurement behind `splitlab bounds`; `figures`: bounds.png, trends.png, batch.png;
+  `checks`: the component checks in `CHECKS`.
 """

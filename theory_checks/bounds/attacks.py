@@ -19,6 +19,14 @@ the init N(init_mean, init_std^2) (Alg. 4's N(0, 1) by default; Fig. 1 uses N(1,
 rather than Alg. 4's max(., 0) (Alg. 1's; both are 1-Lipschitz), step sizes, I and the TV and latent weights (§4: not given).
 Trials are (weights, sample, init) triples run together by `attacks.engine.run`; the same inits are used
 at every weight vector, so R(w_a) - R(w_b) compares one init.
+
+Batches (the paper's App. C.2): a trial's target is B images whose per-sample gradients the client averages
+(the mean of the regularised per-sample gradients, 2 lam w included once). The sign rule cannot count the
+labels of a binary batch (sum_i (g - 2 lam w)_i mixes both classes), so idlg, invgrad and ggl are given the
+batch's labels, slot by slot (what Yin et al.'s rule returns when it is right); dlg optimises B soft labels.
+A batch is recovered up to the order of its slots: each trial's error is that of the best assignment of
+reconstructed slots to true images (Hungarian), per image, ||X - P X'||^2 / B (the permutation is an
+isometry, so Theorem 1 holds for the matched error as for the raw one).
 """
 from __future__ import annotations
 
@@ -137,42 +145,75 @@ class Snapshots(Hook):
 
 @dataclass(frozen=True)
 class AttackRun:
-    """One attack at P weight vectors, M samples, R inits; images flattened to d.
-    `iterates` (len(steps), P, M, R, d) at `steps`; `final` (P, M, R, d) = x'_I; `start` (M, R, d) = x'_0
-    (GGL: G(z'_0)); `errors` (P, M, R) = ||x - x'_I||^2."""
+    """One attack at P weight vectors, M samples (or batches of B), R inits; a sample's B images flattened
+    to one vector of B d. `iterates` (len(steps), P, M, R, B d) at `steps`; `final` (P, M, R, B d) = x'_I;
+    `start` (M, R, B d) = x'_0 (GGL: G(z'_0)); `errors` (P, M, R) per image, ||X - P X'_I||^2 / B with the
+    best slot assignment P (the identity for B = 1)."""
     attack: str
     steps: tuple[int, ...]
     iterates: torch.Tensor
     final: torch.Tensor
     start: torch.Tensor
     errors: torch.Tensor
-    label_accuracy: float
-    """Share of trials with the right label: the sign rule's (idlg, invgrad, ggl), argmax l'_I (dlg)."""
+    label_accuracy: float | None
+    """Share of trials (slots) with the right label: the sign rule's (idlg, invgrad, ggl, B = 1), argmax l'_I
+    (dlg); None where the labels were given (B > 1)."""
     seconds: float
+    batch: int = 1
+    labels: str = "sign rule"
+    """Where the labels came from: sign rule, given (B > 1) or optimised (dlg)."""
+
+
+def as_batches(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Single samples x (M, C, H, W), y (M,) as batches of one; batches x (M, B, C, H, W), y (M, B) as they are."""
+    return (x, y) if y.dim() == 2 else (x.unsqueeze(1), y.unsqueeze(1))
 
 
 def observe(model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The true gradients g_{w}(x_m, y_m) for every weight vector and sample: (P, M, p)."""
-    return model.sample_grads(weights[:, None], x.flatten(1)[None], y[None])
+    """The uploaded gradients for every weight vector and sample (or batch): g_w(x_m, y_m), or the mean of
+    g_w over the batch's images; (P, M, p)."""
+    x, y = as_batches(x, y)
+    return model.sample_grads(weights[:, None, None], x.flatten(2)[None], y[None]).mean(2)
+
+
+def matched(final: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(errors, slots): per trial the squared error per image under the best assignment of the B reconstructed
+    slots to the B true images, and which image each slot was assigned. final (P, M, R, B, d), truth (M, B, d);
+    errors (P, M, R), slots (P, M, R, B)."""
+    B = truth.shape[1]
+    cost = (final[..., :, None, :] - truth[None, :, None, None]).square().sum(-1)      # (P, M, R, slot, image)
+    if B == 1:
+        return cost[..., 0, 0], torch.zeros(cost.shape[:-1], dtype=torch.long)
+    from scipy.optimize import linear_sum_assignment
+
+    flat = cost.flatten(0, 2)
+    slots = torch.stack([torch.as_tensor(linear_sum_assignment(c.numpy())[1]) for c in flat])
+    errors = flat.gather(2, slots[..., None])[..., 0].sum(-1) / B
+    return errors.view(cost.shape[:3]), slots.view(cost.shape[:4])
 
 
 def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, inits: int,
            settings: AttackSettings = AttackSettings(), record: Sequence[int] = (), seed: int = 0) -> AttackRun:
-    """Run `name` on the gradients of samples x (M, 1, 8, 8), labels y (M,) at weights (P, p), from `inits`
-    starts per sample (the same starts at every weight vector), recording iterates after `record` steps."""
+    """Run `name` on the gradients of samples x (M, 1, 8, 8), labels y (M,), or of batches x (M, B, 1, 8, 8),
+    y (M, B), at weights (P, p), from `inits` starts per sample (the same starts at every weight vector),
+    recording iterates after `record` steps."""
     if name not in ATTACKS:
         raise SplitlabError(f"unknown attack {name!r}; choose one of: {', '.join(ATTACKS)}")
     s = settings
-    P, M, R = weights.shape[0], x.shape[0], inits
-    image = tuple(x.shape[1:])
+    x, y = as_batches(x, y)
+    P, M, R, B = weights.shape[0], x.shape[0], inits, x.shape[1]
+    image = tuple(x.shape[2:])
     observed = observe(model, weights, x, y)                                   # (P, M, p)
     gen = generator(seed)
-    x0 = s.init[0] + s.init[1] * torch.randn(M, R, 1, *image, generator=gen, dtype=DTYPE)
-    logits0 = torch.randn(M, R, 1, model.classes, generator=gen, dtype=DTYPE)
+    x0 = s.init[0] + s.init[1] * torch.randn(M, R, B, *image, generator=gen, dtype=DTYPE)
+    logits0 = torch.randn(M, R, B, model.classes, generator=gen, dtype=DTYPE)
     k, latent_weight = s.latent
-    z0 = torch.randn(M, R, 1, k, generator=gen, dtype=DTYPE)
-    labels = model.idlg_label(weights[:, None], observed)                       # (P, M)
-    accuracy = float((labels == y[None]).double().mean())
+    z0 = torch.randn(M, R, B, k, generator=gen, dtype=DTYPE)
+    if B == 1:
+        labels = model.idlg_label(weights[:, None], observed)[..., None]      # (P, M, 1)
+        accuracy, source = float((labels == y[None]).double().mean()), "sign rule"
+    else:
+        labels, accuracy, source = y[None].expand(P, M, B), None, "given"
 
     def trials(t: torch.Tensor) -> torch.Tensor:                               # (P, M, ...) -> (P*M*R, ...)
         return t[:, :, None].expand(P, M, R, *t.shape[2:]).flatten(0, 2)
@@ -201,7 +242,7 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
         update = tuple(variables)
         hooks = (ClampFirst(0.0, 1.0), snapshots)
     if name != "dlg":
-        context["labels"] = trials(labels[..., None])
+        context["labels"] = trials(labels)
     target = {"observed": [trials(observed)], "context": context}
     result = run(objective, variables, target, Schedule((Block(update, SGD(s.lr[name]), s.steps, hooks=hooks),)),
                  per_trial_target=True, keep=update, progress=False, description=f"bounds {name}")
@@ -215,8 +256,9 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
     steps = tuple(sorted(snapshots.taken))
     iterates = torch.stack([pixels(snapshots.taken[k]) for k in steps]) if steps else final.new_zeros(0, *final.shape)
     start = decoder(z0).reshape(M, R, -1) if name == "ggl" else x0.reshape(M, R, -1)
-    errors = (final - x.flatten(1)[None, :, None]).square().sum(-1)
-    if name == "dlg":                                                          # the label DLG found
-        found = result.final["label_logits"].argmax(-1).view(P, M, R)
-        accuracy = float((found == y[None, :, None]).double().mean())
-    return AttackRun(name, steps, iterates, final, start, errors, accuracy, result.seconds)
+    errors, slots = matched(final.unflatten(-1, (B, -1)), x.flatten(2))
+    if name == "dlg":                                                          # the labels DLG found, slot by slot
+        found = result.final["label_logits"].argmax(-1).view(P, M, R, B)
+        truth = y[None, :, None].expand(P, M, R, B).gather(3, slots)
+        accuracy, source = float((found == truth).double().mean()), "optimised"
+    return AttackRun(name, steps, iterates, final, start, errors, accuracy, result.seconds, B, source)

@@ -54,8 +54,9 @@ class Constants:
         return 2 * self.rate(t)
 
     def bound(self, err_star: float, lipschitz: float, t: float) -> float:
-        """Eq. 5 (Eq. 6 when `participation` is set): 2 err(w*) + L_R^2 Phi(t)."""
-        return 2 * err_star + lipschitz ** 2 * float(self.phi(t))
+        """Eq. 5 (Eq. 6 when `participation` is set): 2 err(w*) + L_R^2 Phi(t) (inf past float range: an
+        unregularised surrogate's L_R can be 1e100 and more, and float ** 2 would raise)."""
+        return 2 * err_star + lipschitz * lipschitz * float(self.phi(t))
 
     def as_dict(self) -> dict:
         return {"L": self.L, "mu": self.mu, "gamma": self.gamma, "E": self.local_steps, "K": self.participation,
