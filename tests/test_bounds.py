@@ -391,7 +391,7 @@ def test_the_batch_bound_is_per_image_and_holds_on_a_tiny_setting(tiny_batch):
         a = metrics["attacks"][row["attack"]]
         assert row["bound"] == pytest.approx(2 * a["err_w_star"] + a["L_R"] ** 2 / 2 * c.phi(row["round"]), rel=1e-9)
         assert row["best"] <= row["mean"] <= row["bound"]
-    assert metrics["all_mean_below_bound"] and "batch_labels" in metrics["deviations"]
+    assert metrics["all_mean_below_bound"] and "batch labels" in metrics["deviations"]
     assert metrics["attacks"]["idlg"]["labels"] == "given"
 
 

@@ -26,6 +26,7 @@ import torch
 from theory_checks.bounds.attacks import ATTACKS, AttackRun, attack, observe
 from theory_checks.bounds.config import BoundsConfig
 from theory_checks.bounds.constants import Constants, constants
+from theory_checks.bounds.deviations import DEVIATIONS
 from theory_checks.bounds.fedavg import (Federation, Trajectory, fedavg, schedule_gamma, split_evenly, step_sizes)
 from theory_checks.bounds.logreg import LogReg, load_digits
 from theory_checks.bounds.surrogate import checkpoints, fit, surrogate_input
@@ -393,15 +394,13 @@ def measure(config: BoundsConfig) -> dict:
 
 
 def deviations(config: BoundsConfig) -> dict:
-    """What this run does differently from the paper, in words (recorded with the numbers)."""
-    out = {"w_star": "Newton's method on the centralised loss (to ||grad|| <= 1e-12), not FedAvg run until the loss "
-                     "changes by <= 1e-5",
-           "data": f"scikit-learn's 8x8 digits {list(config.digits)} (d = 64), not MNIST, FMNIST or CIFAR-10",
-           "surrogate": "each layer fitted in closed form by least squares (greedy), not trained by gradient steps"}
+    """What this run does differently from the paper, in words (recorded with the numbers): the declared
+    deviations (`theory_checks.bounds.deviations`) and what this run's options add."""
+    out = {d.what: f"{d.lab} (the paper: {d.paper})" for d in DEVIATIONS}
+    out["data"] = f"digits {list(config.digits)}: " + out["data"]
     if "ggl" in config.attacks:
-        out["ggl"] = ("PCA-linear decoder (top-16 components of all digits) instead of a pretrained GAN; "
-                      + (f"its clipping defence T(g, S) at S = {config.ggl_clip:g}" if config.ggl_clip > 0
-                         else "no clipping defence"))
+        out["GGL's generator"] += "; " + (f"its clipping defence T(g, S) at S = {config.ggl_clip:g}"
+                                          if config.ggl_clip > 0 else "no clipping defence")
     if config.batch > 1:
-        out["batch_labels"] = "idlg, invgrad and ggl are given the batch's labels (the sign rule cannot count them)"
+        out["batch labels"] = "idlg, invgrad and ggl are given the batch's labels (the sign rule cannot count them)"
     return out
