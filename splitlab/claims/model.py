@@ -71,6 +71,17 @@ def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float
     return mean, mean - half, mean + half
 
 
+def _mean_of(select: Select, metric: str, unit: str, rows: Rows):
+    """(mean, the lab's numbers in words, values) of the metric over the selected cells, or the verdict that
+    there are none."""
+    found = [v for v in (_value(r, metric) for r in select.rows(rows)) if v is not None]
+    if not found:
+        return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
+    mean, low, high = interval(found)
+    lab = f"{select.label}: {mean:.4g}{unit} [{low:.4g}, {high:.4g}] over {len(found)} cells"
+    return mean, lab, {"mean": mean, "low": low, "high": high, "n": len(found)}
+
+
 @dataclass(frozen=True)
 class Verdict:
     verdict: str
@@ -176,12 +187,10 @@ class AtLeast:
     """True: the claim is "at most `value`" (an error that stays small)."""
 
     def __call__(self, rows: Rows) -> Verdict:
-        found = [v for v in (_value(r, self.metric) for r in self.select.rows(rows)) if v is not None]
-        if not found:
-            return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
-        mean, low, high = interval(found)
-        lab = f"{self.select.label}: {mean:.4g}{self.unit} [{low:.4g}, {high:.4g}] over {len(found)} cells"
-        values = {"mean": mean, "low": low, "high": high, "n": len(found)}
+        summary = _mean_of(self.select, self.metric, self.unit, rows)
+        if isinstance(summary, Verdict):
+            return summary
+        mean, lab, values = summary
         ok = mean <= self.value if self.below else mean >= self.value
         near = mean <= self.value / self.share if self.below else mean >= self.share * self.value
         if ok:
@@ -206,13 +215,11 @@ class Matches:
     unit: str = ""
 
     def __call__(self, rows: Rows) -> Verdict:
-        found = [v for v in (_value(r, self.metric) for r in self.select.rows(rows)) if v is not None]
-        if not found:
-            return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
-        mean, low, high = interval(found)
-        lab = f"{self.select.label}: {mean:.4g}{self.unit} [{low:.4g}, {high:.4g}] over {len(found)} cells"
+        summary = _mean_of(self.select, self.metric, self.unit, rows)
+        if isinstance(summary, Verdict):
+            return summary
+        mean, lab, values = summary
         off = abs(mean - self.value)
-        values = {"mean": mean, "low": low, "high": high, "n": len(found)}
         if off <= self.tolerance:
             return Verdict("reproduced", lab, "", values)
         if off <= 2 * self.tolerance:
