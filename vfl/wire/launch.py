@@ -24,6 +24,7 @@ import torch
 
 import vfl
 from vfl.errors import SplitlabError
+from vfl.fsha_victim import FshaClientConfig
 from vfl.parties import Parties
 from vfl.protocol import Role
 from vfl.runs import Run
@@ -47,6 +48,19 @@ def client_command(config: TrainConfig, party: int, address: str, secret: Path, 
     return command + (["--data-root", config.data_root] if config.data_root else [])
 
 
+def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, out: Path, timeout: float) -> list[str]:
+    """`splitlab client --kind fsha`: FSHA's honest victim of `config`, as its own process runs it."""
+    if config.adam_eps != FshaClientConfig.adam_eps:
+        raise SplitlabError(f"the victim's Adam epsilon {config.adam_eps:g} is not the client program's "
+                            f"{FshaClientConfig.adam_eps:g}; run it in process")
+    command = [sys.executable, "-m", "splitlab", "client", "--kind", "fsha", "--connect", address, "--secret-file",
+               str(secret), "--dataset", config.dataset, "--arch", config.arch, "--level", str(config.level),
+               "--lr-client", repr(config.lr_client), "--batch-size", str(config.batch_size), "--width",
+               repr(config.width), "--seed", str(config.seed), "--device", config.device, "--timeout", repr(timeout),
+               "--out", str(out), "--json"]
+    return command + (["--data-root", config.data_root] if config.data_root else [])
+
+
 def child_environment() -> dict[str, str]:
     """This process's environment, with this checkout first on the path, this process's torch thread count
     (the same arithmetic, so the same numbers) and c10d's own warnings off (errors stay one line)."""
@@ -65,8 +79,10 @@ def _write_secret(folder: Path) -> Path:
 
 
 def _last_error(log: Path) -> str | None:
+    """The last line a client wrote about its end (a long run's one-off pace estimate is not one)."""
     try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                 if line.strip() and ": at the pace of its first " not in line]
     except OSError:
         return None
     return lines[-1].removeprefix("error: ") if lines else None

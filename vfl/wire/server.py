@@ -17,7 +17,7 @@ import math
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -55,6 +55,9 @@ class _ClientTerms:
         c = self.settings.train
         if not isinstance(body, dict):
             raise SplitlabError(f"party {party} sent a malformed configuration; run the same splitlab on both sides")
+        if body.get("kind") != "split":
+            raise SplitlabError(f"party {party} is a --kind {body.get('kind')} client; `splitlab serve` trains split "
+                                "learning with --kind split clients")
         for key, option in (("dataset", "--dataset"), ("arch", "--arch"), ("cut_layer", "--cut-layer")):
             if body.get(key) != getattr(c, key):
                 raise SplitlabError(f"party {party} runs {option} {body.get(key)}, the server {option} "
@@ -78,16 +81,24 @@ class _ClientTerms:
                 "limits": self.limits.as_dict()}
 
 
+def admit(listener: Listener, secret: bytes, parties: int, terms: Callable[[int, Any], dict[str, Any]],
+          layout: CutLayout, device: torch.device, timeout: float) -> tuple[RemoteParties, list[dict]]:
+    """Admit `parties` clients (the handshake; `terms` checks each one's configuration and gives the session's
+    terms), then connect the process group that carries their tensors. Returns the clients as the server sees
+    them and the configurations they declared."""
+    bodies = listener.accept(secret, parties, terms)
+    group = process_group(gloo_store(listener.store, listener.session), 0, parties + 1, _gloo_host(listener.host),
+                          timeout)
+    channels = [Channel(group, k + 1, f"party {k}", timeout) for k in range(parties)]
+    return RemoteParties(channels, layout, device), bodies
+
+
 def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout, limits: Limits,
                  device: torch.device, start_epoch: int = 0) -> RemoteParties:
-    """Admit the parties (the handshake), then connect the process group that carries their tensors."""
-    parties = settings.train.parties
-    secret = read_secret(settings.secret_file)
-    listener.accept(secret, parties, _ClientTerms(settings, list(layout.shapes), limits, start_epoch))
-    group = process_group(gloo_store(listener.store, listener.session), 0, parties + 1, _gloo_host(listener.host),
-                          settings.timeout)
-    channels = [Channel(group, k + 1, f"party {k}", settings.timeout) for k in range(parties)]
-    return RemoteParties(channels, layout, device)
+    """Admit the split-learning parties `settings` trains with (the handshake), then connect their process group."""
+    terms = _ClientTerms(settings, list(layout.shapes), limits, start_epoch)
+    return admit(listener, read_secret(settings.secret_file), settings.train.parties, terms, layout, device,
+                 settings.timeout)[0]
 
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
