@@ -478,6 +478,7 @@ def test_cli_help_shows_the_client_learning_rate_each_preset_runs():
     (["--gp-weight", "-1"], "--gp-weight must be >= 0"),
     (["--eval-images", "0"], "--eval-images must be >= 1"),
     (["--batch-size", "5000"], "fewer than --batch-size 5000"),
+    (["--transport", "udp"], "--transport must be one of local, tcp"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "run"

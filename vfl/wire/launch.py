@@ -158,8 +158,8 @@ class LocalClients:
             _stop(self.children)
             self.listener.close()
             if isinstance(exc, SplitlabError):
-                said = [f"party {k}: {e}" for k, log in enumerate(self._logs)
-                        if (e := _last_error(log)) and e not in str(exc)]
+                said = [f"party {k}: {e}" for k, log in enumerate(self._logs)      # not an echo of the server's
+                        if (e := _last_error(log)) and e not in str(exc) and not e.startswith("the server ")]
                 if said:
                     raise SplitlabError("; ".join([str(exc), *said])) from None
         finally:
@@ -179,7 +179,8 @@ def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: R
                                 run.path / "server")
         for k in range(config.parties):
             local.start(client_command(config, k, local.address, local.secret, run.path / f"party-{k}", timeout))
-        metrics = serve(settings, server_run, role=server, listener=local.listener, progress=progress)
+        metrics = serve(settings, server_run, role=server, listener=local.listener, progress=progress,
+                        resumable=False)
         local.wait()
     server_run.close()
     return metrics, server_run

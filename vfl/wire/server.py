@@ -129,10 +129,11 @@ def _restore(saved: dict[str, Any], role: Role, generator: torch.Generator) -> t
 
 
 def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listener: Listener | None = None,
-          progress: bool = True) -> dict[str, Any]:
+          progress: bool = True, resumable: bool = True) -> dict[str, Any]:
     """Run the label party; returns its metrics (also written to the run directory). `role` replaces the
     one `settings.role` names (any `vfl.protocol.Role`); `listener` one already listening (`train --transport
-    tcp` starts its clients once it knows the port)."""
+    tcp` starts its clients once it knows the port); `resumable` False for a command that cannot resume (its
+    errors then say where the run is, not how to resume it)."""
     config = settings.train
     device = resolve_device(config.device)
     train, test = _labels(config, "train"), _labels(config, "test")
@@ -183,12 +184,13 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     except KeyboardInterrupt:
         if parties is not None:
             parties.abort("the server was interrupted")
-        raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
+        raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0), resumable)}") \
+            from None
     except SplitlabError as exc:
         if parties is not None:
             parties.abort(f"the server stopped ({exc})")
         run.log(f"stopped: {exc}")
-        raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
+        raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0), resumable)}") from None
     except Exception as exc:                # a bug (in a role's callback, say): the parties still hear of it
         if parties is not None:
             parties.abort(f"the server failed ({type(exc).__name__})")
