@@ -69,8 +69,6 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int =
                       timeout: float = 60.0) -> Outcome:
     """FSHA against the victim in its own process: observe -> attack -> score, evaluate and write (the one driver),
     as `experiment.run_fsha` does in process. Ctrl-C, `kill` or a failing peer end both sides with one line."""
-    from attacks.split.fsha import SPEC
-
     device = resolve_device(victim.device)
     s = attack.settings
     label = f"fsha {victim.arch} L{victim.level}"
@@ -80,45 +78,60 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int =
     transcript = Transcript()
     run.log(f"{label} on {victim.dataset} over TCP ({private.provenance}); {len(private)} private / {len(public)} "
             f"public images; device {device}; preset {s.preset}")
-    with LocalClients(timeout) as local:
-        local.start(fsha_client_command(victim, local.address, local.secret, run.path / CLIENT_RUN, timeout))
-        parties, open_ = None, False
-        try:
-            with stop_on_sigterm():
-                parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
-                                                       s.iterations, timeout, device, transcript)
-                open_ = True
-                side = VictimSide(victim, device, private, public, None, mirror, targets, transcript, session)
+    try:
+        with stop_on_sigterm(), LocalClients(timeout) as local:
+            local.start(fsha_client_command(victim, local.address, local.secret, run.path / CLIENT_RUN, timeout))
+            return _attack_session(victim, attack, run, local, device, mirror, rounds, targets, transcript, seed=seed,
+                                   lpips=lpips, fid=fid, progress=progress, private=private, public=public,
+                                   timeout=timeout)
+    except KeyboardInterrupt:
+        raise SplitlabError("interrupted; FSHA over TCP keeps nothing of an unfinished session") from None
 
-                def end() -> None:
-                    nonlocal open_
-                    parties.finish(timeout)
-                    parties.close(False)
-                    open_ = False
-                    local.wait()
-                    side.client = _final_client(victim, run.path / CLIENT_RUN, device)
 
-                def monitor(step: int, reconstruction: torch.Tensor, losses: torch.Tensor) -> bool:
-                    next(mirror)                        # the victim's batch of this round, for the referee
-                    return rounds(step, reconstruction, losses)
+def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClients, device: torch.device,
+                    mirror: BatchStream, rounds: RoundLog, targets: torch.Tensor, transcript: Transcript, *, seed: int,
+                    lpips, fid, progress: bool, private: datasets.ImageData, public: datasets.ImageData,
+                    timeout: float) -> Outcome:
+    """The session with the victim `local` started, and the attack through it; the victim is told why when it
+    ends early."""
+    from attacks.split.fsha import SPEC
 
-                observation = FshaObservation(public.images.to(device), victim.feature_shape,
-                                              _EndsAfterTargets(session, end), victim.arch)
-                return attack_and_score(
-                    SPEC, attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run,
-                    seed=seed, mode="own loop", progress=progress, lpips=lpips, fid=fid,
-                    facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
-                    title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
-                    call={"monitor": monitor})
-        except KeyboardInterrupt:
-            _abort(parties if open_ else None, "the server was interrupted")
-            raise SplitlabError("interrupted; FSHA over TCP keeps nothing of an unfinished session") from None
-        except SplitlabError as exc:
-            _abort(parties if open_ else None, f"the server stopped ({exc})")
-            raise
-        except Exception as exc:                # a bug: the victim still hears of it
-            _abort(parties if open_ else None, f"the server failed ({type(exc).__name__})")
-            raise
+    parties, open_ = None, False
+    try:
+        parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
+                                               attack.settings.iterations, timeout, device, transcript)
+        open_ = True
+        side = VictimSide(victim, device, private, public, None, mirror, targets, transcript, session)
+
+        def end() -> None:
+            nonlocal open_
+            parties.finish(timeout)
+            parties.close(False)
+            open_ = False
+            local.wait()
+            side.client = _final_client(victim, run.path / CLIENT_RUN, device)
+
+        def monitor(step: int, reconstruction: torch.Tensor, losses: torch.Tensor) -> bool:
+            next(mirror)                                # the victim's batch of this round, for the referee
+            return rounds(step, reconstruction, losses)
+
+        observation = FshaObservation(public.images.to(device), victim.feature_shape,
+                                      _EndsAfterTargets(session, end), victim.arch)
+        return attack_and_score(
+            SPEC, attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run, seed=seed,
+            mode="own loop", progress=progress, lpips=lpips, fid=fid,
+            facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
+            title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
+            call={"monitor": monitor})
+    except KeyboardInterrupt:
+        _abort(parties if open_ else None, "the server was interrupted")
+        raise
+    except SplitlabError as exc:
+        _abort(parties if open_ else None, f"the server stopped ({exc})")
+        raise
+    except Exception as exc:                    # a bug: the victim still hears of it
+        _abort(parties if open_ else None, f"the server failed ({type(exc).__name__})")
+        raise
 
 
 def _abort(parties, reason: str) -> None:
