@@ -22,10 +22,10 @@ from vfl.cli_output import emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run, to_jsonable
 from vfl.runtime import resolve_device
+from vfl.fsha_victim import FshaClientConfig
 from vfl.training import TrainConfig
 from vfl.wire.client import run_client
 from vfl.wire.server import serve as serve_program
-from vfl.fsha_victim import FshaClientConfig
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
 SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume")
@@ -60,7 +60,10 @@ def _open_run(command: str, settings: ServeSettings | ClientSettings, opts: RunO
     """A new run directory, or with --resume the earlier one in --out (refused if started with other options)."""
     if not settings.resume:
         own = getattr(settings, "fsha", None) or settings.train
-        config = {command: settings, "device": str(resolve_device(own.device)),
+        record: Any = settings
+        if own is not settings.train:                   # FSHA's victim: its own configuration, no training one
+            record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "train"}
+        config = {command: record, "device": str(resolve_device(own.device)),
                   "dataset_provenance": datasets.dataset_spec(own.dataset).source}
         return Run.create(command, config, opts.out, overwrite=opts.overwrite)
     if opts.overwrite:
