@@ -200,3 +200,33 @@ def test_the_clone_of_one_party_is_its_bottom_model_on_its_strip(arch, shape):
     own = {k: v for k, v in client.clients[1].model.state_dict().items() if v.is_floating_point()}
     clone = clone_of(view, seed=0).state_dict()
     assert not any(torch.equal(own[k], clone[k]) for k in own)       # the architecture, not the victim's weights
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,victim_log,message", [
+    (("fsha", "--iterations", "100000", "--width", "0.0625", "--batch-size", "8", "--eval-images", "16"),
+     "client/run.log", "error: interrupted; FSHA over TCP keeps nothing of an unfinished session"),
+    (("unsplit", "--arch", "small-mlp", "--epochs", "1000", "--batch-size", "1"), "party-0/run.log",
+     "error: interrupted; no epoch had finished (run {out}/server)"),
+], ids=["fsha", "unsplit"])
+def test_ctrl_c_on_the_attack_ends_it_and_its_victim_with_one_line(tmp_path, args, victim_log, message):
+    out = tmp_path / "run"
+    attack = subprocess.Popen([sys.executable, "-m", "splitlab", "attack", *args, "--transport", "tcp", "--device",
+                               "cpu", "--out", str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=_env(), cwd=ROOT)
+    victims: list[int] = []
+    try:
+        _wait_for_text(out / victim_log, "session open", attack)
+        victims = _children(attack.pid)
+        attack.send_signal(signal.SIGINT)
+        _, err = attack.communicate(timeout=30)
+    finally:
+        if attack.poll() is None:
+            attack.kill()
+            attack.communicate()
+        for pid in victims:                                 # the victim must be gone; if not, fail after ending it
+            if Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
+                os.kill(pid, signal.SIGKILL)
+                pytest.fail("the victim process outlived the attack")
+    assert attack.returncode == 2
+    assert _error_lines(err) == [message.format(out=out)]
