@@ -17,6 +17,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from vfl.wire.handshake import Listener
 from vfl.wire.server import ServeSettings, load_top, serve
 
 STOP_SECONDS = 10.0
+GRACE_SECONDS = 5.0
+"""How long clients a failed session told to stop may take to end on their own."""
 
 
 def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
@@ -88,8 +91,15 @@ def _last_error(log: Path) -> str | None:
     return lines[-1].removeprefix("error: ") if lines else None
 
 
-def _stop(children: list[subprocess.Popen]) -> None:
-    """End clients still running: SIGTERM (each stops as on Ctrl-C), then SIGKILL if one is stuck."""
+def _stop(children: list[subprocess.Popen], grace: float = 0.0) -> None:
+    """End clients still running: give them `grace` seconds to end on their own (a client the server told why
+    the session stops ends with its own line), then SIGTERM (each stops as on Ctrl-C), then SIGKILL if stuck."""
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
     for child in children:
         if child.poll() is None:
             child.terminate()
@@ -155,7 +165,7 @@ class LocalClients:
 
     def __exit__(self, kind, exc, tb) -> None:
         try:
-            _stop(self.children)
+            _stop(self.children, 0.0 if exc is None else GRACE_SECONDS)
             self.listener.close()
             if isinstance(exc, SplitlabError):
                 said = [f"party {k}: {e}" for k, log in enumerate(self._logs)      # not an echo of the server's
