@@ -379,7 +379,8 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
     """The refactor changed the numbers only by giving victim and attacker their own seeds: with the old
     seeding put back (one global seed; client, pilot, decoder, critic built in that order; one generator
     for both batch orders; penalty draws continuing the global stream) the old log and eval come back."""
-    from attacks.split.fsha import attack as server, networks as nets, victim as client_side
+    from attacks.split.fsha import attack as server, networks as nets
+    from vfl import fsha_victim as client_side
     victim, attack = _tiny(arch)                     # built first: the victim's check counts parameters on meta
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
@@ -397,7 +398,7 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
     shared = generator(0)
     streams = iter([shared, penalty])                # _Server: public order, penalty
     monkeypatch.setattr(client_side, "build_client", lambda *a, **k: client)
-    monkeypatch.setattr(client_side, "generator", lambda seed: shared)      # victim_side: private order
+    monkeypatch.setattr(client_side, "generator", lambda seed: shared)      # honest_client: private order
     monkeypatch.setattr(server, "build_attacker", lambda *a, **k: attacker)
     monkeypatch.setattr(server, "generator", lambda seed: next(streams))
     e = run_fsha(victim, attack, progress=False).metrics["extras"]
@@ -477,6 +478,7 @@ def test_cli_help_shows_the_client_learning_rate_each_preset_runs():
     (["--gp-weight", "-1"], "--gp-weight must be >= 0"),
     (["--eval-images", "0"], "--eval-images must be >= 1"),
     (["--batch-size", "5000"], "fewer than --batch-size 5000"),
+    (["--transport", "udp"], "--transport must be one of local, tcp"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
     out = tmp_path / "run"

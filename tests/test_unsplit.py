@@ -133,6 +133,12 @@ def test_attack_unsplit_on_its_checkpoint_repeats_the_run(tmp_path):
     (["--clone", "cloned"], "--clone must be one of shared, per-target"),
     (["--arch", "cnn", "--defence", "semi-orthogonal:dim=1024"], "cannot take it"),
     (["--checkpoint", "missing.pt"], "not found"),
+    (["--checkpoint", "missing.pt", "--transport", "tcp"], "--transport tcp trains the victim over TCP, --checkpoint "
+                                                           "attacks one already trained: drop one of them"),
+    (["--transport", "udp"], "--transport must be one of local, tcp"),
+    (["--target-party", "1"], "--target-party 1: the victim has one feature party (--parties 1)"),
+    (["--parties", "2", "--target-party", "2"], "--target-party 2 names no party of the victim's --parties 2; give "
+                                                "0 to 1"),
 ])
 def test_attack_unsplit_bad_input(tmp_path, args, message):
     result = runner.invoke(app, ["attack", "unsplit", "--out", str(tmp_path / "run"), *args])

@@ -265,6 +265,16 @@ def test_roles_by_name_and_the_malicious_callback_hook():
     (["client", "--secret-file", "{secret}", "--resume", "--overwrite", "--out", "{out}"],
      "cannot be combined with --overwrite"),
     (["client", "--secret-file", "{secret}", "--resume"], "--resume needs --out"),
+    (["client", "--secret-file", "{secret}", "--level", "3", "--out", "{out}"],
+     "--level is an option of FSHA's victim; give --kind fsha or drop it"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--cut-layer", "2", "--out", "{out}"],
+     "--cut-layer is an option of a split-learning client (--kind split); FSHA's victim does not take it"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--resume", "--out", "{out}"],
+     "--resume is an option of a split-learning client"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--arch", "cnn", "--out", "{out}"],
+     "--arch must be one of resnet, mlp, got 'cnn'"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--width", "0", "--out", "{out}"], "--width must be > 0"),
+    (["client", "--kind", "evil", "--secret-file", "{secret}", "--out", "{out}"], "--kind must be one of split, fsha"),
 ])
 def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, args, message):
     (tmp_path / "secret").write_text("s" * 32)
@@ -285,3 +295,70 @@ def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
     assert result.exit_code == 2 and "was started with --arch cnn, not mlp" in result.stderr
     result = runner.invoke(app, ["serve", *args[1:]])
     assert result.exit_code == 2 and "holds a 'client' run, not a 'serve' one" in result.stderr
+
+
+# --- client kinds ---------------------------------------------------------------------------------------------
+
+def _fsha_body(**changes) -> dict:
+    body = {"kind": "fsha", "dataset": "mnist5k", "arch": "resnet", "level": 4, "batch_size": 8,
+            "activation_shape": [16, 4, 4], "targets": 10, "resume": False, "epochs": []}
+    return {**body, **changes}
+
+
+def test_fshas_server_admits_only_the_victim_it_expects():
+    from vfl.fsha_victim import FshaClientConfig
+    from vfl.wire.remote import Limits
+    from vfl.wire.victim_session import VictimTerms
+
+    terms = VictimTerms(FshaClientConfig(batch_size=8, width=0.0625), 100, Limits(0, 0, 8, 10, query_rows=10))
+    assert terms(0, _fsha_body()) == {"rounds": 100, "epochs": 0, "start_epoch": 0,
+                                      "limits": {"train_size": 0, "test_size": 0, "batch_size": 8, "classes": 10,
+                                                 "query_rows": 10}}
+    for body, message in [
+        ({"kind": "split", "arch": "cnn"}, "party 0 is a --kind split client; this server expects FSHA's victim"),
+        (_fsha_body(level=3), "party 0 runs --level 3, the server expects --level 4"),
+        (_fsha_body(batch_size=64), "party 0 runs --batch-size 64, the server expects --batch-size 8"),
+        (_fsha_body(activation_shape=[64, 4, 4]), "smashed data shaped [64, 4, 4], the server expects [16, 4, 4]"),
+        (_fsha_body(targets=11), "declares 11 evaluation targets; at most one per class (10)"),
+        (_fsha_body(resume=True), "FSHA's victim keeps no checkpoints"),
+    ]:
+        with pytest.raises(SplitlabError, match=re.escape(message)):
+            terms(0, body)
+
+
+def test_a_split_learning_server_refuses_fshas_victim(tmp_path):
+    from vfl.parties import CutLayout
+    from vfl.wire.remote import Limits
+    from vfl.wire.server import ServeSettings, _ClientTerms
+
+    (tmp_path / "secret").write_text("s" * 32)
+    settings = ServeSettings(train=TrainConfig(arch="small-mlp"), secret_file=str(tmp_path / "secret"))
+    terms = _ClientTerms(settings, [(10,)], Limits(4000, 1000, 64, 10), 0)
+    with pytest.raises(SplitlabError, match="party 0 is a --kind fsha client; `splitlab serve` trains split learning"):
+        terms(0, _fsha_body())
+
+
+def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
+    """`splitlab client --kind fsha` and the attack's in-process run build the same client: weights, optimiser,
+    private batch order and targets."""
+    from attacks import registry
+    from attacks.split.fsha.experiment import victim_for
+    from attacks.split.fsha.victim import load_split, victim_side
+    from vfl.data import first_of_each_class
+    from vfl.fsha_victim import FshaClientConfig, to_fsha_images
+    from vfl.wire.kinds import FshaParty
+
+    settings = registry.preset("quick", "fsha").settings(width=0.0625, batch_size=8)
+    victim = victim_for(settings, device="cpu", seed=3)
+    side = victim_side(victim, *load_split(victim))
+    (tmp_path / "secret").write_text("s" * 32)
+    config = FshaClientConfig(seed=3, device="cpu", lr_client=victim.lr_client, batch_size=8, width=0.0625)
+    wire = FshaParty(ClientSettings(kind="fsha", fsha=config, secret_file=str(tmp_path / "secret")),
+                     torch.device("cpu"))
+    ours, theirs = wire.client.model.state_dict(), side.client.model.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert wire.client.optimizer.defaults == side.client.optimizer.defaults
+    for _ in range(501):                                 # past a reshuffle (4000 images, batches of 8)
+        assert torch.equal(wire.round_input(None), next(side.batches))
+    assert torch.equal(wire.query_input(None), to_fsha_images(first_of_each_class(side.private)[0]))
+    assert wire.introduction(None)["activation_shape"] == list(victim.feature_shape)

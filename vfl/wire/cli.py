@@ -22,10 +22,15 @@ from vfl.cli_output import emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run, to_jsonable
 from vfl.runtime import resolve_device
+from vfl.fsha_victim import FshaClientConfig
 from vfl.training import TrainConfig
 from vfl.wire.client import run_client
 from vfl.wire.server import serve as serve_program
-from vfl.wire.settings import CLIENT_TRAIN, SERVER_TRAIN, ClientSettings, ServeSettings
+from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
+
+SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume")
+"""Options FSHA's victim (`--kind fsha`) does not take: it has no cut layer or defence, one optimiser of its own
+and one party, and keeps no checkpoints."""
 
 UNCHANGEABLE = ("dataset", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed", "defence",
                 "parties", "party", "role", "choose_gradient")
@@ -54,8 +59,12 @@ def _check_same_options(command: str, settings: ServeSettings | ClientSettings, 
 def _open_run(command: str, settings: ServeSettings | ClientSettings, opts: RunOptions) -> Run:
     """A new run directory, or with --resume the earlier one in --out (refused if started with other options)."""
     if not settings.resume:
-        config = {command: settings, "device": str(resolve_device(settings.train.device)),
-                  "dataset_provenance": datasets.dataset_spec(settings.train.dataset).source}
+        own = getattr(settings, "fsha", None) or settings.train
+        record: Any = settings
+        if own is not settings.train:                   # FSHA's victim: its own configuration, no training one
+            record = {k: v for k, v in dataclasses.asdict(settings).items() if k != "train"}
+        config = {command: record, "device": str(resolve_device(own.device)),
+                  "dataset_provenance": datasets.dataset_spec(own.dataset).source}
         return Run.create(command, config, opts.out, overwrite=opts.overwrite)
     if opts.overwrite:
         raise SplitlabError("--resume continues the run in --out; it cannot be combined with --overwrite")
@@ -70,6 +79,29 @@ def _settings(cls: type, train: tuple[str, ...], given: dict[str, Any]):
     config = TrainConfig(seed=opts.seed, device=opts.device, data_root=opts.root,
                          **{k: v for k, v in values(TrainConfig, given).items() if k in train})
     return cls(train=config, **values(cls, given)), opts
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _client_settings(given: dict[str, Any]) -> tuple[ClientSettings, RunOptions]:
+    """The client's settings: a split-learning feature party's, or with --kind fsha FSHA's victim's (its dataset
+    and architecture from the shared --dataset and --arch); an option of the other kind is refused."""
+    if (given.get("kind") or "split") != "fsha":
+        stray = [k for k in FSHA_CLIENT if given.get(k) is not None]
+        if stray:
+            raise SplitlabError(f"{_flag(stray[0])} is an option of FSHA's victim; give --kind fsha or drop it")
+        return _settings(ClientSettings, CLIENT_TRAIN, given)
+    stray = [k for k in SPLIT_ONLY if given.get(k) not in (None, False)]
+    if stray:
+        raise SplitlabError(f"{_flag(stray[0])} is an option of a split-learning client (--kind split); FSHA's "
+                            "victim does not take it")
+    opts = run_options({k: given[k] for k in RUN if k in given})
+    shared = {k: given[k] for k in ("dataset", "arch") if given.get(k) is not None}
+    fsha = FshaClientConfig(seed=opts.seed, device=opts.device, data_root=opts.root, **shared,
+                            **values(FshaClientConfig, {k: given.get(k) for k in FSHA_CLIENT}))
+    return ClientSettings(fsha=fsha, **values(ClientSettings, given)), opts
 
 
 def _serve(given: dict[str, Any]) -> None:
@@ -95,7 +127,7 @@ def _serve(given: dict[str, Any]) -> None:
 def _client(given: dict[str, Any]) -> None:
     """Run a feature party (client) of split learning over TCP: connect to `splitlab serve`, prove the shared
     secret, train the bottom model on its features."""
-    settings, opts = _settings(ClientSettings, CLIENT_TRAIN, given)
+    settings, opts = _client_settings(given)
     run = _open_run("client", settings, opts)
     metrics = run_client(settings, run, progress=not opts.as_json)
     t = metrics["traffic"]
@@ -109,6 +141,7 @@ serve = command_from(_serve, [parameters(ServeSettings), parameters(TrainConfig,
                               shared_parameters(RUN)], name="serve", doc=_serve.__doc__)
 client = command_from(_client, [parameters(ClientSettings), parameters(TrainConfig, only=CLIENT_TRAIN,
                                                                         panel="Training"),
+                                parameters(FshaClientConfig, only=FSHA_CLIENT, panel="FSHA victim (--kind fsha)"),
                                 shared_parameters(RUN)], name="client", doc=_client.__doc__)
 
 

@@ -10,7 +10,10 @@ indices in range). A frame failing any check is refused with one line naming the
 Server -> client: BATCH (the sample indices of the next training round), CUT_GRADIENT (the party's slice
 of dL/dH), QUERY_REQUEST (test-sample indices to send inference activations of), PREDICTION, EPOCH_END
 (save your state for epoch `step`), BYE. Client -> server: ACTIVATIONS, QUERY (inference activations),
-EPOCH_SAVED. Either way: ABORT, the sender stops; its payload is the reason as text.
+EPOCH_SAVED. Either way: ABORT, the sender stops; its payload is the reason as text. A client that picks its own
+batches (FSHA's victim, `splitlab client --kind fsha`) is sent PRIVATE_ROUND (run a round on your next private
+batch) in place of BATCH and TARGET_REQUEST (send your evaluation targets' inference activations) in place of
+QUERY_REQUEST; neither carries a payload, so the server never names a private sample.
 """
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ class Kind(enum.IntEnum):
     EPOCH_SAVED = 8
     BYE = 9
     ABORT = 10
+    PRIVATE_ROUND = 11
+    TARGET_REQUEST = 12
 
     @property
     def phrase(self) -> str:

@@ -1,11 +1,14 @@
-"""`splitlab train --transport tcp`: both sides of a wire run on this machine, from one command.
+"""`splitlab train --transport tcp` (and the attacks' `--transport tcp`): both sides of a wire run on this
+machine, from one command.
 
 The server runs in this process (so its port is known before any client starts, and its errors are this
 command's); each feature party runs `splitlab client` in a process of its own with the same configuration,
 a fresh secret (a file only this user can read, removed afterwards) and this process's torch thread count,
 so both sides compute exactly what the in-process run computes. Each side writes its own run directory
 inside the train run's: `server/`, `party-0/`, ... The train run then gets what `train` always writes,
-built from the sides' final models.
+built from the sides' final models. `LocalClients` is the part every such command shares (the secret, the
+listener, the client processes and their one-line errors); `serve_locally` runs a split-learning server
+with it and reads nothing of the clients'.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +25,9 @@ import torch
 
 import vfl
 from vfl.errors import SplitlabError
+from vfl.fsha_victim import FshaClientConfig
 from vfl.parties import Parties
+from vfl.protocol import Role
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, TrainedSplit, build_parties, load_data
@@ -30,6 +36,8 @@ from vfl.wire.handshake import Listener
 from vfl.wire.server import ServeSettings, load_top, serve
 
 STOP_SECONDS = 10.0
+GRACE_SECONDS = 5.0
+"""How long clients a failed session told to stop may take to end on their own."""
 
 
 def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
@@ -40,6 +48,19 @@ def client_command(config: TrainConfig, party: int, address: str, secret: Path, 
                "--arch", config.arch, "--cut-layer", str(config.cut_layer), "--lr", repr(config.lr),
                "--optimizer", config.optimizer, "--seed", str(config.seed), "--device", config.device,
                "--defence", config.defence, "--timeout", repr(timeout), "--out", str(out), "--json"]
+    return command + (["--data-root", config.data_root] if config.data_root else [])
+
+
+def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, out: Path, timeout: float) -> list[str]:
+    """`splitlab client --kind fsha`: FSHA's honest victim of `config`, as its own process runs it."""
+    if config.adam_eps != FshaClientConfig.adam_eps:
+        raise SplitlabError(f"the victim's Adam epsilon {config.adam_eps:g} is not the client program's "
+                            f"{FshaClientConfig.adam_eps:g}; run it in process")
+    command = [sys.executable, "-m", "splitlab", "client", "--kind", "fsha", "--connect", address, "--secret-file",
+               str(secret), "--dataset", config.dataset, "--arch", config.arch, "--level", str(config.level),
+               "--lr-client", repr(config.lr_client), "--batch-size", str(config.batch_size), "--width",
+               repr(config.width), "--seed", str(config.seed), "--device", config.device, "--timeout", repr(timeout),
+               "--out", str(out), "--json"]
     return command + (["--data-root", config.data_root] if config.data_root else [])
 
 
@@ -61,15 +82,24 @@ def _write_secret(folder: Path) -> Path:
 
 
 def _last_error(log: Path) -> str | None:
+    """The last line a client wrote about its end (a long run's one-off pace estimate is not one)."""
     try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                 if line.strip() and ": at the pace of its first " not in line]
     except OSError:
         return None
     return lines[-1].removeprefix("error: ") if lines else None
 
 
-def _stop(children: list[subprocess.Popen]) -> None:
-    """End clients still running: SIGTERM (each stops as on Ctrl-C), then SIGKILL if one is stuck."""
+def _stop(children: list[subprocess.Popen], grace: float = 0.0) -> None:
+    """End clients still running: give them `grace` seconds to end on their own (a client the server told why
+    the session stops ends with its own line), then SIGTERM (each stops as on Ctrl-C), then SIGKILL if stuck."""
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
     for child in children:
         if child.poll() is None:
             child.terminate()
@@ -81,43 +111,97 @@ def _stop(children: list[subprocess.Popen]) -> None:
             child.wait()
 
 
+class LocalClients:
+    """Client processes on this machine for a server in this process: a fresh secret (a file only this user
+    can read, removed afterwards), a listener on 127.0.0.1 (any free port) and each client's stderr kept.
+
+        with LocalClients(timeout) as local:
+            local.start(command)               # e.g. client_command(config, 0, local.address, local.secret, ...)
+            ... run the server on local.listener ...
+            local.wait()                       # every client exited 0, or one line naming the one that did not
+
+    Leaving it stops whatever still runs (SIGTERM, then SIGKILL); a `SplitlabError` leaving it carries what
+    each client said about its end, so a failure on either side is one line."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.children: list[subprocess.Popen] = []
+        self._logs: list[Path] = []
+        self._folder: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> "LocalClients":
+        self._folder = tempfile.TemporaryDirectory(prefix="splitlab-wire-")
+        try:
+            self.secret = _write_secret(Path(self._folder.name))
+            self.listener = Listener("127.0.0.1", 0, self.timeout)
+        except BaseException:
+            self._folder.cleanup()
+            raise
+        return self
+
+    @property
+    def address(self) -> str:
+        return self.listener.address
+
+    def start(self, command: list[str]) -> None:
+        log = Path(self._folder.name) / f"client-{len(self.children)}.log"
+        with open(log, "w") as err:
+            self.children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                  stderr=err, env=child_environment(),
+                                                  start_new_session=True))    # Ctrl-C reaches the server only
+        self._logs.append(log)
+
+    def wait(self) -> None:
+        """Wait for every client to exit (after the session's end); one that failed is a one-line error."""
+        try:
+            for child in self.children:
+                child.wait(self.timeout)
+        except subprocess.TimeoutExpired:
+            raise SplitlabError(f"a client did not exit within {self.timeout:g} s of the session's end") from None
+        failed = [(k, c.returncode) for k, c in enumerate(self.children) if c.returncode != 0]
+        if failed:
+            k, code = failed[0]
+            raise SplitlabError(f"party {k} exited with code {code}: {_last_error(self._logs[k]) or 'no message'}")
+
+    def __exit__(self, kind, exc, tb) -> None:
+        try:
+            _stop(self.children, 0.0 if exc is None else GRACE_SECONDS)
+            self.listener.close()
+            if isinstance(exc, SplitlabError):
+                said = [f"party {k}: {e}" for k, log in enumerate(self._logs)      # not an echo of the server's
+                        if (e := _last_error(log)) and e not in str(exc) and not e.startswith("the server ")]
+                if said:
+                    raise SplitlabError("; ".join([str(exc), *said])) from None
+        finally:
+            self._folder.cleanup()
+
+
+def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: Role | None = None,
+                  progress: bool = True, timeout: float = 60.0,
+                  launched_by: str = "train --transport tcp") -> tuple[dict[str, Any], Run]:
+    """The server of `config` in this process (`role`, or the `server` object given) and each feature party in
+    a `splitlab client` process on 127.0.0.1; returns the server's metrics and its run (`run/server`), whose
+    transcript/ holds what it received. Nothing of the clients' is read: their runs are `run/party-K`."""
+    with LocalClients(timeout) as local:
+        settings = ServeSettings(train=config, listen="127.0.0.1:0", secret_file=str(local.secret), timeout=timeout,
+                                 role=role)
+        server_run = Run.create("serve", {"serve": settings, "launched_by": launched_by},
+                                run.path / "server")
+        for k in range(config.parties):
+            local.start(client_command(config, k, local.address, local.secret, run.path / f"party-{k}", timeout))
+        metrics = serve(settings, server_run, role=server, listener=local.listener, progress=progress,
+                        resumable=False)
+        local.wait()
+    server_run.close()
+    return metrics, server_run
+
+
 def train_over_tcp(config: TrainConfig, run: Run, role: str = "honest", progress: bool = True,
                    timeout: float = 60.0) -> tuple[TrainedSplit, dict[str, Any]]:
     """Train `config` with the server here and each feature party in a `splitlab client` process on
     127.0.0.1; returns the trained split (the sides' final models) and the wire run's own facts."""
+    metrics, server_run = serve_locally(config, run, role, progress=progress, timeout=timeout)
     device = resolve_device(config.device)
-    with tempfile.TemporaryDirectory(prefix="splitlab-wire-") as tmp:
-        secret = _write_secret(Path(tmp))
-        settings = ServeSettings(train=config, listen="127.0.0.1:0", secret_file=str(secret), timeout=timeout,
-                                 role=role)
-        server_run = Run.create("serve", {"serve": settings, "launched_by": "train --transport tcp"},
-                                run.path / "server")
-        listener = Listener("127.0.0.1", 0, timeout)
-        logs = [Path(tmp) / f"party-{k}.log" for k in range(config.parties)]
-        children: list[subprocess.Popen] = []
-        try:
-            for k, log in enumerate(logs):
-                with open(log, "w") as err:
-                    children.append(subprocess.Popen(
-                        client_command(config, k, listener.address, secret, run.path / f"party-{k}", timeout),
-                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=child_environment(),
-                        start_new_session=True))       # Ctrl-C reaches the server, which tells the clients
-            metrics = serve(settings, server_run, listener=listener, progress=progress)
-            for child in children:
-                child.wait(timeout)
-        except SplitlabError as exc:
-            _stop(children)
-            said = [f"party {k}: {e}" for k, log in enumerate(logs) if (e := _last_error(log)) and e not in str(exc)]
-            raise SplitlabError("; ".join([str(exc), *said])) from None
-        except subprocess.TimeoutExpired:
-            raise SplitlabError(f"a client did not exit within {timeout:g} s of the session's end") from None
-        finally:
-            _stop(children)
-        failed = [(k, c.returncode) for k, c in enumerate(children) if c.returncode != 0]
-        if failed:
-            k, code = failed[0]
-            raise SplitlabError(f"party {k} exited with code {code}: {_last_error(logs[k]) or 'no message'}")
-    server_run.close()
     return _assembled(config, device, run, metrics), {
         "transport": "tcp", "epoch_seconds": metrics["epoch_seconds"], "traffic_per_epoch": metrics["traffic_per_epoch"],
         "runs": {"server": str(server_run.path), "parties": [str(run.path / f"party-{k}") for k in range(config.parties)]}}

@@ -32,8 +32,11 @@ def stop_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def saved_note(run: Run, epoch: int) -> str:
-    """What a stopped side tells: the last epoch it has a checkpoint of, and how to go on."""
+def saved_note(run: Run, epoch: int, resumable: bool = True) -> str:
+    """What a stopped side tells: the last epoch it has a checkpoint of, and how to go on (`resumable` False: a
+    command that started both sides itself and cannot resume, which says only where its run is)."""
+    if not resumable:
+        return f"{f'stopped after epoch {epoch}' if epoch else 'no epoch had finished'} (run {run.path})"
     if epoch == 0:
         return f"no epoch had finished (run {run.path}); start again, with --resume or without"
     return f"saved through epoch {epoch} in {run.path}; continue both sides with --resume"

@@ -8,7 +8,7 @@ before it is used; the parties' activations are joined as in process (`vfl.parti
 
 `WireSession` is a malicious server's view of the same clients: `round(choose_gradient)` and
 `target_activations()`, the two operations of `vfl.protocol.ClientSession` that FSHA's attack takes as its
-`session`.
+`session`; `vfl.wire.victim_session.OwnBatchSession` the same for a client that picks its own batches.
 """
 from __future__ import annotations
 
@@ -75,6 +75,18 @@ class RemoteParties:
         for ch in self.channels:
             ch.send(Frame(Kind.QUERY_REQUEST, step, indices))
         return InferenceQuery(step, self._gather(Kind.QUERY, step, len(indices)))
+
+    def send_own(self, step: int, rows: int) -> Activations:
+        """Ask every party for its activations of its own next private batch of `rows` samples (PRIVATE_ROUND)."""
+        for ch in self.channels:
+            ch.send(Frame(Kind.PRIVATE_ROUND, step))
+        return Activations(step, self._gather(Kind.ACTIVATIONS, step, rows))
+
+    def query_own(self, step: int, rows: int) -> InferenceQuery:
+        """Ask every party for inference activations of the `rows` evaluation targets it holds (TARGET_REQUEST)."""
+        for ch in self.channels:
+            ch.send(Frame(Kind.TARGET_REQUEST, step))
+        return InferenceQuery(step, self._gather(Kind.QUERY, step, rows))
 
     def receive_prediction(self, message: Prediction) -> None:
         self.last_prediction = message

@@ -17,7 +17,7 @@ import math
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -55,6 +55,9 @@ class _ClientTerms:
         c = self.settings.train
         if not isinstance(body, dict):
             raise SplitlabError(f"party {party} sent a malformed configuration; run the same splitlab on both sides")
+        if body.get("kind") != "split":
+            raise SplitlabError(f"party {party} is a --kind {body.get('kind')} client; `splitlab serve` trains split "
+                                "learning with --kind split clients")
         for key, option in (("dataset", "--dataset"), ("arch", "--arch"), ("cut_layer", "--cut-layer")):
             if body.get(key) != getattr(c, key):
                 raise SplitlabError(f"party {party} runs {option} {body.get(key)}, the server {option} "
@@ -78,16 +81,24 @@ class _ClientTerms:
                 "limits": self.limits.as_dict()}
 
 
+def admit(listener: Listener, secret: bytes, parties: int, terms: Callable[[int, Any], dict[str, Any]],
+          layout: CutLayout, device: torch.device, timeout: float) -> tuple[RemoteParties, list[dict]]:
+    """Admit `parties` clients (the handshake; `terms` checks each one's configuration and gives the session's
+    terms), then connect the process group that carries their tensors. Returns the clients as the server sees
+    them and the configurations they declared."""
+    bodies = listener.accept(secret, parties, terms)
+    group = process_group(gloo_store(listener.store, listener.session), 0, parties + 1, _gloo_host(listener.host),
+                          timeout)
+    channels = [Channel(group, k + 1, f"party {k}", timeout) for k in range(parties)]
+    return RemoteParties(channels, layout, device), bodies
+
+
 def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout, limits: Limits,
                  device: torch.device, start_epoch: int = 0) -> RemoteParties:
-    """Admit the parties (the handshake), then connect the process group that carries their tensors."""
-    parties = settings.train.parties
-    secret = read_secret(settings.secret_file)
-    listener.accept(secret, parties, _ClientTerms(settings, list(layout.shapes), limits, start_epoch))
-    group = process_group(gloo_store(listener.store, listener.session), 0, parties + 1, _gloo_host(listener.host),
-                          settings.timeout)
-    channels = [Channel(group, k + 1, f"party {k}", settings.timeout) for k in range(parties)]
-    return RemoteParties(channels, layout, device)
+    """Admit the split-learning parties `settings` trains with (the handshake), then connect their process group."""
+    terms = _ClientTerms(settings, list(layout.shapes), limits, start_epoch)
+    return admit(listener, read_secret(settings.secret_file), settings.train.parties, terms, layout, device,
+                 settings.timeout)[0]
 
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
@@ -118,10 +129,11 @@ def _restore(saved: dict[str, Any], role: Role, generator: torch.Generator) -> t
 
 
 def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listener: Listener | None = None,
-          progress: bool = True) -> dict[str, Any]:
+          progress: bool = True, resumable: bool = True) -> dict[str, Any]:
     """Run the label party; returns its metrics (also written to the run directory). `role` replaces the
     one `settings.role` names (any `vfl.protocol.Role`); `listener` one already listening (`train --transport
-    tcp` starts its clients once it knows the port)."""
+    tcp` starts its clients once it knows the port); `resumable` False for a command that cannot resume (its
+    errors then say where the run is, not how to resume it)."""
     config = settings.train
     device = resolve_device(config.device)
     train, test = _labels(config, "train"), _labels(config, "test")
@@ -172,12 +184,13 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     except KeyboardInterrupt:
         if parties is not None:
             parties.abort("the server was interrupted")
-        raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
+        raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0), resumable)}") \
+            from None
     except SplitlabError as exc:
         if parties is not None:
             parties.abort(f"the server stopped ({exc})")
         run.log(f"stopped: {exc}")
-        raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
+        raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0), resumable)}") from None
     except Exception as exc:                # a bug (in a role's callback, say): the parties still hear of it
         if parties is not None:
             parties.abort(f"the server failed ({type(exc).__name__})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vfl.errors import SplitlabError
+from vfl.fsha_victim import FshaClientConfig
 from vfl.options import Validated, choice, integer, number, option, optional, text
 from vfl.training import TrainConfig
 from vfl.wire.handshake import parse_address, read_secret
@@ -11,12 +13,15 @@ from vfl.wire.lifecycle import MAX_TIMEOUT
 from vfl.wire.roles import ROLES, check_role
 from vfl.validate import check_int
 
-__all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN"]
+__all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN", "CLIENT_KINDS", "FSHA_CLIENT"]
 
 SERVER_TRAIN = ("dataset", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "parties")
 """The training options the server takes (the epochs and batch size are the server's to set for every party)."""
 CLIENT_TRAIN = ("dataset", "arch", "cut_layer", "lr", "optimizer", "defence", "parties")
 """The training options a client takes (its defence is its own)."""
+CLIENT_KINDS = ("split", "fsha")
+FSHA_CLIENT = ("level", "lr_client", "batch_size", "width")
+"""The options only FSHA's victim takes (`--kind fsha`; its --dataset and --arch are the shared ones)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,12 +61,22 @@ class ServeSettings(Peer):
 
 @dataclass(frozen=True, kw_only=True)
 class ClientSettings(Peer):
-    """`splitlab client`: the training configuration (its epochs and batch size are the server's to set), which
-    party this is, where the server is, the secret and whether to resume."""
+    """`splitlab client`: which kind of client (`vfl.wire.kinds`), its configuration (a feature party's training
+    configuration, its epochs and batch size the server's to set; or FSHA's victim's, `fsha`), which party this
+    is, where the server is, the secret and whether to resume."""
     connect: str = option("127.0.0.1:29500", "HOST:PORT of `splitlab serve`.", text())
     party: int = option(0, "Which feature party this is, 0 to --parties - 1 (its strip).", integer(low=0, high=63))
+    kind: str = option("split", "split (a feature party of split learning, an architecture of `splitlab models`) or "
+                       "fsha (FSHA's honest victim: --arch resnet or mlp, its own private batches; the options of "
+                       "its panel).", choice(CLIENT_KINDS))
+    fsha: FshaClientConfig | None = None
+    """FSHA's victim's configuration (`--kind fsha`)."""
 
     def check(self) -> None:
         check_int("--party", self.party, low=0, high=self.train.parties - 1)
         parse_address(self.connect, "--connect")
+        if (self.kind == "fsha") != (self.fsha is not None):
+            raise SplitlabError("--kind fsha takes FSHA's victim configuration, --kind split none")
+        if self.kind == "fsha" and self.resume:
+            raise SplitlabError("--resume is for --kind split: FSHA's victim keeps no checkpoints")
         super().check()

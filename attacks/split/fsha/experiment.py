@@ -1,6 +1,7 @@
 """FSHA as an experiment: build the honest client on the private split, let the malicious server (the attack)
 run protocol rounds with it through a `ClientSession`, score the decoded targets through the one driver, and
-evaluate against the ground truth (`evaluation.py`).
+evaluate against the ground truth (`evaluation.py`). `--transport tcp` puts the honest client in a process of
+its own and the rounds on the wire (`wire.py`).
 
 Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
 """
@@ -18,6 +19,7 @@ from attacks.split.fsha.attack import FSHA, FshaObservation
 from attacks.split.fsha.evaluation import RoundLog
 from attacks.split.fsha.victim import FshaVictim, load_split, victim_side
 from vfl.cli_output import table
+from vfl.options import choice, option
 from vfl.protocol import Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -41,6 +43,9 @@ class FshaConfig(SplitConfig):
     """`splitlab attack fsha`: the malicious server's preset and settings, and the victim's options."""
     attack: ClassVar[str] = "fsha"
     victim_options: ClassVar[type] = FshaVictim
+    transport: str = option("local", "local (the honest client in this process) or tcp (the malicious server here, "
+                            "the honest client a `splitlab client --kind fsha` process on 127.0.0.1; the gradients "
+                            "go over the wire).", choice(("local", "tcp")))
 
     def check(self) -> None:
         super().check()
@@ -60,7 +65,8 @@ class Prepared:
     public: Any
 
     def record(self) -> dict[str, Any]:
-        return {"settings": self.attack.settings, "victim": self.victim, "seed": self.victim.seed,
+        return {"settings": self.attack.settings, "victim": self.victim, "transport": self.config.transport,
+                "seed": self.victim.seed,
                 "device": str(resolve_device(self.victim.device)), "dataset_provenance": self.private.provenance,
                 "private_images": len(self.private), "public_images": len(self.public)}
 
@@ -121,6 +127,11 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
 
 
 def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
+    if prepared.config.transport == "tcp":
+        from attacks.split.fsha.wire import run_fsha_over_tcp       # torch.distributed only when asked for
+
+        return run_fsha_over_tcp(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips,
+                                 fid=fid, progress=progress, private=prepared.private, public=prepared.public)
     with terminate_as_interrupt():
         return run_fsha(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips, fid=fid,
                         progress=progress, interruptible=True, private=prepared.private, public=prepared.public)
@@ -135,7 +146,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
     e = m["extras"]
 
     def show(console) -> None:
-        console.print(table(f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset} "
+        console.print(table(f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}"
+                            f"{', over TCP' if prepared.config.transport == 'tcp' else ''} "
                             "(MSE on [-1,1]; means over each log interval)", e["log"],
                             ["iteration", "encoder_decoder_mse", "reconstruction_mse", "discriminator_loss",
                              "client_loss"]))

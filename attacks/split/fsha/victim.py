@@ -5,14 +5,14 @@ from dataclasses import dataclass
 
 import torch
 
-from attacks.split.fsha.images import BatchStream, to_fsha_images
 from attacks.split.fsha.networks import build_attacker
 from vfl import data as datasets
 from vfl.errors import SplitlabError
-from vfl.models.fsha import INPUT_SHAPE, LEVELS, SETUPS, build_client, feature_shape
-from vfl.options import Runtime, choice, integer, number, option, text
+from vfl.fsha_victim import BatchStream, FshaClientConfig, honest_client
+from vfl.models.fsha import build_client, feature_shape
+from vfl.options import integer, option, text
 from vfl.protocol import Client, ClientSession, Transcript
-from vfl.runtime import adam, generator, resolve_device
+from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
 
 __all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "MAX_PARAMETERS"]
@@ -23,43 +23,28 @@ Adam's moments): a width beyond it is refused before anything is allocated."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class FshaVictim(Runtime):
-    """The honest client under attack and its data; checked when built, before anything is written. Its seed
+class FshaVictim(FshaClientConfig):
+    """The honest client under attack and its data (`vfl.fsha_victim.FshaClientConfig`, which a client process
+    takes too), with what the evaluation scores; checked when built, before anything is written. Its seed
     initialises the client and orders its private batches (the attack has its own)."""
     dataset: str = option("mnist5k", "Dataset: private = its train split (the client's), public = its test split "
                           "(the server's); disjoint.", text())
-    arch: str = option("resnet", "Client setup: resnet (FSHA's CNN) or mlp (JAST's dense client).", choice(SETUPS))
-    level: int = option(4, "Split level 1-4: how much of the network the client holds.",
-                        integer(low=min(LEVELS), high=max(LEVELS)))
-    lr_client: float = option(1e-5, "The client's Adam learning rate.",
-                              number(low=0, low_open=True, high=10))
-    eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
-                              "control on them.", integer(low=1, high=10_000_000))
     batch_size: int = 64
     """Private images per protocol round (the attack's batch size)."""
     width: float = 1.0
     """Multiplier on the client's channel counts and hidden widths (the attack's width)."""
-    adam_eps: float = 1e-7
-    """The client's Adam epsilon (TF/Keras default, as in the FSHA code)."""
+    eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
+                              "control on them.", integer(low=1, high=10_000_000))
 
     def check(self) -> None:
-        spec = datasets.dataset_spec(self.dataset)
-        if spec.image_shape[0] not in (1, INPUT_SHAPE[0]):
-            raise SplitlabError(f"FSHA takes grey or RGB images; dataset {self.dataset} has "
-                                f"{spec.image_shape[0]} channels")
         check_int("--batch-size", self.batch_size, low=1, high=1_000_000)
         check_number("--width", self.width, low=0, low_open=True, high=16)
-        check_number("client adam_eps", self.adam_eps, low=0, low_open=True, high=1)
-        resolve_device(self.device)
+        super().check()
         count = parameter_count(self.arch, self.level, self.width)
         if count > MAX_PARAMETERS:
             raise SplitlabError(f"--width {self.width:g} gives the {self.arch} client and the server's networks "
                                 f"{count:,} parameters, more than the {MAX_PARAMETERS:,} this lab allocates; "
                                 "lower --width")
-
-    @property
-    def feature_shape(self) -> tuple[int, int, int]:
-        return feature_shape(self.level, self.width)
 
 
 def parameter_count(arch: str, level: int, width: float) -> int:
@@ -99,14 +84,11 @@ class VictimSide:
 
 def victim_side(victim: FshaVictim, private: datasets.ImageData, public: datasets.ImageData,
                 transcript: Transcript | None = None) -> VictimSide:
-    """The honest client (initialised from `victim.seed`, Adam on f), its private batch stream (order from
-    `victim.seed`) and a `ClientSession` holding the targets."""
+    """The honest client (`vfl.fsha_victim.honest_client`: initialised from `victim.seed`, Adam on f), its private
+    batch stream (order from `victim.seed`) and a `ClientSession` holding the targets."""
     device = resolve_device(victim.device)
-    model = build_client(victim.arch, victim.level, victim.width, seed=victim.seed).to(device)
-    client = Client(model, adam(model.parameters(), victim.lr_client, eps=victim.adam_eps,
-                                fused=device.type == "cuda"))
-    batches = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
+    honest = honest_client(victim, private, device)
     targets, _ = datasets.first_of_each_class(private)
     transcript = transcript if transcript is not None else Transcript()
-    session = ClientSession(client, batches, to_fsha_images(targets.to(device)), transcript)
-    return VictimSide(victim, device, private, public, client, batches, targets, transcript, session)
+    session = ClientSession(honest.client, honest.batches, honest.targets, transcript)
+    return VictimSide(victim, device, private, public, honest.client, honest.batches, targets, transcript, session)

@@ -18,6 +18,9 @@ Clone modes (`UnsplitSettings.clone`):
 - `per-target`: every target has its own clone (item r of the attacker's clone stream); all targets run
   together as engine trials.
 
+Against one of K feature parties (`party_view`), the observation is that party's slice of the joined
+activations, the clone that party's bottom model architecture on its strip, and X~ that strip only.
+
 Settings: `settings.py`; presets in the spec (`attacks.split.unsplit`).
 """
 from __future__ import annotations
@@ -32,16 +35,22 @@ from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquar
 from attacks.result import Reconstruction
 from attacks.split.unsplit.settings import UnsplitSettings
 from vfl.models import arch_spec, build_split
+from vfl.parties import CutLayout, activation_shapes, bottom_model, strip_shape
 from vfl.protocol import CuriousServer, ask
 from vfl.runtime import stream_seed
+from vfl.validate import check_int
 
 @dataclass(frozen=True)
 class CutObservation:
-    """What the honest-but-curious server has: the client's architecture and the activations it sent."""
+    """What the honest-but-curious server has: the client's architecture and the activations it sent. With
+    K feature parties (`parties` > 1) it is one party's slice of the joined activations (`party_view`), and
+    `input_shape` that party's strip."""
     arch: str
     cut_layer: int
     input_shape: tuple[int, ...]
     activations: torch.Tensor          # (targets, *activation shape), one row per target
+    parties: int = 1
+    party: int = 0
 
 
 def observe(client, images: torch.Tensor, arch: str, cut_layer: int, server: nn.Module | None = None
@@ -55,12 +64,30 @@ def observe(client, images: torch.Tensor, arch: str, cut_layer: int, server: nn.
     return CutObservation(arch, cut_layer, tuple(images.shape[1:]), received)
 
 
+def party_view(observation: CutObservation, parties: int, party: int) -> CutObservation:
+    """The observation of K feature parties' joined activations narrowed to party `party`'s slice: the server
+    knows where each party's activations sit (`vfl.parties.CutLayout`, from the architecture and the strips)."""
+    check_int("--target-party", party, low=0, high=parties - 1)
+    if parties == 1:
+        return observation
+    shapes = activation_shapes(observation.arch, observation.cut_layer, observation.input_shape, parties)
+    part = CutLayout(shapes).split(observation.activations)[party]
+    return CutObservation(observation.arch, observation.cut_layer, strip_shape(observation.input_shape, parties, party),
+                          part, parties, party)
+
+
 def clone_of(observation: CutObservation, seed: int, index: int = 0) -> nn.Module:
     """Clone `index`: a fresh client of the known architecture, initialised from the attacker's own random
     stream. The threat model grants the architecture, not the weights: drawing from a stream derived from
     the attack seed (never the seed itself) keeps the clone from being the victim's own initialisation
-    when both sides are given the same number."""
-    client, _ = build_split(observation.arch, observation.cut_layer, seed=stream_seed(seed, "unsplit clone", index))
+    when both sides are given the same number. Against one of K parties it is that party's bottom model
+    architecture on its strip (`vfl.parties.bottom_model`), from the same attacker stream."""
+    clone_seed = stream_seed(seed, "unsplit clone", index)
+    if observation.parties == 1:
+        client, _ = build_split(observation.arch, observation.cut_layer, seed=clone_seed)
+    else:
+        client = bottom_model(observation.arch, observation.cut_layer, clone_seed, observation.parties,
+                              observation.party, observation.input_shape)
     return client.to(device=observation.activations.device, dtype=observation.activations.dtype)
 
 
@@ -92,7 +119,8 @@ class UnSplit:
         n = activations.shape[0]
         objective = Objective(CutActivations(clone_of(observation, seed)), MeanSquared(),
                               priors=(Prior("tv", "x", tv_squared, s.lambda_tv), Prior("l2", "x", l2, s.lambda_l2)))
-        x0 = torch.full((n, 1, *spec.input_shape), s.init, device=activations.device, dtype=activations.dtype)
+        shape = spec.input_shape if observation.parties == 1 else observation.input_shape     # a party: its strip
+        x0 = torch.full((n, 1, *shape), s.init, device=activations.device, dtype=activations.dtype)
         observed = activations.unsqueeze(1)                     # each target is a batch of one
         if s.clone == "per-target":
             clones = [_clone_params(clone_of(observation, seed, r)) for r in range(n)]

@@ -1,6 +1,11 @@
 """UnSplit as an experiment: get a trained split model (train it, or load a checkpoint), let the curious server
 observe the first test image of each class, attack through the one driver, and evaluate per class.
 
+`--transport tcp` trains the victim with the curious server in this process and the honest client(s) in
+`splitlab client` processes; UnSplit then reads the targets' activations from what the server received
+(`observe_over_tcp`). With K feature parties it attacks one party (`--target-party`): its slice of the joined
+activations, its strip of each target.
+
 Used by `splitlab attack unsplit` and `splitlab compare`; the attack itself is `attack.UnSplit`.
 """
 from __future__ import annotations
@@ -11,20 +16,24 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 
-from attacks.driver import Outcome, Truth, attack_and_score
-from attacks.figures import per_class_bars
+from attacks.driver import Outcome, Truth, attack_and_score, shown
+from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.split.experiment import SplitConfig
-from attacks.split.unsplit.attack import UnSplit, observe
+from attacks.split.unsplit.attack import CutObservation, UnSplit, observe, party_view
 from vfl import data as datasets
 from vfl.errors import SplitlabError
-from vfl.options import option, optional, text
+from vfl.options import choice, integer, option, optional, text
+from vfl.parties import MAX_PARTIES, strip_bounds, take_strip
 from vfl.runs import Run
 from vfl.runtime import resolve_device
-from vfl.training import TrainConfig, TrainedSplit, load_checkpoint, load_data, save_trained, train_split
+from vfl.training import (TrainConfig, TrainedSplit, build_server, load_checkpoint, load_data, save_trained,
+                          train_split, training_curves_figure)
 
-__all__ = ["UnsplitConfig", "Victim", "load_victim", "train_victim", "attack_victim", "evaluation", "write_figures",
-           "prepare", "execute", "summary"]
+TRANSPORTS = ("local", "tcp")
+
+__all__ = ["UnsplitConfig", "Victim", "load_victim", "train_victim", "observe_over_tcp", "attack_victim",
+           "attack_observation", "evaluation", "write_figures", "prepare", "execute", "summary"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +43,11 @@ class UnsplitConfig(SplitConfig):
     victim_options: ClassVar[type] = TrainConfig
     checkpoint: str | None = option(None, "Attack this trained model instead of training one (its dataset, "
                                     "architecture, cut and defence are used).", optional(text()))
+    transport: str = option("local", "local (the victim trains in this process) or tcp (the curious server here, "
+                            "each honest client a `splitlab client` process on 127.0.0.1; UnSplit reads only what "
+                            "the server received).", choice(TRANSPORTS))
+    target_party: int = option(0, "With --parties K: the party whose strip UnSplit reconstructs from its slice of "
+                               "the joined activations, 0 to K - 1.", integer(low=0, high=MAX_PARTIES - 1))
 
     def check(self) -> None:
         super().check()
@@ -41,7 +55,11 @@ class UnsplitConfig(SplitConfig):
             given = sorted(self.victim)[0]
             raise SplitlabError(f"--{given.replace('_', '-')} describes the model to train, but --checkpoint gives "
                                 "a trained one (its own settings are used): drop one of them")
-        self.training
+        if self.checkpoint is not None and self.transport == "tcp":
+            raise SplitlabError("--transport tcp trains the victim over TCP, --checkpoint attacks one already "
+                                "trained: drop one of them")
+        if self.training is not None:
+            check_target_party(self.target_party, self.training.parties)
 
     @functools.cached_property
     def training(self) -> TrainConfig | None:
@@ -49,6 +67,15 @@ class UnsplitConfig(SplitConfig):
         if self.checkpoint is not None:
             return None
         return TrainConfig(seed=self.seed, device=self.device, data_root=self.data_root, **self.victim)
+
+
+def check_target_party(party: int, parties: int) -> None:
+    if parties == 1 and party != 0:
+        raise SplitlabError(f"--target-party {party}: the victim has one feature party (--parties 1); give --parties K "
+                            "to split it, or drop --target-party")
+    if not 0 <= party < parties:
+        raise SplitlabError(f"--target-party {party} names no party of the victim's --parties {parties}; give 0 to "
+                            f"{parties - 1}")
 
 
 @dataclass
@@ -77,23 +104,81 @@ def train_victim(victim: Victim, run: Run, progress: bool = True) -> Victim:
     return Victim(victim.config, victim.train, victim.test, trained, path)
 
 
+def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[CutObservation, float]:
+    """Train the victim with the curious server in this process and each honest client in a `splitlab client`
+    process on 127.0.0.1 (`vfl.wire.launch.serve_locally`), then take the observation from what the server
+    received: the last inference query, the evaluation targets' activations. Returns it with the test accuracy
+    the server measured. Nothing of the clients' is read here: no weights, no images."""
+    from vfl.wire.launch import serve_locally         # torch.distributed only when asked for
+
+    config = victim.config
+    device = resolve_device(config.device)
+    server = build_server(config, device, "curious")
+    metrics, server_run = serve_locally(config, run, "curious", server=server, progress=progress,
+                                        launched_by="attack unsplit --transport tcp")
+    query = server.seen.queries()[-1]
+    run.save_figure("training_curves.png", training_curves_figure(
+        TrainedSplit(config, None, server, metrics["accuracy"], metrics["history"], metrics["seconds"])))
+    run.log(f"trained {config.arch} cut {config.cut_layer} over TCP: accuracy {metrics['accuracy']:.4f} in "
+            f"{metrics['seconds']:.1f} s; the server received the targets' query at step {query.step} "
+            f"({server_run.path})")
+    return CutObservation(config.arch, config.cut_layer, config.image_shape, query.tensor.to(device)), \
+        metrics["accuracy"]
+
+
 def attack_victim(victim: Victim, attack: UnSplit, run: Run | None = None, *, seed: int = 0,
                   lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                  progress: bool = True) -> Outcome:
-    """UnSplit on the first test image of each class through the one driver: metrics on [0,1] against the
-    clean targets, the victim's accuracy, and the spec's evaluation (clone fit, per-class errors)."""
+                  progress: bool = True, target_party: int = 0) -> Outcome:
+    """UnSplit on the first test image of each class, as the curious server receives them from the trained
+    client (`attack_observation`)."""
+    config = victim.config
+    device = next(victim.trained.client.model.parameters()).device
+    targets, _ = datasets.first_of_each_class(victim.test)
+    observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer,
+                          victim.trained.server.model)
+    return attack_observation(victim, observation, victim.trained.accuracy, attack, run, seed=seed, lpips=lpips,
+                              fid=fid, progress=progress, target_party=target_party)
+
+
+def attack_observation(victim: Victim, observation: CutObservation, accuracy: float, attack: UnSplit,
+                       run: Run | None = None, *, seed: int = 0, lpips: LpipsMetric | Unavailable | None = None,
+                       fid: FidMetric | Unavailable | None = None, progress: bool = True,
+                       target_party: int = 0) -> Outcome:
+    """UnSplit on what the server received of the targets (the first test image of each class), through the one
+    driver: metrics on [0,1] against the clean targets (with K parties, the target party's strip of each), the
+    victim's accuracy, and the spec's evaluation (clone fit, per-class errors)."""
     from attacks.split.unsplit import SPEC
 
     config = victim.config
-    device = next(victim.trained.client.model.parameters()).device
+    check_target_party(target_party, config.parties)
     targets, classes = datasets.first_of_each_class(victim.test)
-    observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer,
-                          victim.trained.server.model)
-    facts = {"accuracy": victim.trained.accuracy, "arch": config.arch, "cut_layer": config.cut_layer,
-             "defence": config.defence}
-    return attack_and_score(SPEC, attack, observation, Truth(targets, context={"classes": classes}), run=run,
-                            seed=seed, progress=progress, lpips=lpips, fid=fid, facts=facts,
-                            title=f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}")
+    observation = party_view(observation, config.parties, target_party)
+    facts = {"accuracy": accuracy, "arch": config.arch, "cut_layer": config.cut_layer, "defence": config.defence}
+    title = f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}"
+    truth = targets
+    if config.parties > 1:
+        start, stop = strip_bounds(targets.shape[-1], config.parties)[target_party]
+        truth = take_strip(targets, config.parties, target_party).contiguous()
+        facts.update(parties=config.parties, target_party=target_party, strip_columns=[start, stop - 1])
+        title += f", party {target_party} of {config.parties} (columns {start}-{stop - 1})"
+    outcome = attack_and_score(SPEC, attack, observation, Truth(truth, context={"classes": classes}), run=run,
+                               seed=seed, progress=progress, lpips=lpips, fid=fid, facts=facts, title=title)
+    if run is not None and config.parties > 1:
+        run.save_figure("strips.png", strips_figure(targets, outcome, config.parties, target_party))
+    return outcome
+
+
+def strips_figure(targets, outcome: Outcome, parties: int, party: int):
+    """The targets whole, the attacked party's strip, UnSplit's reconstruction of it (min-max, as the paper shows
+    UnSplit's) and, for contrast, the other parties' strips, which the attack neither sees nor produces."""
+    from attacks.split.unsplit import SPEC
+
+    start, stop = strip_bounds(targets.shape[-1], parties)[party]
+    rows = [("targets", targets), (f"party {party}'s strip", outcome.targets),
+            ("reconstruction", shown(outcome.reconstruction, outcome.metrics, SPEC.display))]
+    rows += [(f"party {k}'s strip\n(not attacked)", take_strip(targets, parties, k)) for k in range(parties) if k != party]
+    return image_grid(rows, title=f"UnSplit against party {party} of {parties} (columns {start}-{stop - 1}): only its "
+                                  "strip is reconstructed")
 
 
 def evaluation(reconstruction, metrics: dict, truth: Truth) -> dict[str, Any]:
@@ -135,7 +220,8 @@ class Prepared:
 
     def record(self) -> dict[str, Any]:
         c = self.config
-        return {"train": self.victim.config, "checkpoint": c.checkpoint, "settings": c.settings, "seed": c.seed,
+        return {"train": self.victim.config, "checkpoint": c.checkpoint, "transport": c.transport,
+                "target_party": c.target_party, "settings": c.settings, "seed": c.seed,
                 "device": str(resolve_device(c.device)), "dataset_provenance": self.victim.test.provenance}
 
 
@@ -144,6 +230,7 @@ def prepare(config: UnsplitConfig) -> Prepared:
     attack = UnSplit(config.settings)
     if config.checkpoint is not None:
         victim = load_victim(Path(config.checkpoint), config.device, config.data_root)
+        check_target_party(config.target_party, victim.config.parties)
     else:
         train, test = load_data(config.training)
         victim = Victim(config.training, train, test)
@@ -151,11 +238,15 @@ def prepare(config: UnsplitConfig) -> Prepared:
 
 
 def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
-    victim = prepared.victim
+    victim, c = prepared.victim, prepared.config
+    if c.transport == "tcp":
+        observation, accuracy = observe_over_tcp(victim, run, progress)
+        return attack_observation(victim, observation, accuracy, prepared.attack, run, seed=c.seed, lpips=lpips,
+                                  fid=fid, progress=progress, target_party=c.target_party)
     if victim.trained is None:
         victim = train_victim(victim, run, progress)
-    return attack_victim(victim, prepared.attack, run, seed=prepared.config.seed, lpips=lpips, fid=fid,
-                         progress=progress)
+    return attack_victim(victim, prepared.attack, run, seed=c.seed, lpips=lpips, fid=fid, progress=progress,
+                         target_party=c.target_party)
 
 
 def summary(prepared: Prepared, outcome: Outcome, run: Run):
@@ -163,6 +254,11 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
 
     def show(console) -> None:
         head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence})"
+        if config.parties > 1:
+            head += f" against party {m['target_party']} of {config.parties} (columns {m['strip_columns'][0]}-" \
+                    f"{m['strip_columns'][1]})"
+        if prepared.config.transport == "tcp":
+            head += ", over TCP"
         if m["image_mse"] is None:
             console.print(f"{head}: every target diverged; accuracy {m['accuracy']:.4f}; run directory {run.path}")
             return

@@ -1,0 +1,141 @@
+"""FSHA over TCP (`splitlab attack fsha --transport tcp`): the malicious server in this process, FSHA's honest
+victim in a `splitlab client --kind fsha` process of its own on 127.0.0.1, the server's gradients sent over the
+wire. The victim is the client program's, built as in process (`vfl.fsha_victim`); it learns nothing of the
+attack: it is sent rounds and gradients like any client, and a request for its targets' smashed data.
+
+What this process holds. The attack (`FSHA`) gets what it gets in process: the public images and a session
+(`vfl.wire.victim_session.OwnBatchSession`), through which it receives the victim's smashed data and returns
+its gradients. The experiment around it is also the lab's referee, as in process, and scores against ground
+truth the attack never sees: the targets (the first private image of each class), the private batch of every
+round (the victim's order replayed from the victim's seed, to score the server's per-round reconstruction)
+and, once the session has ended, the victim's final model read from its run directory (`client/bottom.pt`)
+for the evaluation on more private images. Nothing of it is sent to the victim or handed to the attack.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.split.fsha.attack import FSHA, FshaObservation
+from attacks.split.fsha.evaluation import RoundLog
+from attacks.split.fsha.victim import FshaVictim, VictimSide
+from vfl import data as datasets
+from vfl.errors import SplitlabError
+from vfl.fsha_victim import BatchStream
+from vfl.models.fsha import build_client
+from vfl.protocol import Client, Transcript
+from vfl.runs import Run
+from vfl.runtime import generator, resolve_device
+from vfl.wire.client import load_bottom
+from vfl.wire.handshake import read_secret
+from vfl.wire.launch import LocalClients, fsha_client_command
+from vfl.wire.lifecycle import stop_on_sigterm
+from vfl.wire.victim_session import open_victim_session
+
+__all__ = ["run_fsha_over_tcp"]
+
+CLIENT_RUN = "client"
+"""The victim process's run directory, inside the attack's."""
+
+
+class _EndsAfterTargets:
+    """The session as FSHA uses it: rounds, then the targets' smashed data, which is its last use; the session
+    then ends (`end`: the victim is told BYE and exits) before the attack goes on to decode."""
+
+    def __init__(self, session, end: Callable[[], None]):
+        self._session, self._end = session, end
+
+    def round(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor]) -> int:
+        return self._session.round(choose_gradient)
+
+    def target_activations(self) -> torch.Tensor:
+        smashed = self._session.target_activations()
+        self._end()
+        return smashed
+
+
+def _final_client(victim: FshaVictim, folder: Path, device: torch.device) -> Client:
+    """The referee's copy of the victim's final model (its architecture, the weights it saved at the end)."""
+    model = build_client(victim.arch, victim.level, victim.width).to(device)
+    model.load_state_dict(load_bottom(folder / "bottom.pt"))
+    return Client(model, None)
+
+
+def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int = 0, lpips=None, fid=None,
+                      progress: bool = True, private: datasets.ImageData, public: datasets.ImageData,
+                      timeout: float = 60.0) -> Outcome:
+    """FSHA against the victim in its own process: observe -> attack -> score, evaluate and write (the one driver),
+    as `experiment.run_fsha` does in process. Ctrl-C, `kill` or a failing peer end both sides with one line."""
+    device = resolve_device(victim.device)
+    s = attack.settings
+    label = f"fsha {victim.arch} L{victim.level}"
+    mirror = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
+    rounds = RoundLog(mirror, s.log_every, s.iterations, device, run.log, label)
+    targets, _ = datasets.first_of_each_class(private)
+    transcript = Transcript()
+    run.log(f"{label} on {victim.dataset} over TCP ({private.provenance}); {len(private)} private / {len(public)} "
+            f"public images; device {device}; preset {s.preset}")
+    try:
+        with stop_on_sigterm(), LocalClients(timeout) as local:
+            local.start(fsha_client_command(victim, local.address, local.secret, run.path / CLIENT_RUN, timeout))
+            return _attack_session(victim, attack, run, local, device, mirror, rounds, targets, transcript, seed=seed,
+                                   lpips=lpips, fid=fid, progress=progress, private=private, public=public,
+                                   timeout=timeout)
+    except KeyboardInterrupt:
+        raise SplitlabError("interrupted; FSHA over TCP keeps nothing of an unfinished session") from None
+
+
+def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClients, device: torch.device,
+                    mirror: BatchStream, rounds: RoundLog, targets: torch.Tensor, transcript: Transcript, *, seed: int,
+                    lpips, fid, progress: bool, private: datasets.ImageData, public: datasets.ImageData,
+                    timeout: float) -> Outcome:
+    """The session with the victim `local` started, and the attack through it; the victim is told why when it
+    ends early."""
+    from attacks.split.fsha import SPEC
+
+    parties, open_ = None, False
+    try:
+        parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
+                                               attack.settings.iterations, timeout, device, transcript)
+        open_ = True
+        side = VictimSide(victim, device, private, public, None, mirror, targets, transcript, session)
+
+        def end() -> None:
+            nonlocal open_
+            parties.finish(timeout)
+            parties.close(False)
+            open_ = False
+            local.wait()
+            side.client = _final_client(victim, run.path / CLIENT_RUN, device)
+
+        def monitor(step: int, reconstruction: torch.Tensor, losses: torch.Tensor) -> bool:
+            next(mirror)                                # the victim's batch of this round, for the referee
+            return rounds(step, reconstruction, losses)
+
+        observation = FshaObservation(public.images.to(device), victim.feature_shape,
+                                      _EndsAfterTargets(session, end), victim.arch)
+        return attack_and_score(
+            SPEC, attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run, seed=seed,
+            mode="own loop", progress=progress, lpips=lpips, fid=fid,
+            facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
+            title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
+            call={"monitor": monitor})
+    except KeyboardInterrupt:
+        _abort(parties if open_ else None, "the server was interrupted")
+        raise
+    except SplitlabError as exc:
+        _abort(parties if open_ else None, f"the server stopped ({exc})")
+        raise
+    except Exception as exc:                    # a bug: the victim still hears of it
+        _abort(parties if open_ else None, f"the server failed ({type(exc).__name__})")
+        raise
+
+
+def _abort(parties, reason: str) -> None:
+    """Tell the victim the session stops and why, then take the session down (nothing if it already ended)."""
+    if parties is not None:
+        parties.abort(reason)
+        parties.close(True)

@@ -1,0 +1,112 @@
+"""The kinds of client `splitlab client` can be (`--kind`): what each holds, builds and tells the server, which
+frames start its rounds and queries, and what it answers them with. The session loop (`client.py`) is the same.
+
+- `split`: feature party k of split learning (`SplitParty`): its strip of every image and its bottom model,
+  built as in process (`vfl.training.build_client`). The server names the samples of each round (BATCH: sample
+  indices) and of each query (QUERY_REQUEST); epochs end with EPOCH_END, and it can resume.
+- `fsha`: FSHA's honest victim (`FshaParty`): its private images and its network, built as in the attack's
+  own process (`vfl.fsha_victim.honest_client`). It draws its own private batches in its own order (each
+  PRIVATE_ROUND: its next batch) and holds its evaluation targets (TARGET_REQUEST: their smashed data); the
+  server never names a private sample. It trains what the gradients it receives say, like any honest client:
+  nothing in it knows of an attack. No epochs, so no checkpoints.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from vfl import data as datasets
+from vfl.fsha_victim import honest_client
+from vfl.parties import activation_shapes, take_strip
+from vfl.protocol import Client
+from vfl.training import TrainConfig, build_client
+from vfl.wire.frames import Allow, Frame, Kind
+from vfl.wire.remote import Limits
+from vfl.wire.settings import ClientSettings
+
+ROUND_FRAMES = (Kind.BATCH, Kind.PRIVATE_ROUND)
+QUERY_FRAMES = (Kind.QUERY_REQUEST, Kind.TARGET_REQUEST)
+
+
+def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
+    """This party's strip of every image of the split (contiguous, as a party holding only it would)."""
+    images = datasets.load(config.dataset, split, config.data_root).images       # its labels are not kept
+    return images if config.parties == 1 else take_strip(images, config.parties, party).contiguous()
+
+
+def _whole_images(config: TrainConfig) -> torch.Tensor:
+    """The training images `build_client` takes (it cuts the party's strip; DP estimates its noise there)."""
+    return datasets.load(config.dataset, "train", config.data_root).images
+
+
+def introduction(config: TrainConfig, party: int, train_size: int, test_size: int,
+                 saved_epochs: list[int] | None = None) -> dict[str, Any]:
+    """What a split-learning client tells the server in the handshake (`saved_epochs`: None unless it resumes)."""
+    shape = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)[party]
+    return {"kind": "split", "dataset": config.dataset, "arch": config.arch, "cut_layer": config.cut_layer,
+            "party": party, "activation_shape": list(shape), "train_size": train_size, "test_size": test_size,
+            "resume": saved_epochs is not None, "epochs": saved_epochs or []}
+
+
+class SplitParty:
+    """Feature party `settings.party` of split learning."""
+
+    def __init__(self, settings: ClientSettings, device: torch.device):
+        config = self.config = settings.train
+        self.party, self.parties, self.device = settings.party, config.parties, device
+        self.client: Client = build_client(config, device, _whole_images(config), self.party)
+        self.train, self.test = _features(config, self.party, "train"), _features(config, self.party, "test")
+        self.title = f"party {self.party}: {config.arch} cut {config.cut_layer}"
+
+    def introduction(self, saved_epochs: list[int] | None) -> dict[str, Any]:
+        return introduction(self.config, self.party, len(self.train), len(self.test), saved_epochs)
+
+    def expected(self, limits: Limits, epoch: int, rounds: int) -> tuple[Allow, ...]:
+        return (Allow(Kind.BATCH, torch.int64, (), rows=(1, limits.batch_size), values=(0, limits.train_size)),
+                Allow(Kind.QUERY_REQUEST, torch.int64, (), rows=(1, limits.query_rows), values=(0, limits.test_size)),
+                Allow(Kind.EPOCH_END, step=epoch + 1))
+
+    def round_input(self, frame: Frame) -> torch.Tensor:
+        return self.train[frame.tensor].to(self.device)
+
+    def query_input(self, frame: Frame) -> torch.Tensor:
+        return self.test[frame.tensor].to(self.device)
+
+    def steps(self, terms: dict[str, Any], limits: Limits, epoch: int) -> int:
+        return (int(terms["epochs"]) - epoch) * -(-limits.train_size // limits.batch_size)
+
+
+class FshaParty:
+    """FSHA's honest victim, the one party of its session."""
+    party, parties = 0, 1
+
+    def __init__(self, settings: ClientSettings, device: torch.device):
+        config = self.config = settings.fsha
+        private = datasets.load(config.dataset, "train", config.data_root)
+        self.honest = honest_client(config, private, device)
+        self.client: Client = self.honest.client
+        self.title = f"fsha victim: {config.arch} level {config.level}"
+
+    def introduction(self, saved_epochs: list[int] | None) -> dict[str, Any]:
+        c = self.config
+        return {"kind": "fsha", "dataset": c.dataset, "arch": c.arch, "level": c.level, "batch_size": c.batch_size,
+                "activation_shape": list(c.feature_shape), "targets": len(self.honest.targets),
+                "resume": saved_epochs is not None, "epochs": saved_epochs or []}
+
+    def expected(self, limits: Limits, epoch: int, rounds: int) -> tuple[Allow, ...]:
+        return Allow(Kind.PRIVATE_ROUND, step=rounds), Allow(Kind.TARGET_REQUEST, step=rounds)
+
+    def round_input(self, frame: Frame) -> torch.Tensor:
+        return next(self.honest.batches)
+
+    def query_input(self, frame: Frame) -> torch.Tensor:
+        return self.honest.targets
+
+    def steps(self, terms: dict[str, Any], limits: Limits, epoch: int) -> int:
+        return int(terms["rounds"])
+
+
+def party_of(settings: ClientSettings, device: torch.device) -> SplitParty | FshaParty:
+    """The client `settings.kind` names, built (its data loaded, its model initialised)."""
+    return FshaParty(settings, device) if settings.kind == "fsha" else SplitParty(settings, device)
