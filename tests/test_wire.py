@@ -327,7 +327,6 @@ def test_fshas_server_admits_only_the_victim_it_expects():
 
 
 def test_a_split_learning_server_refuses_fshas_victim(tmp_path):
-    from vfl.parties import CutLayout
     from vfl.wire.remote import Limits
     from vfl.wire.server import ServeSettings, _ClientTerms
 
