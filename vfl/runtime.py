@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import signal
 import time
 import zlib
 from typing import Callable, Iterable, Iterator
@@ -104,3 +105,24 @@ def hardware(device: torch.device) -> str:
         load = f", load average {busy:.1f}" + (" (shared with other processes)" if busy > 1.5 else "")
     return (f"CPU {model}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads "
             f"(torch {torch.__version__}){load}")
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """`kill PID` stops a run as Ctrl-C does: an attack still writes what it reached, a wire program tells its
+    peers and keeps its saved epochs.
+
+    Only the first: it puts the previous handler back, so a second `kill` ends a run that hangs while writing.
+    """
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, previous)
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                      # not the main thread (an embedding app): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

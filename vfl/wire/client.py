@@ -35,7 +35,8 @@ from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort
 from vfl.wire.handshake import gloo_store, join, local_address_towards, parse_address, read_secret
 from vfl.wire.kinds import QUERY_FRAMES, ROUND_FRAMES, FshaParty, SplitParty, introduction, party_of
-from vfl.wire.lifecycle import saved_note, stop_on_sigterm
+from vfl.runtime import terminate_as_interrupt
+from vfl.wire.lifecycle import saved_note
 from vfl.wire.remote import Limits
 from vfl.wire.settings import ClientSettings
 
@@ -103,7 +104,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     run.log(f"{side.title} (party {party} of {side.parties}): connecting to {host}:{port}")
     epoch, channel, failed, start = 0, None, True, time.perf_counter()
     try:
-        with stop_on_sigterm():
+        with terminate_as_interrupt():
             joined = join(host, port, secret, party, side.parties, body, settings.timeout)
             epoch = int(joined.terms["start_epoch"])
             if epoch:

@@ -1,9 +1,6 @@
-"""How a wire program stops: `kill PID` as Ctrl-C, and the one line that says what is saved."""
+"""How a wire program stops: its timeouts, and the one line that says what is saved (`kill PID` acts as Ctrl-C
+through `vfl.runtime.terminate_as_interrupt`)."""
 from __future__ import annotations
-
-import contextlib
-import signal
-from typing import Iterator
 
 from vfl.runs import Run
 from vfl.validate import check_number
@@ -14,22 +11,6 @@ MAX_TIMEOUT = 86_400.0
 
 def check_timeout(timeout: float) -> float:
     return check_number("--timeout", timeout, low=0, low_open=True, high=MAX_TIMEOUT)
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """`kill PID` stops a wire program as Ctrl-C does (each side tells its peers and keeps its saved epochs)."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:                      # not the main thread: leave signals to the caller
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def saved_note(run: Run, epoch: int, resumable: bool = True) -> str:

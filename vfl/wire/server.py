@@ -34,7 +34,8 @@ from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.wire.channel import Channel, process_group
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.handshake import Listener, gloo_store, parse_address, read_secret
-from vfl.wire.lifecycle import saved_note, stop_on_sigterm
+from vfl.runtime import terminate_as_interrupt
+from vfl.wire.lifecycle import saved_note
 from vfl.wire.remote import Limits, RemoteParties
 from vfl.wire.roles import build_role
 
@@ -158,7 +159,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     parties: RemoteParties | None = None
     failed, start = True, time.perf_counter()
     try:
-        with stop_on_sigterm():
+        with terminate_as_interrupt():
             parties = open_session(settings, listener, layout, limits, device, state.epoch)
             run.log(f"session open: role {role_name}")
             last = parties.traffic.as_dict()

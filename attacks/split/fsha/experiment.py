@@ -7,9 +7,7 @@ Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import signal
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -22,7 +20,7 @@ from vfl.cli_output import table
 from vfl.options import choice, option
 from vfl.protocol import Transcript
 from vfl.runs import Run
-from vfl.runtime import resolve_device
+from vfl.runtime import resolve_device, terminate_as_interrupt
 
 __all__ = ["FshaConfig", "victim_for", "run_fsha", "prepare", "execute", "summary"]
 
@@ -75,26 +73,6 @@ def prepare(config: FshaConfig) -> Prepared:
     attack = FSHA(config.settings)
     private, public = load_split(config.victim_config, attack.settings.batch_size)
     return Prepared(config, attack, config.victim_config, private, public)
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt():
-    """`kill PID` on a background run stops it like Ctrl-C: the run still writes what it reached.
-
-    Only the first: it puts the previous handler back, so a second `kill` ends a run that hangs while writing.
-    """
-    def interrupt(signum, frame):
-        signal.signal(signal.SIGTERM, previous)
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:                      # not the main thread (an embedding app): leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,

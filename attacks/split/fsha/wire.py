@@ -32,7 +32,7 @@ from vfl.runtime import generator, resolve_device
 from vfl.wire.client import load_bottom
 from vfl.wire.handshake import read_secret
 from vfl.wire.launch import LocalClients, fsha_client_command
-from vfl.wire.lifecycle import stop_on_sigterm
+from vfl.runtime import terminate_as_interrupt
 from vfl.wire.victim_session import open_victim_session
 
 __all__ = ["run_fsha_over_tcp"]
@@ -79,7 +79,7 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int =
     run.log(f"{label} on {victim.dataset} over TCP ({private.provenance}); {len(private)} private / {len(public)} "
             f"public images; device {device}; preset {s.preset}")
     try:
-        with stop_on_sigterm(), LocalClients(timeout) as local:
+        with terminate_as_interrupt(), LocalClients(timeout) as local:
             local.start(fsha_client_command(victim, local.address, local.secret, run.path / CLIENT_RUN, timeout))
             return _attack_session(victim, attack, run, local, device, mirror, rounds, targets, transcript, seed=seed,
                                    lpips=lpips, fid=fid, progress=progress, private=private, public=public,
