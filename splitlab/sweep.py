@@ -28,7 +28,7 @@ import typer
 
 from splitlab.sweep_cells import is_finished, run_local
 from splitlab.sweep_display import Display
-from splitlab.sweep_file import MAX_CELLS, arg_text, load_sweep, parse_sweep, shipped
+from splitlab.sweep_file import MAX_CELLS, arg_text, load_sweep, parse_sweep, parse_where, shipped
 from splitlab.sweep_ray import CONNECT_TIMEOUT_S, JOIN_TIMEOUT_S, RayPlan, parse_address, run_ray, start_ray, \
     stop_ray
 from splitlab.sweep_report import aggregate, write_results
@@ -129,6 +129,9 @@ def sweep_command(
                                           f"HOST:PORT) instead of starting a private local instance. The head "
                                           f"must answer within {CONNECT_TIMEOUT_S:g} s and the join finish "
                                           f"within {JOIN_TIMEOUT_S:g} s, else exit 2 with nothing written."),
+    where: list[str] = typer.Option([], "--where", help="Run only the cells with these swept values: "
+                                    "KEY=V1,V2 (repeatable: a key given twice takes the values of both, different "
+                                    "keys must all hold). The same --out without it runs the rest."),
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep directory (default runs/sweep/<name>); "
                                        "the same --out resumes."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the live progress display."),
@@ -155,7 +158,10 @@ def sweep_command(
     if address is not None:
         parse_address(address)
     sweep = load_sweep(file, paper, paper_size)
-    cells = sweep.cells()
+    chosen = parse_where(sweep, where)
+    cells = [c for c in sweep.cells() if c.has(chosen)]
+    if not cells:
+        raise SplitlabError(f"no cell of {sweep.name} has every --where value at once: " + "; ".join(where))
     default_dir = Path("runs") / "sweep" / (sweep.name + ("-paper" if paper_size else ""))
     sweep_dir = Path(out) if out is not None else default_dir
     check_sweep_dir(sweep_dir)
@@ -187,7 +193,8 @@ def sweep_command(
                         "command_line": sweep.command_line(), "executor": executor, "address": address,
                         "concurrency": plan.concurrency if plan else 1,
                         "torch_threads": plan.threads if plan else threads, "ray_nodes": plan.nodes if plan else None,
-                        "cells": len(cells), "already_finished": sum(finished)}
+                        "cells": len(cells), "where": {k: sorted(v) for k, v in chosen.items()} or None,
+                        "already_finished": sum(finished)}
                 atomic_write_text(sweep_dir / "sweep.json", dumps(meta) + "\n")
                 display = Display(len(pending), sum(finished), enabled=progress,
                                   after_cell=lambda: write_results(sweep, cells, sweep_dir))

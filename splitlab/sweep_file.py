@@ -88,6 +88,48 @@ class Cell:
     def argv(self, cell_dir: Path) -> list[str]:
         return [*self.command, *self.args(), "--out", str(cell_dir), "--json"]
 
+    def has(self, where: dict[str, set[str]]) -> bool:
+        """Whether every key's swept value is one of the given texts (`arg_text` form; numbers by value)."""
+        swept = dict(self.swept)
+        return all(key in swept and any(same_text(swept[key], text) for text in texts)
+                   for key, texts in where.items())
+
+
+def same_text(value: Value, text: str) -> bool:
+    """A swept value against a user's text: equal as text, or as numbers (`1e-3` is `0.001`)."""
+    text = text.strip()
+    if isinstance(value, bool):
+        return arg_text(value) == text.lower()
+    if arg_text(value) == text:
+        return True
+    if isinstance(value, (int, float)):
+        try:
+            return math.isclose(float(text), float(value), rel_tol=1e-12, abs_tol=0.0)
+        except ValueError:
+            return False
+    return False
+
+
+def parse_where(sweep: "Sweep", pairs: list[str]) -> dict[str, set[str]]:
+    """`--where KEY=V1,V2` as key -> accepted texts (a key given twice accepts the values of both; different keys
+    must all hold), checked against the sweep: an unknown key, or a value no cell has, is a one-line error."""
+    where: dict[str, set[str]] = {}
+    cells = sweep.cells()
+    for pair in pairs:
+        key, sep, values = pair.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key or not values.strip():
+            raise SplitlabError(f"--where {pair!r}: write KEY=VALUE or KEY=V1,V2 (a swept option of the sweep)")
+        if key not in sweep.swept_keys:
+            raise SplitlabError(f"--where {key}: not swept by {sweep.name}; swept: {', '.join(sweep.swept_keys)}")
+        whole = any(c.has({key: {values}}) for c in cells)       # a value with commas of its own (a defence)
+        texts = {values.strip()} if whole else {v.strip() for v in values.split(",") if v.strip()}
+        for text in texts:
+            if not any(c.has({key: {text}}) for c in cells):
+                raise SplitlabError(f"--where {key}={text}: no cell of {sweep.name} has it")
+        where.setdefault(key, set()).update(texts)
+    return where
+
 
 def arg_text(value: Value) -> str:
     if isinstance(value, bool):

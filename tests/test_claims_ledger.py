@@ -365,3 +365,18 @@ def test_shipping_refuses_an_unfinished_sweep(tmp_path):
     with pytest.raises(SplitlabError, match="every cell must be ok"):
         ship(tmp_path, "x", root=tmp_path / "out")
     assert rows("x", root=tmp_path / "out") is None
+
+
+def test_running_a_claim_again_keeps_every_cell_its_rule_reads():
+    """`claims --run` narrows each sweep with --where; the kept cells must include every cell the rules select."""
+    from splitlab.claims.cli import _where
+    from splitlab.sweep_file import load_sweep, parse_where
+
+    for name in sorted({c.measure.sweep for c in MEASURED} & set(shipped())):
+        selections = [s for c in MEASURED if c.measure.sweep == name for s in c.measure.selections]
+        sweep = load_sweep(paper=name)
+        where = parse_where(sweep, [arg.removeprefix("--where=") for arg in _where(selections)])
+        kept = [dict(c.swept) for c in sweep.cells() if c.has(where)]
+        for select in selections:
+            wanted = select.rows([dict(c.swept) for c in sweep.cells()])
+            assert all(cell in kept for cell in wanted), (name, dict(select.where))

@@ -230,6 +230,32 @@ def test_local_cells_equal_the_single_command_and_resume_runs_only_missing_cells
     assert sorted(r["seed"] for r in rows) == ["0", "1", "2"]          # every cell once
 
 
+def test_where_runs_only_the_chosen_cells_and_the_same_out_without_it_runs_the_rest(tmp_path):
+    out = tmp_path / "out"
+    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1, 2]))
+    some = json.loads(runner.invoke(app, ["sweep", str(grid), "--executor", "local", "--out", str(out), "--no-progress",
+                                          "--json", "--where", "seed=0,2"]).stdout)
+    assert (some["cells"], some["ran"]) == (2, 2)
+    assert sorted(r["seed"] for r in csv.DictReader((out / "results.csv").open())) == ["0", "2"]
+    rest = json.loads(runner.invoke(app, ["sweep", str(grid), "--executor", "local", "--out", str(out), "--no-progress",
+                                          "--json"]).stdout)
+    assert (rest["cells"], rest["ran"], rest["skipped"]) == (3, 1, 2)
+
+
+def test_where_values_and_bad_keys():
+    from splitlab.sweep_file import load_sweep, parse_where
+
+    sweep = load_sweep(paper="jast-cut-layers")
+    dp = "input-dp:epsilon=6,delta=0.5"
+    where = parse_where(sweep, [f"defence={dp}", "defence=none", "seed=0", "cut-layer=1,2"])
+    cells = [c for c in sweep.cells() if c.has(where)]
+    assert len(cells) == 4 and {dict(c.swept)["defence"] for c in cells} == {dp, "none"}
+    assert [c for c in sweep.cells() if c.has(parse_where(sweep, ["seed=0.0"]))]       # numbers by value
+    for bad, message in ((["arch=cnn"], "not swept"), (["seed=9"], "no cell"), (["seed"], "KEY=VALUE")):
+        with pytest.raises(SplitlabError, match=message):
+            parse_where(sweep, bad)
+
+
 def test_failing_cell_is_recorded_and_the_others_finish(tmp_path):
     out = tmp_path / "out"
     # `vit` parses (the option takes any name) and fails when the cell runs: a failure at run time

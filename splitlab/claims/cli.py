@@ -72,16 +72,28 @@ def _deviations(paper: Optional[str], as_json: bool) -> None:
     typer.echo(f"{sum(len(r) for r in found.values())} declared deviations; per attack in docs/attacks/")
 
 
+def _where(selections: list) -> list[str]:
+    """`--where` arguments that keep a sweep's cells to those the selections read: for each key every selection
+    names, the values they name (a superset of their union; a key some selection leaves open stays open)."""
+    from splitlab.sweep_file import arg_text
+
+    keys = set.intersection(*(set(s.where) for s in selections)) if selections else set()
+    return [f"--where={key}={value}" for key in sorted(keys) for value in sorted({arg_text(s.where[key]) for s in
+                                                                                  selections})]
+
+
 def _rerun(selector: str, out: Optional[Path], executor: str, concurrency: Optional[int]):
-    """Run the sweeps behind the chosen claims (resumable) and return a results reader over them."""
+    """Run the cells behind the chosen claims (resumable) and return a results reader over them."""
     from splitlab.cli import app
 
-    sweeps = sorted({c.measure.sweep for c in claims_for(selector) if c.measure is not None})
+    measured = [c.measure for c in claims_for(selector) if c.measure is not None]
+    sweeps = sorted({m.sweep for m in measured})
     if not sweeps:
         raise SplitlabError(f"{selector}: no measured claim to run again (all are not attempted)")
     root = out or Path("runs") / "claims" / selector
     for name in sweeps:                 # the sweep command itself: its checks, Ray, resume and report
-        args = ["sweep", "--paper", name, "--out", str(root / name), "--executor", executor]
+        where = _where([s for m in measured if m.sweep == name for s in m.selections])
+        args = ["sweep", "--paper", name, "--out", str(root / name), "--executor", executor, *where]
         code = app([*args, *(["--concurrency", str(concurrency)] if concurrency else [])], prog_name="splitlab",
                    standalone_mode=False)
         if code not in (None, 0):

@@ -235,6 +235,11 @@ class Measure:
     how: str
     """The measurement in words: the metric and the aggregation over seeds."""
 
+    @property
+    def selections(self) -> tuple[Select, ...]:
+        """The cells the rule reads: both sides of a comparison, or its one selection."""
+        return (self.rule.a, self.rule.b) if isinstance(self.rule, Beats) else (self.rule.select,)
+
 
 @dataclass(frozen=True)
 class Claim:
