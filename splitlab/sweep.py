@@ -78,8 +78,10 @@ def _list_rows() -> list[dict]:
     for name, text in shipped().items():
         cpu = parse_sweep(text, name, f"{name}.toml")
         paper = parse_sweep(text, name, f"{name}.toml", paper_size=True) if cpu.has_paper else cpu
+        hours = cpu.estimate.get("gpu_hours")
         rows.append({"name": name, "command": " ".join(cpu.command), "cells": cpu.size,
-                     "paper_cells": paper.size, "description": cpu.description})
+                     "paper_cells": paper.size, "paper_gpu_hours": "-" if hours is None else f"~{hours:g}",
+                     "description": cpu.description})
     return rows
 
 
@@ -145,7 +147,7 @@ def sweep_command(
         rows = _list_rows()
         emit({"command": "sweep --list", "sweeps": rows}, as_json, lambda c: c.print(table(
             "shipped sweeps (splitlab sweep --paper NAME [--paper-size])", rows,
-            ["name", "command", "cells", "paper_cells", "description"])))
+            ["name", "command", "cells", "paper_cells", "paper_gpu_hours", "description"])))
         return
     if executor not in ("ray", "local"):
         raise SplitlabError(f"unknown executor {executor!r}; choose one of: ray, local")

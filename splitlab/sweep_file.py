@@ -41,7 +41,8 @@ from vfl.errors import SplitlabError
 
 Value = str | int | float | bool
 TOP_KEYS = ("command", "description", "fixed", "axes", "zip", "paper", "report")
-PAPER_KEYS = ("fixed", "axes", "zip")
+PAPER_KEYS = ("fixed", "axes", "zip", "estimate")
+ESTIMATE_KEYS = ("gpu_hours", "basis")
 REPORT_KEYS = ("metrics", "x")
 RESERVED = {"out": "the sweep sets --out to the cell directory", "json": "the sweep always adds --json",
             "help": "not an experiment option"}
@@ -153,6 +154,8 @@ class Sweep:
     report: dict[str, Any] = field(default_factory=dict)
     paper_size: bool = False
     has_paper: bool = False
+    estimate: dict[str, Any] = field(default_factory=dict)
+    """The paper-size grid's time on a GPU as the file estimates it: gpu_hours (None: no GPU path) and its basis."""
     text: str = field(default="", repr=False)   # the file as read (kept in the sweep directory)
 
     @property
@@ -233,6 +236,22 @@ def _fixed(source: str, where: str, table: dict) -> dict[str, Value]:
             for k, v in _table(source, where, table).items()}
 
 
+def _estimate(source: str, table: Any) -> dict[str, Any]:
+    """[paper.estimate]: gpu_hours (a number >= 0, or absent when the command has no GPU path) and its basis."""
+    table = _table(source, "paper.estimate", table)
+    bad = [k for k in table if k not in ESTIMATE_KEYS]
+    if bad:
+        raise file_error(source, f"unknown key {bad[0]!r} in [paper.estimate]; it has: {', '.join(ESTIMATE_KEYS)}")
+    if not table:
+        return {}
+    hours = table.get("gpu_hours")
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 <= hours < 1e6):
+        raise file_error(source, "[paper.estimate] gpu_hours must be a number of hours >= 0")
+    if not isinstance(table.get("basis"), str) or not table["basis"].strip():
+        raise file_error(source, "[paper.estimate] needs a basis: where the time comes from")
+    return {"gpu_hours": hours, "basis": table["basis"].strip()}
+
+
 def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> Sweep:
     """Parse sweep-file text; every mistake is a one-line `SplitlabError` naming the file."""
     try:
@@ -255,6 +274,7 @@ def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> 
     bad = [k for k in paper if k not in PAPER_KEYS]
     if bad:
         raise file_error(source, f"unknown key {bad[0]!r} in [paper]; it has: {', '.join(PAPER_KEYS)}")
+    estimate = _estimate(source, paper.get("estimate", {}))
     paper_parts = (_fixed(source, "paper.fixed", paper.get("fixed", {})),
                    _lists(source, "paper.axes", paper.get("axes", {})),
                    _lists(source, "paper.zip", paper.get("zip", {}), distinct=False))
@@ -285,7 +305,7 @@ def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> 
         raise file_error(source, f"[report] x = {report['x']!r} is not a swept option")
     sweep = Sweep(name=name, source=source, command=tuple(command.split()), description=description,
                   fixed=fixed, axes=axes, zipped=zipped, report=report, paper_size=paper_size,
-                  has_paper=any(paper_parts), text=text)
+                  has_paper=any(paper_parts), estimate=estimate, text=text)
     if sweep.size > MAX_CELLS:
         raise file_error(source, f"the grid has {sweep.size:,} cells, over the bound of {MAX_CELLS:,} cells per "
                     "sweep; split it into smaller sweeps (each its own --out)")

@@ -336,3 +336,14 @@ def test_a_cell_still_held_by_a_killed_sweeps_worker_is_waited_for_not_run_twice
     record = json.loads(result.stdout)
     assert (record["ok"], record["ran"]) == (1, 0)                # waited, found it finished, did not re-run
     assert json.loads((cell_dir / "metrics.json").read_text()) == {"accuracy": 0.5}
+
+
+def test_every_shipped_grid_states_its_gpu_estimate_and_a_bad_estimate_is_refused(tmp_path):
+    for name in shipped():
+        estimate = load_sweep(paper=name).estimate
+        assert estimate.get("basis"), name
+    bad = TRAIN.format(seeds=[0]) + '\n[paper.estimate]\ngpu_hours = "soon"\nbasis = "x"\n'
+    with pytest.raises(SplitlabError, match="gpu_hours must be a number"):
+        parse_sweep(bad, "g", "g.toml")
+    with pytest.raises(SplitlabError, match="needs a basis"):
+        parse_sweep(TRAIN.format(seeds=[0]) + "\n[paper.estimate]\ngpu_hours = 1\n", "g", "g.toml")
