@@ -150,6 +150,7 @@ from attacks.engine import Adam, Block, FedSGDGradient, Objective, Schedule, Squ
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import check_requirements
 from attacks.hfl.variables import engine_context, initial_variables
+from attacks.result import Reconstruction
 from attacks.settings import AttackSettings
 from attacks.spec import AttackSpec, Preset
 from vfl.options import integer, number, option

@@ -53,7 +53,7 @@ CASES = [
     (HFL + ["--batch-size", "0"], "--batch-size must be"),
     (HFL + ["--defence", "gaussian:sigma=nan"], "sigma"),
     (HFL + ["--defence", "topk:keep=2"], "keep"),
-    (HFL + ["--defence", "quant:bits=1"], "bits"),
+    (HFL + ["--defence", "quant:bits=0"], "bits"),
     # values the option's type refuses (parsed before the command runs)
     (TRAIN + ["--epochs", "abc"], "Invalid value for '--epochs'"),
     (TRAIN + ["--epochs", "3.5"], "Invalid value for '--epochs'"),
