@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional
 
@@ -31,7 +31,7 @@ UNWEIGHTED = (1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
-class AWASettings(AttackSettings):
+class AWASettings(EngineSettings):
     """Approximate and Weighted Attack (Song, Wang, Zuazua, arXiv 2308.06822), Algorithm 2.
 
         u~ = u / E,  theta_start = theta_0 - ((e - 1) / E) u     (interpolation, eqs. 19-20; exact replay when E = 1 or B = 1)
