@@ -48,11 +48,11 @@ AUTO_PAYBACK = 3.0
 """`auto` compiles when the run's remaining eager time is at least this many times the expected compile time:
 a compiled step 1.5x as fast as eager saves a third of the remaining time, which then covers the compile."""
 COLD_COMPILE_SECONDS = 60.0
-"""Expected compile time of a step with nothing in the cache: DLG's and Inverting Gradients' steps took
-40-95 s with a cold cache on the 2-core CPU (busy); an estimate for the rule, not a promise."""
+"""Expected compile time of a step with nothing in the cache (tens of seconds for the attacks' steps on the
+2-core CPU, seen under load): an estimate for the rule, to be replaced by quiet-machine measurements."""
 WARM_FRACTION = 0.1
 """A step compiled before into the same cache costs about this fraction of its cold compile (dynamo still
-traces; inductor's FX graph and AOT caches skip the code generation and the C++ build): 5.5 of 93 s."""
+traces; inductor's FX graph and AOT caches skip the code generation and the C++ build); an estimate too."""
 BACKEND = "inductor"
 """torch.compile's backend; tests put "aot_eager" here to check the tracing without building C++ code."""
 COSTS_FILE = "splitlab_compile_seconds.json"
