@@ -321,6 +321,10 @@ def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, t
 
 
 # --- every attack's quick preset, inductor ---------------------------------------------------------------
+# In float64: in float32 the eager run itself is rounding-bound where these attacks amplify rounding (L-BFGS
+# over 20 inner iterations, a FedAvg update that is the difference of two nearly equal weight sets), so a
+# compiled float32 run, whose kernels round differently, ends up to 1e-2-0.4 away after two L-BFGS steps
+# while its first evaluations agree to 5e-7; in float64 the same runs agree to 1e-7 or better.
 
 HFL_TINY = {
     "dlg": {"iterations": 2}, "idlg": {"iterations": 2}, "invgrad": {"iterations": 8},
@@ -329,21 +333,20 @@ HFL_TINY = {
 }
 
 
-def _compare(eager, other):
-    eager, other = eager.reconstruction, other.reconstruction
-    worst = max(_rel(other.history[k], eager.history[k]) for k in eager.history)
-    return max(worst, _rel(other.trials, eager.trials)), other.extras["compile"]
+def _hfl(attack: str, compile_mode: str):
+    from attacks.hfl.experiment import HFLConfig, execute, prepare
+    config = HFLConfig.of(attack=attack, preset=f"{attack}.quick", compile=compile_mode, **HFL_TINY[attack])
+    return execute(prepare(config, dtype=torch.float64), None, progress=False).reconstruction
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attack", sorted(HFL_TINY))
 def test_every_hfl_attack_compiled_follows_eager(attack):
-    from splitlab import api
-    preset = f"{attack}.quick"
-    eager = api.hfl(attack, preset=preset, **HFL_TINY[attack])
-    other = api.hfl(attack, preset=preset, compile="on", **HFL_TINY[attack])
-    assert "compile" not in eager.reconstruction.extras
-    difference, report = _compare(eager, other)
+    eager, other = _hfl(attack, "off"), _hfl(attack, "on")
+    assert "compile" not in eager.extras
+    worst = max(_rel(other.history[k], eager.history[k]) for k in eager.history)
+    difference = max(worst, _rel(other.trials, eager.trials))
+    report = other.extras["compile"]
     print(f"\n{attack}: max relative difference {difference:.2e}, {report}")
     assert difference < 1e-4
     assert report["compiled"] and report["graph_breaks"] == 0 and report["recompiles"] == 0, report

@@ -35,6 +35,7 @@ import torch
 from torch.func import grad, vmap
 
 from attacks.engine.optim import SGD, Adam, FusedAdam, Hook
+from attacks.engine.simulators import installing_taps
 from attacks.engine.trials import Trials, leaves, map_tree, replaced, weighted
 
 __all__ = ["COMPILE_MODES", "Compilation", "cxx_compiler", "cache_dir", "AUTO_PROBE_STEPS", "AUTO_PAYBACK",
@@ -370,6 +371,9 @@ class CompiledStep:
         name = "engine_lbfgs_evaluation" if self.lbfgs else f"engine_{type(block.optimizer).__name__.lower()}_step"
         self.program, self.new = _program(objective, signature,
                                           lambda: _Program(body(), name, state.alive.device))
+        if self.new:                    # one eager evaluation leaves the recording taps the traced step uses
+            with installing_taps(), torch.no_grad():
+                state.terms(names=run.names)
         self.signature = signature
 
     def _optimizer(self):
