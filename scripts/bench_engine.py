@@ -363,8 +363,7 @@ def print_compiled(rows: list[dict]) -> None:
     """Eager and compiled ms per step side by side, the speed-up, the compile seconds (cold and warm cache) and
     the steps a compile needs to pay for itself at that speed-up."""
     width = max(len(r["workload"]) for r in rows)
-    print(f"
-ms per step, eager and compiled in the same child process (torch threads: "
+    print(f"\nms per step, eager and compiled in the same child process (torch threads: "
           f"{rows[0]['cold']['threads']}); compile seconds with a cold and a warm inductor cache")
     print(f"{'workload':<{width}}  {'cache':>5}  {'eager':>8}  {'compiled':>8}  {'speed-up':>8}  {'compile s':>9}  "
           f"{'break-even steps':>16}  compiles/recompiles/breaks")
