@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vfl.options import Validated
+from attacks.engine.compiled import COMPILE_MODES
+from vfl.options import Validated, choice, option
 
-__all__ = ["AttackSettings"]
+__all__ = ["AttackSettings", "EngineSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -13,3 +14,10 @@ class AttackSettings(Validated):
     """Base of an attack's settings dataclass (declare it `@dataclass(frozen=True, kw_only=True)` too)."""
     preset: str = "custom"
     """The dotted preset these settings started from (`dlg.original`); recorded in every result."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings(AttackSettings):
+    """Base of the settings of an attack that runs the reconstruction engine (`attacks.engine.run`)."""
+    compile: str = option("off", "torch.compile the engine's steps: off (eager, the reference), on, or auto "
+                          "(when the run is long enough to repay the compile).", choice(COMPILE_MODES))

@@ -18,6 +18,13 @@ better) and sequential / batched (the batched speed-up), plus the mode `mode="au
 
     python scripts/bench_engine.py --repeats 5
     python scripts/bench_engine.py --quick          # a check that everything runs, in seconds
+
+`--compile` adds the attacks compiled (`compile="on"`, `attacks.engine.compiled`) beside eager: each
+workload runs in a child process twice, first with an empty inductor cache (a fresh
+`TORCHINDUCTOR_CACHE_DIR`: cold) and then with the cache the first child filled (warm). Each child times
+the eager attack (median of the repeats) and one compiled run, whose compile seconds are taken out of its
+steps; it prints both per step, their ratio, the compile time and the steps after which the compile has
+paid for itself. `--compile-only` skips the eager table.
 """
 from __future__ import annotations
 
@@ -25,7 +32,11 @@ import argparse
 import copy
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -294,6 +305,78 @@ def _auto(w: Workload, trials: int) -> str:
         return "-"
 
 
+# --- compiled against eager ---------------------------------------------------------------------------
+
+def compiled_workloads(device: torch.device, args) -> dict[str, tuple[int, Callable[[str], object]]]:
+    """name -> (steps, compile mode -> the attack's Reconstruction): the attacks the eager table times."""
+    images = datasets.load("mnist5k")
+    x, y = images.images[:1].to(device), images.labels[:1].to(device)
+    lenet = observe_fedsgd(build_hfl_model("lenet", seed=0).to(device), x, y, arch="lenet")
+    convnet = observe_fedsgd(build_hfl_model("convnet", seed=0).to(device), x, y, arch="convnet")
+    xb, yb = images.images[:8].to(device), images.labels[:8].to(device)
+    known = observe_fedsgd(build_hfl_model("convnet", seed=0).to(device), xb, yb, arch="convnet", reveal_labels=True)
+    r = args.restarts
+    dlg = replace(preset("dlg.original"), iterations=args.dlg_steps, restarts=1)
+    ig = replace(preset("invgrad.paper"), iterations=args.ig_iterations, tv=1e-4, restarts=r)
+    quick = replace(preset("fedleak.quick"), iterations=args.fedleak_iterations, restarts=1)
+    return {
+        "DLG, LeNet, L-BFGS x20, 1 restart": (args.dlg_steps, lambda c: DLG(replace(dlg, compile=c))(lenet, seed=0)),
+        f"Inverting Gradients, ConvNet, {r} restarts": (
+            args.ig_iterations, lambda c: InvertingGradients(replace(ig, compile=c))(convnet, seed=0)),
+        "FedLeak attack B=8 (fedleak.quick), 1 restart": (
+            args.fedleak_iterations, lambda c: FedLeak(replace(quick, compile=c))(known, seed=0)),
+    }
+
+
+def compiled_child(steps: int, attack: Callable[[str], object], repeats: int, device: torch.device) -> dict:
+    """Eager (warm-up, then the median of `repeats`) and one compiled run of an attack, in this process."""
+    attack("off")
+    eager = statistics.median(timed(lambda: attack("off"), device) for _ in range(repeats))
+    result = attack("on")
+    report = result.extras["compile"]
+    return {"eager_ms": 1e3 * eager / steps, "compiled_ms": 1e3 * (result.seconds - report["compile_seconds"]) / steps,
+            "compile_seconds": report["compile_seconds"], "compiles": report["compiles"],
+            "recompiles": report["recompiles"], "graph_breaks": report["graph_breaks"],
+            "threads": torch.get_num_threads()}
+
+
+def cold_and_warm(script: str, names: list[str], child_args: list[str]) -> list[dict]:
+    """Each workload in a child process with an empty inductor cache (cold), then in one more with the cache
+    the first filled (warm); a child prints its measurement as one JSON line."""
+    rows = []
+    for name in names:
+        row = {"workload": name}
+        with tempfile.TemporaryDirectory(prefix="splitlab-inductor-") as cache:
+            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
+            for cache_state in ("cold", "warm"):
+                done = subprocess.run([sys.executable, script, "--compile-child", name, *child_args], env=env,
+                                      capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"{name} ({cache_state} cache) failed: {done.stderr.strip().splitlines()[-1]}")
+                row[cache_state] = json.loads(done.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"  {name}: done", flush=True)
+    return rows
+
+
+def print_compiled(rows: list[dict]) -> None:
+    """Eager and compiled ms per step side by side, the speed-up, the compile seconds (cold and warm cache) and
+    the steps a compile needs to pay for itself at that speed-up."""
+    width = max(len(r["workload"]) for r in rows)
+    print(f"\nms per step, eager and compiled in the same child process (torch threads: "
+          f"{rows[0]['cold']['threads']}); compile seconds with a cold and a warm inductor cache")
+    print(f"{'workload':<{width}}  {'cache':>5}  {'eager':>8}  {'compiled':>8}  {'speed-up':>8}  {'compile s':>9}  "
+          f"{'break-even steps':>16}  compiles/recompiles/breaks")
+    for r in rows:
+        for state in ("cold", "warm"):
+            m = r[state]
+            saved = (m["eager_ms"] - m["compiled_ms"]) / 1e3
+            even = f"{m['compile_seconds'] / saved:,.0f}" if saved > 0 else "never"
+            print(f"{r['workload'] if state == 'cold' else '':<{width}}  {state:>5}  {m['eager_ms']:>8.2f}  "
+                  f"{m['compiled_ms']:>8.2f}  {m['eager_ms'] / m['compiled_ms']:>7.2f}x  {m['compile_seconds']:>9.1f}  "
+                  f"{even:>16}  {m['compiles']}/{m['recompiles']}/{m['graph_breaks']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
@@ -308,13 +391,32 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="also print the rows as one JSON object")
     parser.add_argument("--profile", action="store_true", help="also profile the FedLeak attack row by op group "
                         "(convolutions, pooling, top-R selection, other), batched and sequential")
+    parser.add_argument("--compile", action="store_true", help="also time the attacks compiled, cold and warm cache")
+    parser.add_argument("--compile-only", action="store_true", help="only the compiled rows")
+    parser.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.dlg_steps, args.ig_iterations, args.fedleak_iterations, args.repeats = 1, 8, 2, 1
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    if args.compile_child:
+        steps, attack = compiled_workloads(device, args)[args.compile_child]
+        print(json.dumps(compiled_child(steps, attack, args.repeats, device)))
+        return
     print(f"hardware: {hardware(device)}; {args.restarts} trials; median of {args.repeats} repeats", flush=True)
+    if args.compile or args.compile_only:
+        child = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
+                 ("device", "restarts", "dlg_steps", "ig_iterations", "fedleak_iterations", "repeats")]
+        child += [f"--threads={torch.get_num_threads()}"]
+        names = [n for n in compiled_workloads(device, args) if not args.only or args.only in n]
+        compiled_rows = cold_and_warm(os.path.abspath(__file__), names, child)
+        print_compiled(compiled_rows)
+        if args.compile_only:
+            print(f"hardware after: {hardware(device)}")
+            if args.json:
+                print(json.dumps({"hardware": hardware(device), "compiled": compiled_rows}))
+            return
     rows = []
     for w in workloads(device, args):
         if args.only and args.only not in w.name:

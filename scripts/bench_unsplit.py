@@ -16,6 +16,11 @@ plain loop, plus the batched speed-up over sequential trials.
     python scripts/bench_unsplit.py --rounds 10
     python scripts/bench_unsplit.py --quick        # a check that everything runs, in seconds
 
+`--compile` adds the engine's modes compiled (`compile="on"`) beside eager, per architecture and clone
+mode, each in a child process with a cold inductor cache and then a warm one (`bench_engine.cold_and_warm`):
+milliseconds per target-step eager and compiled (the compile seconds taken out), their ratio, the compile
+seconds and the steps that repay them.
+
 `--breakdown` adds, per architecture, the two halves of one clone step timed alone: the clone-fit
 forward-backward (`vmap` over the ten stacked clones vs ten single calls) and the fused Adam step
 (one over the stacked clone parameters vs ten small ones). Where both take as long stacked as
@@ -24,6 +29,8 @@ looped, the step is bound by memory traffic and batching cannot speed it up on t
 from __future__ import annotations
 
 import argparse
+import json
+import os
 from dataclasses import replace
 import statistics
 
@@ -95,10 +102,7 @@ def _auto_pick(observation: CutObservation) -> str:
 
 
 def measure(arch: str, settings: UnsplitSettings, device: torch.device, repeats: int, targets: int) -> dict:
-    client_model, _ = build_split(arch, 1, seed=0)
-    client = Client(client_model.to(device), torch.optim.SGD(client_model.parameters(), lr=0.0))
-    images = data.first_of_each_class(data.load("mnist5k", "test"))[0][:targets].to(device)
-    observation = observe(client, images, arch, 1)
+    observation = _observation(arch, device, targets)
     variants = {
         "plain loop": lambda s: plain_unsplit(observation, s),
         "shared": lambda s: unsplit(observation, s, "shared", progress=False),
@@ -117,6 +121,32 @@ def measure(arch: str, settings: UnsplitSettings, device: torch.device, repeats:
     return {"arch": arch, "targets": targets, "steps_per_target": settings.steps, "seconds_per_target": per_target,
             "speedup": {k: per_target["plain loop"] / v for k, v in per_target.items()},
             "batched_speedup": per_target["per-target, sequential"] / per_target["per-target"]}
+
+
+def _observation(arch: str, device: torch.device, targets: int) -> CutObservation:
+    client_model, _ = build_split(arch, 1, seed=0)
+    client = Client(client_model.to(device), torch.optim.SGD(client_model.parameters(), lr=0.0))
+    images = data.first_of_each_class(data.load("mnist5k", "test"))[0][:targets].to(device)
+    return observe(client, images, arch, 1)
+
+
+def compiled_child(name: str, settings: UnsplitSettings, device: torch.device, repeats: int, targets: int) -> dict:
+    """Eager (warm-up, then the median of `repeats`) and one compiled run of one clone mode, ms per target-step."""
+    arch, clone = name.split(" ", 1)
+    observation = _observation(arch, device, targets)
+
+    def attack(compile_mode: str):
+        return unsplit(observation, replace(settings, compile=compile_mode), clone, mode="auto", progress=False)
+
+    attack("off")
+    eager = statistics.median(timed(lambda: attack("off"), device) for _ in range(repeats))
+    result = attack("on")
+    report = result.extras["compile"]
+    steps = settings.steps * targets
+    return {"eager_ms": 1e3 * eager / steps, "compiled_ms": 1e3 * (result.seconds - report["compile_seconds"]) / steps,
+            "compile_seconds": report["compile_seconds"], "compiles": report["compiles"],
+            "recompiles": report["recompiles"], "graph_breaks": report["graph_breaks"],
+            "threads": torch.get_num_threads()}
 
 
 def _median_ms(fn, device: torch.device, repeats: int = 20) -> float:
@@ -166,6 +196,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round of 5 + 5 steps, one repeat")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time one clone step's forward-backward and Adam step, stacked vs looped")
+    parser.add_argument("--compile", action="store_true", help="also time the modes compiled, cold and warm cache")
+    parser.add_argument("--compile-only", action="store_true", help="only the compiled rows")
+    parser.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -173,8 +206,20 @@ def main() -> None:
     if args.quick:
         settings, args.repeats = preset("jast", iterations=1, input_steps=5, clone_steps=5), 1
     device = resolve_device(args.device)
+    if args.compile_child:
+        print(json.dumps(compiled_child(args.compile_child, settings, device, args.repeats, args.targets)))
+        return
     print(f"UnSplit, {args.targets} targets, {settings.iterations} x ({settings.input_steps} + {settings.clone_steps}) "
           f"steps per target; median of {args.repeats} repeats\nhardware: {hardware(device)}", flush=True)
+    if args.compile or args.compile_only:
+        from bench_engine import cold_and_warm, print_compiled
+        child = [f"--rounds={args.rounds}", f"--targets={args.targets}", f"--repeats={args.repeats}",
+                 f"--device={args.device}", f"--threads={torch.get_num_threads()}"] + (["--quick"] if args.quick else [])
+        names = [f"{arch} {clone}" for arch in args.archs.split(",") for clone in ("per-target", "shared")]
+        print_compiled(cold_and_warm(os.path.abspath(__file__), names, child))
+        if args.compile_only:
+            print(f"hardware after: {hardware(device)}")
+            return
     rows = [measure(arch, settings, device, args.repeats, args.targets) for arch in args.archs.split(",")]
     print(f"\n{'arch':5} {'variant':34} {'s/target':>9} {'ms/step':>8} {'vs plain':>9}")
     for r in rows:

@@ -4,6 +4,7 @@ share; a part only one attack uses lives in that attack's package.
 
     from attacks.engine import Objective, Block, Schedule, run
 """
+from attacks.engine.compiled import COMPILE_MODES, compile_extras
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.layer_weights import LayerGroups, ramp
 from attacks.engine.loop import MODES, EngineResult, auto_mode, run
@@ -21,5 +22,5 @@ __all__ = [
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp",
     "tv_l1", "tv_squared", "l2", "BNStatistics",
     "FedSGDGradient", "FedAvgUpdate", "CutActivations", "Simulated", "task_loss", "parameter_leaves",
-    "LayerGroups", "ramp",
+    "LayerGroups", "ramp", "COMPILE_MODES", "compile_extras",
 ]

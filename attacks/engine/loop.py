@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from attacks.engine.lbfgs import BatchedLBFGS
+from attacks.engine.compiled import COMPILE_MODES, Compilation, step_signature
 from attacks.engine.matches import subset_of
 from attacks.engine.objective import Objective
 from attacks.engine.optim import LBFGS
@@ -62,6 +62,8 @@ class _BlockRun:
     aliases: list[torch.Tensor]
     same_subset: bool = False
     """A hook re-evaluates the objective on the match's element subset chosen at the current point."""
+    step: Any = None
+    """What takes one step: the eager `_gradient_step` / `_lbfgs_step`, or a compiled step."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -136,8 +138,14 @@ PROGRESS_EVERY = 64
 """Steps between progress-bar updates: a rich update per step costs more than a small model's step."""
 
 
+def _compile_steps(compilation: Compilation, objective: Objective, state: Trials, runs: list[_BlockRun]) -> None:
+    for r in runs:
+        r.step = compilation.step_for(objective, state, r) or r.step
+
+
 def _run_trials(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
-                per_trial_target: bool, single: bool, keep: Sequence[str], bar, mode: str) -> EngineResult:
+                per_trial_target: bool, single: bool, keep: Sequence[str], bar, mode: str,
+                compilation: Compilation | None = None) -> EngineResult:
     state = Trials(objective, variables, target, per_trial_target, single, keep, schedule.steps)
     state.align_layouts()
     runs = []
@@ -151,18 +159,27 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
         weights = objective.weights(block.terms)
         same_subset = any(h.same_subset for h in block.hooks) and "match" in weights \
             and subset_of(objective.match) is not None
-        runs.append(_BlockRun(block, weights, params, optimizer, scheduler, aliases, same_subset))
+        runs.append(_BlockRun(block, weights, params, optimizer, scheduler, aliases, same_subset,
+                              _lbfgs_step if lbfgs else _gradient_step))
+    deciding = False
+    if compilation is not None:
+        if compilation.active:
+            _compile_steps(compilation, objective, state, runs)
+        deciding = not compilation.decided and not compilation.too_short()
     wait_for(state.alive.device)
     start = time.perf_counter()
     pending = 0
     for _ in range(schedule.rounds):
         for block_run in runs:
-            step = _lbfgs_step if isinstance(block_run.optimizer, BatchedLBFGS) else _gradient_step
             for _ in range(block_run.block.steps):
-                step(state, block_run)
+                block_run.step(state, block_run)
                 if block_run.scheduler is not None:
                     block_run.scheduler.step()
                 state.step_index += 1
+                if deciding:            # auto: eager steps time the run, then it may compile the rest
+                    if compilation.after_step(objective, lambda: [step_signature(state, r) for r in runs]):
+                        _compile_steps(compilation, objective, state, runs)
+                    deciding = not compilation.decided
                 pending += 1
                 if pending == PROGRESS_EVERY:
                     bar.advance(pending)
@@ -225,29 +242,41 @@ def auto_mode(variables: Variables) -> str:
 
 def run(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
         mode: str = "batched", per_trial_target: bool = False, keep: Sequence[str] = ("x",),
-        progress: bool = True, description: str = "reconstruct") -> EngineResult:
+        progress: bool = True, description: str = "reconstruct", compile: str = "off") -> EngineResult:
     """Optimise R trials of `variables` (leading dimension R) against `target`.
 
     `per_trial_target=True` when each trial has its own observation (UnSplit's targets, temporal
     gradients); otherwise all trials share it (restarts). `keep` names the variables whose best
     iterate is tracked. `mode="auto"` picks batched or sequential by a measured rule (`auto_mode`);
     the result's `mode` says which ran. One trial runs unbatched in either mode.
+
+    `compile="on"` runs each block's step through `torch.compile` (`attacks.engine.compiled`); `"auto"`
+    times the first eager steps and compiles the rest when they repay the compile; `"off"` (the default)
+    is the eager reference. `result.extra["compile"]` says what was compiled and what it cost.
     """
     if mode not in MODES:
         raise ValueError(f"unknown trials mode {mode!r}; use {', '.join(MODES)}")
+    if compile not in COMPILE_MODES:
+        raise ValueError(f"unknown compile mode {compile!r}; use {', '.join(COMPILE_MODES)}")
     if mode == "auto":
         mode = auto_mode(variables)
     if mode == "sequential" and schedule.consensus is not None:
         raise ValueError("a consensus between rounds needs all trials together; run it batched")
     for block in schedule.blocks:                   # a misspelt term name fails here, before any work
         objective.weights(block.terms)
-    trials = leaves(variables, list(variables))[0].shape[0]
-    with progress_bar(schedule.steps * (trials if mode == "sequential" else 1), description,
-                      enabled=progress) as bar:
+    first = leaves(variables, list(variables))[0]
+    trials = first.shape[0]
+    total = schedule.steps * (trials if mode == "sequential" else 1)
+    compilation = Compilation(compile, total, first.device)
+    with progress_bar(total, description, enabled=progress) as bar:
         if mode == "batched":            # one trial runs unbatched either way (the same arithmetic, no vmap)
-            return _run_trials(objective, variables, target, schedule, per_trial_target=per_trial_target,
-                               single=trials == 1, keep=keep, bar=bar, mode=mode)
-        return _concat([
-            _run_trials(objective, _slice(variables, r), _slice(target, r) if per_trial_target else target,
-                        schedule, per_trial_target=per_trial_target, single=True, keep=keep, bar=bar, mode=mode)
-            for r in range(trials)])
+            result = _run_trials(objective, variables, target, schedule, per_trial_target=per_trial_target,
+                                 single=trials == 1, keep=keep, bar=bar, mode=mode, compilation=compilation)
+        else:
+            result = _concat([
+                _run_trials(objective, _slice(variables, r), _slice(target, r) if per_trial_target else target,
+                            schedule, per_trial_target=per_trial_target, single=True, keep=keep, bar=bar, mode=mode,
+                            compilation=compilation)
+                for r in range(trials)])
+    result.extra["compile"] = compilation.finish()
+    return result

@@ -50,7 +50,8 @@ def call(module: nn.Module, tensors: Mapping[str, torch.Tensor], *args: Any) -> 
     The same swap functional_call makes, with the name lookups done once per module instead of at every
     call: that bookkeeping cost twice a small clone's forward pass (85 of 130 us, measured).
     """
-    slots = _slots(module, tuple(tensors))
+    # Traced by torch.compile: functional_call, which dynamo follows; the slot table would be guarded on.
+    slots = None if torch.compiler.is_compiling() else _slots(module, tuple(tensors))
     if slots is None:
         return functional_call(module, dict(tensors), args)
     saved = []
@@ -109,17 +110,69 @@ class Simulated(list):
         self.outputs = outputs
 
 
+def _output(module, inputs, output):
+    return output
+
+
+class _Taps:
+    """Forward hooks left on a model's modules of some kinds, recording only while `seen` is a list: a step
+    traced by torch.compile cannot register hooks inside a gradient transform, so it uses these, which an
+    eager evaluation installed before (`installing_taps`)."""
+
+    def __init__(self, model: nn.Module, kinds: tuple[type, ...], keep: Callable):
+        self.seen: list | None = None
+        self.keep = keep
+        for m in model.modules():
+            if isinstance(m, kinds):
+                m.register_forward_hook(self._hook)
+
+    def _hook(self, module, inputs, output):
+        if self.seen is not None:
+            self.seen.append(self.keep(module, inputs, output))
+
+
+TAPS = "_splitlab_taps"
+_INSTALLING: list[bool] = [False]
+
+
 @contextlib.contextmanager
-def recording(model: nn.Module, kinds: tuple[type, ...], keep: Callable = lambda module, inputs, output: output):
-    """Collect `keep(module, inputs, output)` (by default the output) of every module of the given kinds
-    during the forward passes inside the block; the hooks are removed on leaving it."""
-    seen: list[Any] = []
-    handles = [m.register_forward_hook(lambda m, i, out: seen.append(keep(m, i, out))) for m in model.modules()
-               if isinstance(m, kinds)]
+def installing_taps():
+    """Eager evaluations inside this block leave `_Taps` on the modules they record, for a traced step."""
+    _INSTALLING[0] = True
     try:
-        yield seen
+        yield
     finally:
-        for h in handles:
+        _INSTALLING[0] = False
+
+
+class recording:
+    """Collect `keep(module, inputs, output)` (by default the output) of every module of the given kinds
+    during the forward passes inside the block; the hooks are removed on leaving it. Traced (torch.compile)
+    it switches on the model's installed taps instead."""
+
+    def __init__(self, model: nn.Module, kinds: tuple[type, ...], keep: Callable = _output):
+        self.model, self.kinds, self.keep = model, kinds, keep
+        self.key = (kinds, getattr(keep, "__code__", keep))      # a keep lambda made per call is one key
+
+    def __enter__(self) -> list:
+        seen: list[Any] = []
+        if torch.compiler.is_compiling():
+            self.taps = getattr(self.model, TAPS)[self.key]
+            self.taps.seen = seen
+            return seen
+        if _INSTALLING[0]:
+            taps = self.model.__dict__.setdefault(TAPS, {})
+            if self.key not in taps:
+                taps[self.key] = _Taps(self.model, self.kinds, self.keep)
+        self.handles = [m.register_forward_hook(lambda m, i, out: seen.append(self.keep(m, i, out)))
+                        for m in self.model.modules() if isinstance(m, self.kinds)]
+        return seen
+
+    def __exit__(self, *exc) -> None:
+        if torch.compiler.is_compiling():
+            self.taps.seen = None
+            return
+        for h in self.handles:
             h.remove()
 
 

@@ -67,6 +67,7 @@ class Trials:
         first = leaves(self.vars, list(self.vars))[0]
         self.trials, device = first.shape[0], first.device
         self.single = single
+        self.target, self.per_trial_target = target, per_trial_target
         if single:
             if self.trials != 1:
                 raise ValueError(f"a single-trial run got {self.trials} trials")

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, ramp, run
+from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, compile_extras, ramp, run
 from attacks.hfl.agic.settings import AGICSettings
 from attacks.hfl.trajectory import Snapshots
 from attacks.hfl.observations import FedAvgObservation, check_requirements
@@ -65,10 +65,11 @@ class AGIC(KnownLabelsFedAvg):
         snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
         schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations, hooks=(snapshots,) if snapshots else ()),))
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
-                     description=f"agic {s.preset} ({mode})")
+                     description=f"agic {s.preset} ({mode})", compile=s.compile)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
                               labels=observation.labels.to(result.best["x"].device).expand(s.restarts, -1),
-                              label_rule="known", mode=result.mode, extras={"layer_weights": weights},
+                              label_rule="known", mode=result.mode,
+                              extras={"layer_weights": weights, **compile_extras(result)},
                               artefacts={"trajectory": snapshots.record(s.restarts)} if snapshots else {})

@@ -5,14 +5,14 @@ from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
 from attacks.hfl.trajectory import trajectory_option
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.options import option
 
 __all__ = ["AGICSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class AGICSettings(AttackSettings):
+class AGICSettings(EngineSettings):
     """AGIC (Xu et al. 2022, arXiv 2204.13784) as the AWA paper runs it as a baseline.
 
         G(x, y) = one full-batch SGD step on the client's whole data at theta_0 (every mini-batch of every

@@ -24,7 +24,8 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import Adam, Block, FedAvgUpdate, LayerGroups, Objective, Schedule, SquaredL2, parameter_leaves, run
+from attacks.engine import (Adam, Block, FedAvgUpdate, LayerGroups, Objective, Schedule, SquaredL2, compile_extras,
+                            parameter_leaves, run)
 from attacks.hfl.agic.attack import KnownLabelsFedAvg
 from attacks.hfl.awa.bo import bayes_optimise
 from attacks.hfl.awa.interpolation import Bound, epoch_problem, plan_replication
@@ -48,7 +49,8 @@ class _Problem:
     replication: str
 
     def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, mode: str,
-               progress: bool, description: str, answer: str = "best", snapshots: Snapshots | None = None):
+               progress: bool, description: str, answer: str = "best", snapshots: Snapshots | None = None,
+               compile: str = "off"):
         """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result, each trial's answer
         (its lowest-loss iterate, or with `answer="final"` its last one, as Algorithm 2) and f(Q) there."""
         trials = qs.shape[0]
@@ -57,7 +59,7 @@ class _Problem:
         target = {"observed": match.target(self.observed, qs, trials)}
         schedule = Schedule((Block(("x",), Adam(lr), iterations, hooks=(snapshots,) if snapshots else ()),))
         result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
-                     progress=progress, description=description)
+                     progress=progress, description=description, compile=compile)
         xs = result.final["x"].detach() if answer == "final" else result.best["x"]
         return result, xs, self.mismatch(xs, result.diverged)
 
@@ -114,9 +116,10 @@ class AWA(KnownLabelsFedAvg):
         if s.bo_trials:
             x0 = initial_variables(observation, 2, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
-            trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, mode, progress,
-                                                                              artefacts)
+            trials, f, history, seconds, steps, diverged, bo, compiled = self._optimise(problem, x0, seed, mode,
+                                                                                      progress, artefacts)
             extras["bo"] = bo
+            extras.update(compiled)
             q_used = bo["q_star"]
         else:
             x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
@@ -124,9 +127,10 @@ class AWA(KnownLabelsFedAvg):
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
             snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
             result, trials, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress,
-                                               f"awa {s.preset} ({mode})", s.answer, snapshots)
+                                               f"awa {s.preset} ({mode})", s.answer, snapshots, compile=s.compile)
             if snapshots:
                 artefacts["trajectory"] = snapshots.record(s.restarts)
+            extras.update(compile_extras(result))
             history, seconds, steps, diverged = result.trace, result.seconds, result.steps, result.diverged
             q_used = dict(zip(Q_NAMES, s.q))
             mode = result.mode
@@ -150,13 +154,16 @@ class AWA(KnownLabelsFedAvg):
         s = self.settings
         iterations = s.bo_iterations or s.iterations
         kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        runs = []
         seconds = 0.0
 
         def evaluate(qs: torch.Tensor) -> torch.Tensor:
             nonlocal seconds
             start = x0[:1].expand(len(qs), *x0.shape[1:])
             result, xs, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, mode, progress,
-                                           f"awa {s.preset} BO trials {len(kept) + 1}-{len(kept) + len(qs)}", s.answer)
+                                           f"awa {s.preset} BO trials {len(kept) + 1}-{len(kept) + len(qs)}", s.answer,
+                                           compile=s.compile)
+            runs.append(result)
             seconds += result.seconds
             kept.extend(zip(xs, f, result.trace["match"].T, result.diverged))
             return f.cpu()
@@ -165,9 +172,10 @@ class AWA(KnownLabelsFedAvg):
         q_star = torch.tensor([trace.best_params], dtype=x0.dtype, device=x0.device)
         snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
         result, xs, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress,
-                                       f"awa {s.preset} Q*", s.answer, snapshots)
+                                       f"awa {s.preset} Q*", s.answer, snapshots, compile=s.compile)
         if snapshots:
             artefacts["trajectory"] = snapshots.record(1, first=len(kept))
+        bo_compiled = compile_extras(*runs, result)
         seconds += result.seconds
         kept.append((xs[0], f[0], result.trace["match"][:, 0], result.diverged[0]))
         xs, fs, curves, diverged = zip(*kept)
@@ -178,4 +186,5 @@ class AWA(KnownLabelsFedAvg):
         bo = trace.record()
         bo.update(iterations=iterations, rerun_trial=len(kept) - 1, q_star=dict(zip(Q_NAMES, trace.best_params)))
         steps = iterations * (len(trace.batches)) + s.iterations
-        return (torch.stack(xs), torch.stack(fs), {"match": history}, seconds, steps, torch.stack(diverged), bo)
+        return (torch.stack(xs), torch.stack(fs), {"match": history}, seconds, steps, torch.stack(diverged), bo,
+                bo_compiled)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
 from attacks.hfl.trajectory import trajectory_option
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional
 
@@ -32,7 +32,7 @@ UNWEIGHTED = (1.0, 1.0, 1.0, 1.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
-class AWASettings(AttackSettings):
+class AWASettings(EngineSettings):
     """Approximate and Weighted Attack (Song, Wang, Zuazua, arXiv 2308.06822), Algorithm 2.
 
         u~ = u / E,  theta_start = theta_0 - ((e - 1) / E) u     (interpolation, eqs. 19-20; exact replay when E = 1 or B = 1)

@@ -17,7 +17,7 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import LBFGS, Block, FedSGDGradient, Objective, Schedule, SquaredL2, run
+from attacks.engine import LBFGS, Block, FedSGDGradient, Objective, Schedule, SquaredL2, compile_extras, run
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import FedSGDObservation, check_requirements
 from attacks.hfl.dlg.settings import DLGSettings
@@ -57,7 +57,7 @@ class DLG:
         optimiser = LBFGS(lr=s.lr, max_iter=s.max_iter, history_size=s.history_size)
         schedule = Schedule((Block(update, optimiser, s.iterations),))
         result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
-                     description=f"{self.name} {s.preset} ({mode})")
+                     description=f"{self.name} {s.preset} ({mode})", compile=s.compile)
         if joint:
             restart_labels = result.best["label_logits"].argmax(-1)
         else:
@@ -65,4 +65,4 @@ class DLG:
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=restart_labels, label_rule=rule,
-                              mode=result.mode)
+                              mode=result.mode, extras=compile_extras(result))

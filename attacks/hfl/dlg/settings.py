@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.options import integer, option
 
 __all__ = ["DLGSettings", "ITERATIONS", "RESTARTS"]
@@ -13,7 +13,7 @@ RESTARTS = integer(low=1, high=10_000)
 
 
 @dataclass(frozen=True, kw_only=True)
-class DLGSettings(AttackSettings):
+class DLGSettings(EngineSettings):
     """Deep Leakage from Gradients (Zhu, Liu, Han, NeurIPS 2019) and iDLG (Zhao, Mopuri, Bilen, 2020).
 
     Find dummy data x' (and, for DLG, dummy label logits l') whose gradient matches the observed one:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from attacks.engine import (L1, Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
-                            Sum, run, tv_l1)
+                            Sum, compile_extras, run, tv_l1)
 from attacks.hfl.fedleak.parts import ActivationL1, GlobalTopMagnitude, GradientBlend, TopMagnitude, activation_l1
 from attacks.hfl.fedleak.settings import FedLeakSettings
 from attacks.hfl.labels import count_labels, fedleak_labels
@@ -116,7 +116,7 @@ class FedLeak(UploadAttack):
         schedule = Schedule((Block(update, Adam(s.lr), s.iterations, hooks=blend + (BoxClamp(0.0, 1.0, first=1),)),))
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
-                     description=f"fedleak {s.preset} ({mode})")
+                     description=f"fedleak {s.preset} ({mode})", compile=s.compile)
         answer, loss = result.best, result.best_loss
         if s.answer == "final":                       # Alg. 1's x'_I, ranked by its own D
             answer, loss = result.final, result.final_loss(objective.weights())
@@ -127,4 +127,4 @@ class FedLeak(UploadAttack):
         return Reconstruction(attack=self.name, preset=s.preset, trials=answer["x"], loss=loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=trial_labels, label_rule=rule,
-                              mode=result.mode, extras={"inferred_labels": labels.tolist()})
+                              mode=result.mode, extras={"inferred_labels": labels.tolist(), **compile_extras(result)})

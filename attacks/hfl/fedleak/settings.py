@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.options import choice, number, option
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice
@@ -19,7 +19,7 @@ ANSWERS = ("best", "final")
 
 
 @dataclass(frozen=True, kw_only=True)
-class FedLeakSettings(AttackSettings):
+class FedLeakSettings(EngineSettings):
     """FedLeak (Fan, Chen, Wang, Zhou, "Boosting Gradient Leakage Attacks: Data Reconstruction in
     Realistic FL Settings", USENIX Security 2025), Alg. 1:
 

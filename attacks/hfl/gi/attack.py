@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from attacks.engine import (Adam, BNStatistics, Block, BoxClamp, FedSGDGradient, Objective, Prior, Schedule, SquaredL2,
-                            l2, run, tv_l1)
+                            compile_extras, l2, run, tv_l1)
 from attacks.hfl.gi.parts import CosineDecay, GroupConsistency, Langevin
 from attacks.hfl.gi.settings import GISettings
 from attacks.hfl.labels import yin_labels
@@ -68,10 +68,10 @@ class GradInversion(UploadAttack):
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
         target = {"observed": list(observation.gradient), "context": engine_context(observation, labels)}
         result = run(objective, variables, target, schedule, mode="batched" if group else mode, keep=("x",),
-                     progress=progress, description=f"gi {s.preset} ({mode})")
+                     progress=progress, description=f"gi {s.preset} ({mode})", compile=s.compile)
         # the last iterate, as GradInversion returns it (a prior that only grows keeps the lowest loss at the start)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.final["x"].detach(),
                               loss=result.final_loss(objective.weights()),
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=labels.expand(s.restarts, -1),
-                              label_rule=rule, mode=result.mode)
+                              label_rule=rule, mode=result.mode, extras=compile_extras(result))

@@ -4,14 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.options import number, option
 
 __all__ = ["GISettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class GISettings(AttackSettings):
+class GISettings(EngineSettings):
     """GradInversion (Yin, Mallya, Vahdat, Alvarez, Kautz, Molchanov, "See through Gradients: Image Batch
     Recovery via GradInversion", CVPR 2021):
 

@@ -20,7 +20,7 @@ from typing import Mapping
 import torch
 
 from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
-                            SignedGradients, StepDecay, run, tv_l1)
+                            SignedGradients, StepDecay, compile_extras, run, tv_l1)
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import Observation, UploadAttack, upload_needs
 from attacks.hfl.invgrad.settings import DEFAULT_TV, InvGradSettings
@@ -58,9 +58,9 @@ class InvertingGradients(UploadAttack):
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
         result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
-                     description=f"invgrad {s.preset} ({mode})")
+                     description=f"invgrad {s.preset} ({mode})", compile=s.compile)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
                               labels=labels.to(result.best["x"].device).expand(s.restarts, -1), label_rule=rule,
-                              mode=result.mode)
+                              mode=result.mode, extras=compile_extras(result))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.options import number, option, optional
 
 __all__ = ["InvGradSettings", "TV_WEIGHT_BY_DATASET", "DEFAULT_TV", "for_dataset"]
@@ -23,7 +23,7 @@ DEFAULT_TV = 1e-4
 
 
 @dataclass(frozen=True, kw_only=True)
-class InvGradSettings(AttackSettings):
+class InvGradSettings(EngineSettings):
     """Inverting Gradients (Geiping, Bauermeister, Droege, Moeller, NeurIPS 2020).
 
         x* = argmin_{x in [0,1]^n}  1 - <grad L(x, y), g> / (||grad L(x, y)|| ||g||)  +  alpha_TV TV(x)

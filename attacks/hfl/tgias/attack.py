@@ -23,7 +23,7 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, run
+from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, compile_extras, run
 from attacks.hfl.observations import RoundLog, check_requirements
 from attacks.hfl.tgias.aggregators import aggregator
 from attacks.hfl.tgias.label_optimisation import optimise_labels
@@ -92,7 +92,7 @@ class TGIAsRO:
         if s.aggregator == "joint":
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations)
             result = run(joint_objective, first, joint_target, schedule, mode="batched", progress=progress,
-                         description=description)
+                         description=description, compile=s.compile)
             answer, mode_run = result.best["x"], "batched" if mode != "sequential" else "sequential"
         else:
             combine = aggregator(s.aggregator, beta=s.trim, f=s.f)
@@ -106,7 +106,7 @@ class TGIAsRO:
             objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
             # the engine refuses "sequential": the consensus needs every copy at once
             result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
-                         per_trial_target=True, progress=progress, description=description)
+                         per_trial_target=True, progress=progress, description=description, compile=s.compile)
             answer, mode_run = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0), "batched"
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
@@ -115,7 +115,7 @@ class TGIAsRO:
                               diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
                               labels=labels.expand(1, -1), label_rule=rule, mode=mode_run,
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,
-                                      "copies_diverged": int(result.diverged.sum())})
+                                      "copies_diverged": int(result.diverged.sum()), **compile_extras(result)})
 
 
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, number, option, optional
 
@@ -14,7 +14,7 @@ FORMS = ("joint", "mean", "median", "trimmed", "krum")
 
 
 @dataclass(frozen=True, kw_only=True)
-class TGIAsSettings(AttackSettings):
+class TGIAsSettings(EngineSettings):
     """Temporal Gradient Inversion Attacks with Robust Optimization (Li et al., TGIAs-RO).
 
     The server holds T gradients g_t = grad_{w_t} L(w_t, D) of the same batch D at the global weights

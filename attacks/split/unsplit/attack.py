@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule, l2, run,
-                            tv_squared)
+from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule,
+                            compile_extras, l2, run, tv_squared)
 from attacks.result import Reconstruction
 from attacks.split.unsplit.settings import UnsplitSettings
 from vfl.models import arch_spec, build_split
@@ -126,13 +126,13 @@ class UnSplit:
             clones = [_clone_params(clone_of(observation, seed, r)) for r in range(n)]
             variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
             parts = [run(objective, variables, {"observed": [observed]}, self.schedule(), mode=mode,
-                         per_trial_target=True, keep=(), progress=progress,
+                         per_trial_target=True, keep=(), progress=progress, compile=s.compile,
                          description=f"unsplit {observation.arch} per-target")]
         else:
             carried, parts = _clone_params(clone_of(observation, seed)), []
             for r in range(n):                                 # one clone, carried from target to target
                 parts.append(run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},
-                                 self.schedule(), per_trial_target=True, keep=(), progress=progress,
+                                 self.schedule(), per_trial_target=True, keep=(), progress=progress, compile=s.compile,
                                  description=f"unsplit {observation.arch} shared, target {r + 1}/{n}"))
                 carried = parts[-1].final["clone"]
         return _reconstruction(s, parts, x0)
@@ -149,4 +149,5 @@ def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: to
         attack="unsplit", preset=settings.preset, trials=cat(p.final["x"] for p in parts), loss=fit, history=trace,
         diverged=cat(p.diverged for p in parts), seconds=sum(p.seconds for p in parts), steps=settings.steps,
         per_target=True, initial=x0, mode=f"{settings.clone} ({parts[0].mode})",
-        extras={"activation_mse_per_target": fit, "activation_mse_trajectory_per_target": trace["match"].mean(0)})
+        extras={"activation_mse_per_target": fit, "activation_mse_trajectory_per_target": trace["match"].mean(0),
+                **compile_extras(*parts)})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import AttackSettings
+from attacks.settings import EngineSettings
 from vfl.options import choice, integer, number, option
 from vfl.validate import check_int, check_number
 
@@ -13,7 +13,7 @@ CLONE_MODES = ("shared", "per-target")
 
 
 @dataclass(frozen=True, kw_only=True)
-class UnsplitSettings(AttackSettings):
+class UnsplitSettings(EngineSettings):
     """The attack's settings (JAST Eqs. 1-2); the presets say where each number comes from."""
     iterations: int = option(200, "outer rounds of input steps, then clone steps (preset: jast 200).",
                              integer(low=1, high=10_000_000))

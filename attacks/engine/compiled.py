@@ -1,0 +1,602 @@
+"""The engine's steps compiled with `torch.compile` (`run(..., compile="on" | "auto")`).
+
+What is compiled. An Adam or SGD block's whole step is one program: the objective's terms per trial
+(simulator, match, priors; under vmap for batched trials), their gradients, the gradient hooks, the loss
+trace row, the divergence flags and best iterate, the optimiser update and the after-step hooks. An L-BFGS
+block's objective evaluation is one program (terms, loss, gradients, divergence and best iterate): the
+evaluation the optimiser's closure makes; the two-loop recursion and its stopping tests stay eager.
+
+Gradients are `torch.func.grad` here (eager uses autograd), so the simulator's own parameter gradient is
+a functorch transform too and the program is one forward graph with no autograd state around it.
+
+One compilation serves a run: what changes per step enters as a tensor (the trace row's index, the
+learning rate a schedule sets, Adam's step count), and a hook that carries state of its own (one that is
+not a frozen dataclass, such as GradInversion's Langevin noise with its generator and step counter) runs
+eagerly after the compiled step. Each program gets its own code object, so dynamo's cache and recompile
+limit are its own, and a program is kept for later runs with the same objective and block (UnSplit's
+targets one after another) as long as the objective lives.
+
+The eager loop (`compile="off"`) is the reference; compiled trajectories agree with it to rounding
+(inductor fuses and reorders floating-point work), which tests hold to 1e-4 relative.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import types
+from typing import Any, Callable, Sequence
+
+import torch
+from torch.func import grad, vmap
+
+from attacks.engine.optim import SGD, Adam, FusedAdam, Hook
+from attacks.engine.simulators import installing_taps
+from attacks.engine.trials import Trials, leaves, map_tree, weighted
+
+__all__ = ["COMPILE_MODES", "Compilation", "cxx_compiler", "cache_dir", "AUTO_PROBE_STEPS", "AUTO_PAYBACK",
+           "COLD_COMPILE_SECONDS", "WARM_FRACTION"]
+
+COMPILE_MODES = ("off", "on", "auto")
+
+AUTO_PROBE_STEPS = 4
+"""`compile="auto"` times this many eager steps (after the first, which pays one-off set-up) before deciding."""
+AUTO_PAYBACK = 3.0
+"""`auto` compiles when the run's remaining eager time is at least this many times the expected compile time:
+a compiled step 1.5x as fast as eager saves a third of the remaining time, which then covers the compile."""
+COLD_COMPILE_SECONDS = 60.0
+"""Expected compile time of a step with nothing in the cache (tens of seconds for the attacks' steps on the
+2-core CPU, seen under load): an estimate for the rule, to be replaced by quiet-machine measurements."""
+WARM_FRACTION = 0.1
+"""A step compiled before into the same cache costs about this fraction of its cold compile (dynamo still
+traces; inductor's FX graph and AOT caches skip the code generation and the C++ build); an estimate too."""
+BACKEND = "inductor"
+"""torch.compile's backend; tests put "aot_eager" here to check the tracing without building C++ code."""
+COSTS_FILE = "splitlab_compile_seconds.json"
+"""Measured compile times per step signature, kept beside inductor's cache for `auto`'s estimate."""
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler inductor's CPU backend would run (its `cpp.cxx` candidates, `$CXX` or g++), or None."""
+    import torch._inductor.config as inductor
+    candidates = inductor.cpp.cxx if isinstance(inductor.cpp.cxx, (list, tuple)) else (inductor.cpp.cxx,)
+    return next((shutil.which(c) for c in candidates if c and shutil.which(c)), None)
+
+
+def cache_dir() -> str:
+    """Where inductor keeps compiled graphs between processes: `$TORCHINDUCTOR_CACHE_DIR`, else
+    `<tempdir>/torchinductor_<user>` (inductor's default; /tmp/torchinductor_root here)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+
+
+def _notice(message: str) -> None:
+    print(f"splitlab: {message}", file=sys.stderr)
+
+
+# --- dynamo's counters -------------------------------------------------------------------------------
+
+def _counters() -> tuple[int, int]:
+    """(graphs compiled, graph breaks) so far in this process. A break dynamo cannot resume from (one inside
+    a loop) skips the whole frame and is counted as "unimplemented", not as a graph break: both count."""
+    from torch._dynamo.utils import counters
+    return (counters["stats"]["unique_graphs"],
+            sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values()))
+
+
+def _frames(code: types.CodeType) -> int:
+    """How many times dynamo compiled this code object's frame (its cache entries): 1 + its recompiles."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    return len(_debug_get_cache_entry_list(code))
+
+
+# --- what a program sees of the state ----------------------------------------------------------------
+
+def _hook_traced(hook: Hook) -> bool:
+    """A frozen dataclass cannot change between steps, so tracing it once is faithful; any other hook may
+    keep state (a counter, a generator) and runs eagerly."""
+    params = getattr(type(hook), "__dataclass_params__", None)
+    return params is not None and params.frozen
+
+
+def _overrides(hook: Hook, name: str) -> bool:
+    return getattr(type(hook), name) is not getattr(Hook, name)
+
+
+def _squeeze(t: torch.Tensor) -> torch.Tensor:
+    return t.squeeze(0)
+
+
+def _terms_function(objective, names, single: bool, per_trial_target: bool, how: str) -> Callable:
+    """(variables, target[, masks]) -> the terms per trial, as `Trials` evaluates them: `how` is "plain",
+    "choose" (the terms and the subset masks chosen here) or "masks" (the terms on given masks)."""
+    if single:
+        def one(v, t, m=None):
+            v, t = map_tree(_squeeze, v), map_tree(_squeeze, t) if per_trial_target else t
+            if how == "choose":
+                return objective.with_masks(v, t, names)
+            return objective(v, t, names) if m is None else objective(v, t, names, masks=m)
+        return one
+    target_dim = 0 if per_trial_target else None
+    if how == "choose":
+        return vmap(lambda v, t: objective.with_masks(v, t, names), in_dims=(0, target_dim))
+    if how == "masks":
+        return vmap(lambda v, t, m: objective(v, t, names, masks=m), in_dims=(0, target_dim, 0))
+    return vmap(lambda v, t: objective(v, t, names), in_dims=(0, target_dim))
+
+
+def _finite(loss: torch.Tensor) -> torch.Tensor:
+    return loss.abs() < math.inf
+
+
+def _detached(tree):
+    return map_tree(lambda t: t.detach(), tree)
+
+
+class _Program:
+    """One block's compiled step (or L-BFGS evaluation) for one objective and one layout of the state."""
+
+    def __init__(self, fn: Callable, name: str, device: torch.device):
+        code = fn.__code__.replace(co_name=name, co_qualname=name)
+        own = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+        # CUDA graphs on a GPU: inductor records them where safe and says why it skips a graph where not
+        options = {"mode": "reduce-overhead"} if device.type == "cuda" and BACKEND == "inductor" else {}
+        self.code = code
+        self.function = torch.compile(own, backend=BACKEND, dynamic=False, **options)
+
+    def __call__(self, *args):
+        return self.function(*args)
+
+
+PROGRAMS_ATTRIBUTE = "_compiled_programs"
+
+
+def _program(objective, signature: tuple, build: Callable[[], _Program]) -> tuple[_Program, bool]:
+    """The program for this objective and signature, built on first use; (program, newly built). Programs
+    are kept on the objective (they close over it), so they go when it goes."""
+    programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE)
+    if programs is None:
+        programs = {}
+        object.__setattr__(objective, PROGRAMS_ATTRIBUTE, programs)      # a frozen dataclass: a cache, not a field
+    if signature not in programs:
+        programs[signature] = build()
+        return programs[signature], True
+    return programs[signature], False
+
+
+def _layout(tree) -> tuple:
+    return tuple((tuple(t.shape), t.stride(), t.dtype, str(t.device)) for t in _flat_leaves(tree))
+
+
+def _flat_leaves(tree) -> list[torch.Tensor]:
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _flat_leaves(v)]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _flat_leaves(v)]
+    return [tree] if isinstance(tree, torch.Tensor) else []
+
+
+def _block_key(block) -> Any:
+    try:
+        return hash(block), block
+    except TypeError:                   # a block holding something unhashable is known by identity
+        return id(block), None
+
+
+# --- the programs -------------------------------------------------------------------------------------
+
+def _step_body(objective, state: Trials, run, traced_after: Sequence[Hook]) -> Callable:
+    """The Adam or SGD step as a function of tensors only (see `CompiledStep.__call__` for its arguments)."""
+    block, weights, names = run.block, dict(run.weights), run.names
+    update, select, keep = tuple(block.update), block.select, state.keep
+    structure = {k: list(state.vars[k]) if isinstance(state.vars[k], dict) else None for k in update}
+    single, per_trial_target = state.single, state.per_trial_target
+    term_names, trials = state.term_names, state.trials
+    same_subset = run.same_subset
+    plain = _terms_function(objective, names, single, per_trial_target, "plain")
+    choose = _terms_function(objective, names, single, per_trial_target, "choose") if same_subset else None
+    on_masks = _terms_function(objective, names, single, per_trial_target, "masks") if same_subset else None
+    optimizer = block.optimizer
+    hooks = tuple(block.hooks)
+
+    def assemble(others, values):
+        out, it = dict(others), iter(values)
+        for k in update:
+            out[k] = {j: next(it) for j in structure[k]} if structure[k] is not None else next(it)
+        return out
+
+    def step(values, others, target, optimizer_state, lr, alive, best_loss, best, trace, index):
+        def loss_at(vs):
+            v = assemble(others, vs)
+            if same_subset:
+                terms, masks = choose(v, target)
+            else:
+                terms, masks = plain(v, target), None
+            loss = weighted(terms, weights)
+            ok = alive & _finite(loss.detach())
+            aux = (_detached(terms), loss.detach(), ok)
+            return torch.where(ok, loss, 0.0).sum(), aux + (_detached(masks),) if same_subset else aux
+
+        grads, (terms, loss, ok, *chosen) = grad(loss_at, has_aux=True)(list(values))
+        masks = chosen[0] if chosen else None
+        rows = [terms[k].reshape(trials) if k in terms else torch.full((trials,), math.nan, dtype=trace.dtype,
+                                                                           device=trace.device)
+                for k in term_names]
+        trace.index_copy_(0, index.view(1), torch.stack(rows).to(trace.dtype).unsqueeze(0))
+        index.add_(1)
+        now = ok
+        if select:
+            current = leaves(assemble(others, values), keep)
+            improved = now & (loss < best_loss)
+            best_loss.copy_(torch.where(improved, loss, best_loss))
+            for b, c in zip(best, current):
+                b.copy_(torch.where(improved.view(-1, *[1] * (c.dim() - 1)), c, b))
+        if hooks:
+            def grad_at(probes):
+                nonlocal now
+                here = now
+
+                def probe_loss(ps):
+                    v = assemble(others, ps)
+                    terms_p = on_masks(v, target, masks) if same_subset else plain(v, target)
+                    value = weighted(terms_p, weights)
+                    alive_p = here & _finite(value.detach())
+                    return torch.where(alive_p, value, 0.0).sum(), alive_p
+
+                probe_grads, now = grad(probe_loss, has_aux=True)([p.detach() for p in probes])
+                return probe_grads
+
+            for hook in hooks:
+                if _overrides(hook, "on_grads"):
+                    grads = hook.on_grads(grads, values, grad_at)
+        alive.copy_(now)
+        with torch.no_grad():
+            if isinstance(optimizer, Adam):
+                exp_avgs, exp_avg_sqs, max_sqs, steps = optimizer_state
+                b1, b2 = optimizer.betas
+                for i, (p, g, m, v, s) in enumerate(zip(values, grads, exp_avgs, exp_avg_sqs, steps)):
+                    s.add_(1)
+                    m.lerp_(g, 1 - b1)
+                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                    second = v
+                    if optimizer.amsgrad:
+                        max_sqs[i].copy_(torch.maximum(max_sqs[i], v))      # dynamo takes no strided out=
+                        second = max_sqs[i]
+                    # bias corrections in double, as torch's fused kernel: 1 - 0.999 ** 1 in float32 is 1e-5 off
+                    n = s.to(torch.float64)
+                    bc2_sqrt = (1 - b2 ** n).sqrt().to(p.dtype)
+                    step_size = (lr.to(torch.float64) / (1 - b1 ** n)).to(p.dtype)
+                    p.sub_(step_size * m / (second.sqrt() / bc2_sqrt + optimizer.eps))
+            else:
+                (buffers,) = optimizer_state
+                for p, g, buf in zip(values, grads, buffers):
+                    if optimizer.momentum:
+                        g = buf.mul_(optimizer.momentum).add_(g)
+                    p.sub_(lr * g)
+            for hook in traced_after:
+                hook.after_step(values)
+
+    return step
+
+
+def _evaluation_body(objective, state: Trials, run) -> Callable:
+    """L-BFGS's closure as a function of tensors: the terms, the per-trial loss (NaN where a trial is not
+    alive) and the gradients; the divergence flags and best iterate updated in place."""
+    weights, names, select, keep = dict(run.weights), run.names, run.block.select, state.keep
+    update = tuple(run.block.update)
+    structure = {k: list(state.vars[k]) if isinstance(state.vars[k], dict) else None for k in update}
+    plain = _terms_function(objective, names, state.single, state.per_trial_target, "plain")
+
+    def assemble(others, values):
+        out, it = dict(others), iter(values)
+        for k in update:
+            out[k] = {j: next(it) for j in structure[k]} if structure[k] is not None else next(it)
+        return out
+
+    def evaluate(values, others, target, alive, best_loss, best):
+        def loss_at(vs):
+            terms = plain(assemble(others, vs), target)
+            loss = weighted(terms, weights)
+            ok = alive & _finite(loss.detach())
+            return torch.where(ok, loss, 0.0).sum(), (_detached(terms), loss.detach(), ok)
+
+        grads, (terms, loss, ok) = grad(loss_at, has_aux=True)(list(values))
+        alive.copy_(ok)
+        if select:
+            current = leaves(assemble(others, values), keep)
+            improved = ok & (loss < best_loss)
+            best_loss.copy_(torch.where(improved, loss, best_loss))
+            for b, c in zip(best, current):
+                b.copy_(torch.where(improved.view(-1, *[1] * (c.dim() - 1)), c, b))
+        return terms, grads, torch.where(ok, loss, math.nan)
+
+    return evaluate
+
+
+# --- what the loop calls -----------------------------------------------------------------------------
+
+def _optimizer_views(optimizer, params: Sequence[torch.Tensor], aliases: Sequence[torch.Tensor]) -> list:
+    """The optimiser's state as tensors shaped and strided as the variables (the eager optimiser keeps a
+    non-contiguous variable's state as a 1-D alias in memory order), so the program updates it in place."""
+    def shaped(state: torch.Tensor, p: torch.Tensor, alias: torch.Tensor) -> torch.Tensor:
+        return state if alias is p else state.as_strided(p.shape, p.stride(), state.storage_offset())
+
+    if isinstance(optimizer, FusedAdam):
+        views = [[shaped(s, p, a) for s, p, a in zip(group, params, aliases)]
+                 for group in (optimizer.exp_avgs, optimizer.exp_avg_sqs)]
+        maxes = [shaped(s, p, a) for s, p, a in zip(optimizer.max_exp_avg_sqs, params, aliases)]
+        return [views[0], views[1], maxes, list(optimizer.steps)]
+    buffers = []                        # torch's SGD: a missing buffer starts at zero, m * 0 + g = g
+    for p, a in zip(params, aliases):
+        slot = optimizer.state[a]
+        if "momentum_buffer" not in slot or slot["momentum_buffer"] is None:
+            slot["momentum_buffer"] = torch.zeros_like(a)
+        buffers.append(shaped(slot["momentum_buffer"], p, a))
+    return [buffers]
+
+
+def step_signature(state: Trials, run) -> tuple:
+    """What a block's program depends on beyond its objective: the block, what it computes and the layout of
+    every tensor it is given (one program per signature)."""
+    kind = "step" if isinstance(run.block.optimizer, (Adam, SGD)) else "lbfgs"
+    return (kind, _block_key(run.block), run.names, state.single, state.per_trial_target, tuple(state.keep),
+            _layout(state.vars), _layout(state.target))
+
+
+class CompiledStep:
+    """The loop's step for one block run, through its compiled program (a drop-in for the eager step)."""
+
+    def __init__(self, compilation: "Compilation", objective, state: Trials, run):
+        self.compilation, self.state, self.run = compilation, state, run
+        block = run.block
+        self.lbfgs = not isinstance(block.optimizer, (Adam, SGD))
+        self.update = tuple(block.update)
+        after = [h for h in block.hooks if _overrides(h, "after_step")]
+        cut = next((i for i, h in enumerate(after) if not _hook_traced(h)), len(after))
+        self.traced_after, self.eager_after = after[:cut], after[cut:]
+        self.values = [p.detach() for p in run.params]
+        self.others = _detached({k: v for k, v in state.vars.items() if k not in self.update})
+        self.index = torch.zeros((), dtype=torch.long, device=state.alive.device)
+        self.next_index = None
+        self.lr = None
+        self.lr_value = None
+        self.optimizer = self.optimizer_state = None
+        signature = step_signature(state, run)
+        body = (lambda: _evaluation_body(objective, state, run)) if self.lbfgs \
+            else (lambda: _step_body(objective, state, run, self.traced_after))
+        name = "engine_lbfgs_evaluation" if self.lbfgs else f"engine_{type(block.optimizer).__name__.lower()}_step"
+        self.program, self.new = _program(objective, signature,
+                                          lambda: _Program(body(), name, state.alive.device))
+        if self.new:                    # one eager evaluation leaves the recording taps the traced step uses
+            with installing_taps(), torch.no_grad():
+                state.terms(names=run.names)
+        self.signature = signature
+
+    def _optimizer(self):
+        optimizer = self.run.optimizer
+        if optimizer is not self.optimizer:          # rebuilt by a consensus reset: fresh state tensors
+            self.optimizer = optimizer
+            self.optimizer_state = _optimizer_views(optimizer, self.run.params, self.run.aliases)
+        value = optimizer.param_groups[0]["lr"]
+        if value != self.lr_value:                    # a schedule moved it: one fill, no recompile
+            if self.lr is None:
+                self.lr = torch.tensor(value, dtype=self.values[0].dtype, device=self.values[0].device)
+            else:
+                self.lr.fill_(value)
+            self.lr_value = value
+        return self.optimizer_state
+
+    def _best(self) -> list[torch.Tensor]:
+        state = self.state
+        return leaves(state.best, state.keep)
+
+    def __call__(self, state: Trials, run) -> None:
+        if self.lbfgs:
+            return self._lbfgs_step(state, run)
+        if state.step_index != self.next_index:
+            self.index.fill_(state.step_index)
+        optimizer_state = self._optimizer()
+        self.compilation.call(self.program, self.values, self.others, state.target, optimizer_state, self.lr,
+                              state.alive, state.best_loss, self._best(), state._trace, self.index)
+        self.next_index = state.step_index + 1
+        for hook in self.eager_after:
+            hook.after_step(run.params)
+
+    def _lbfgs_step(self, state: Trials, run) -> None:
+        recorded = False
+        params = run.params
+
+        def closure() -> torch.Tensor:
+            nonlocal recorded
+            terms, grads, loss = self.compilation.call(self.program, self.values, self.others, state.target,
+                                                       state.alive, state.best_loss, self._best())
+            if not recorded:
+                state.record(terms)
+                recorded = True
+            for p, g in zip(params, grads):
+                p.grad = g
+            return loss
+
+        run.optimizer.step(closure)
+        for hook in run.block.hooks:
+            hook.after_step(params)
+
+
+def signature_text(objective, signature: tuple) -> str:
+    """A signature as text that is the same in another process (no hashes, no ids), for the costs file."""
+    block = signature[1][1]
+    parts = (type(objective.simulator).__name__, type(objective.match).__name__,
+             tuple(p.name for p in objective.priors))
+    return repr((torch.__version__, parts, signature[0], repr(block) if block is not None else "a block")
+                + signature[2:])
+
+
+class Compilation:
+    """One `run`'s compile choice and what it cost: builds the compiled steps, decides for `auto`, and
+    reports compiles, recompiles, graph breaks and compile seconds (`EngineResult.extra["compile"]`)."""
+
+    def __init__(self, mode: str, total_steps: int, device: torch.device):
+        self.mode = mode
+        self.total_steps = total_steps
+        self.device = device
+        self.active = mode == "on"
+        self.decided = mode != "auto"
+        self.reason = {"off": "not asked", "on": "asked", "auto": "deciding"}[mode]
+        self.compile_seconds = 0.0
+        self.compiles = self.graph_breaks = 0
+        self.programs: dict[int, tuple[_Program, int]] = {}      # id -> (program, frames before this run)
+        self.signatures: list[str] = []
+        self.steps_done = 0
+        self.probe_start: float | None = None
+        self.estimate: dict[str, float] = {}
+        if mode != "off" and cxx_compiler() is None:
+            missing = "no C++ compiler (inductor looks for $CXX or g++)"
+            if mode == "on":
+                raise ValueError(f"--compile on needs a C++ compiler for inductor's CPU code; {missing} was found")
+            _notice(f"--compile auto runs eagerly: {missing} was found")
+            self.active, self.decided, self.reason = False, True, "no C++ compiler"
+
+    # the loop asks for each block run's step once compiling is on
+    def step_for(self, objective, state: Trials, run) -> Callable | None:
+        if not self.active:
+            return None
+        refused = [type(h).__name__ for h in run.block.hooks if _overrides(h, "on_grads") and not _hook_traced(h)]
+        if refused:                     # a gradient hook with state of its own would be traced at one state
+            if self.mode == "on":
+                _notice(f"block on {', '.join(run.block.update)} runs eagerly: hook {refused[0]} keeps state")
+            return None
+        step = CompiledStep(self, objective, state, run)
+        if id(step.program) not in self.programs:
+            frames = 0 if step.new else _frames(step.program.code)
+            self.programs[id(step.program)] = (step.program, frames)
+            self.signatures.append(signature_text(objective, step.signature))
+        return step
+
+    def call(self, program: _Program, *args):
+        graphs, breaks = _counters()
+        start = time.perf_counter()
+        out = program(*args)
+        after_graphs, after_breaks = _counters()
+        if after_graphs != graphs or after_breaks != breaks:
+            self.compile_seconds += time.perf_counter() - start
+            self.compiles += after_graphs - graphs
+            self.graph_breaks += after_breaks - breaks
+        return out
+
+    # --- auto ---------------------------------------------------------------------------------------
+    def after_step(self, objective, signatures: Callable[[], list[tuple]]) -> bool:
+        """Called after every eager step while `auto` is deciding (`signatures`: the run's blocks'
+        `step_signature`s); True once it switches compiling on."""
+        self.steps_done += 1
+        if self.decided:
+            return False
+        if self.steps_done == 1:
+            self.probe_start = time.perf_counter()
+            return False
+        if self.steps_done < 1 + AUTO_PROBE_STEPS:
+            return False
+        pace = (time.perf_counter() - self.probe_start) / AUTO_PROBE_STEPS
+        remaining = pace * (self.total_steps - self.steps_done)
+        expected = self.expected_compile_seconds(objective, list(dict.fromkeys(signatures())))
+        self.estimate = {"eager_seconds_per_step": pace, "remaining_eager_seconds": remaining,
+                         "expected_compile_seconds": expected}
+        self.decided = True
+        self.active = remaining >= AUTO_PAYBACK * expected
+        self.reason = (f"{remaining:.1f} s of eager steps left {'>=' if self.active else '<'} "
+                       f"{AUTO_PAYBACK:g} x {expected:.1f} s expected compile")
+        return self.active
+
+    def too_short(self) -> bool:
+        """`auto` on a run too short to probe: it stays eager."""
+        if self.mode == "auto" and not self.decided and self.total_steps <= 1 + AUTO_PROBE_STEPS:
+            self.decided, self.reason = True, f"{self.total_steps} steps: too short to repay a compile"
+            return True
+        return False
+
+    @staticmethod
+    def expected_compile_seconds(objective, signatures: list[tuple]) -> float:
+        """What compiling these steps should cost: nothing for a program this objective already has (an
+        earlier run with it compiled it); a warm compile for a step this cache has compiled before (its
+        measured warm time, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
+        programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE, {})
+        known = _read_costs()
+        total = 0.0
+        for signature in signatures:
+            if signature in programs:
+                continue
+            text = signature_text(objective, signature)
+            entry = known.get(text, {})
+            if "warm" in entry:
+                total += entry["warm"]
+            elif "cold" in entry or text in _IN_PROCESS:
+                total += entry.get("cold", COLD_COMPILE_SECONDS) * WARM_FRACTION
+            else:
+                total += COLD_COMPILE_SECONDS
+        return total
+
+    def finish(self) -> dict[str, Any]:
+        recompiles = 0
+        for program, before in self.programs.values():
+            frames = _frames(program.code)
+            recompiles += max(frames - max(before, 1), 0)
+        new = [s for s in self.signatures if s not in _IN_PROCESS]
+        if self.compiles and new:
+            _record_costs(new, self.compile_seconds / len(new))
+        _IN_PROCESS.update(self.signatures)
+        report = {"mode": self.mode, "compiled": bool(self.programs), "reason": self.reason,
+                  "compiles": self.compiles, "recompiles": recompiles, "graph_breaks": self.graph_breaks,
+                  "compile_seconds": round(self.compile_seconds, 3)}
+        if self.mode != "off":
+            report["cache_dir"] = cache_dir()
+        if self.estimate:
+            report["auto"] = {k: round(v, 4) for k, v in self.estimate.items()}
+        return report
+
+
+_IN_PROCESS: set[str] = set()
+"""Step signatures compiled in this process (a later run reuses the program, or retraces from a warm cache)."""
+
+
+def _read_costs() -> dict:
+    try:
+        with open(os.path.join(cache_dir(), COSTS_FILE)) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_costs(signatures: list[str], seconds: float) -> None:
+    """Remember what compiling these steps cost, as cold (first) or warm (later) compiles into this cache."""
+    known = _read_costs()
+    for s in signatures:
+        entry = known.setdefault(s, {})
+        entry["warm" if "cold" in entry else "cold"] = round(seconds, 3)
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        path = os.path.join(cache_dir(), COSTS_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(known, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass                            # an unwritable cache only loses the estimate
+
+
+def compile_extras(*results) -> dict[str, Any]:
+    """`{"compile": report}` for a Reconstruction's extras, the reports of several engine runs summed; nothing
+    when compiling was off, so an eager run's metrics.json is what it was before the option existed."""
+    reports = [r.extra["compile"] for r in results if "compile" in r.extra]
+    if not reports or all(r["mode"] == "off" for r in reports):
+        return {}
+    total = dict(reports[0])
+    for r in reports[1:]:
+        for k in ("compiles", "recompiles", "graph_breaks"):
+            total[k] += r[k]
+        total["compile_seconds"] = round(total["compile_seconds"] + r["compile_seconds"], 3)
+        total["compiled"] = total["compiled"] or r["compiled"]
+    if len(reports) > 1:
+        total["runs"] = len(reports)
+    return {"compile": total}

@@ -1,0 +1,220 @@
+"""The lab's engine against breaching 0.1.2 on the same problems, side by side.
+
+Both sides get the same model weights (the lab's sigmoid LeNet and ConvNet, seed 0), the same mnist5k image,
+the same observed gradient and the same starting tensors (the lab's draws: breaching's random initialisation
+is replaced by them), and run with the same torch thread count:
+
+- DLG: the sigmoid LeNet, 1 restart, 100 L-BFGS steps (lr 1, 20 inner iterations), images and label logits
+  optimised jointly, summed squared gradient differences (breaching's Euclidean objective halves its sum:
+  it runs with scale 2 so both minimise the same function);
+- Inverting Gradients: the ConvNet, 500 iterations of signed Adam (lr 0.1, x0.1 at 3/8, 5/8, 7/8), cosine
+  + TV 1e-4, box [0, 1], labels given, with 8 restarts and with 1 (breaching runs restarts one after
+  another; the lab batches them as its `mode="auto"` rule picks). breaching's TV (a padded convolution
+  over three colour channels, set here to the digits' one) is its own form of the same anisotropic TV.
+
+breaching runs in its own virtual environment (`--breaching-python`, default /work/breaching-venv/bin/python),
+a child process of this script given the problem as a file; it imports only breaching, torch and the lab's
+model builder there. The table shows seconds per run on each side (median of the repeats, alternating) and
+breaching's time over the lab's; the lab's rows can also be compiled (`--compile on`: each lab run then
+compiles again, a new objective per attack call, and the compile seconds are left out of its time).
+
+    python scripts/bench_breaching.py --repeats 3
+    python scripts/bench_breaching.py --quick            # a few steps: checks both sides run
+
+breaching 0.1.2 was installed for this with its own dependencies (hydra-core, lpips) in that environment
+and the project's torch and torchvision made visible to it through a .pth file, so both sides run the same
+torch build; breaching is not a dependency of the lab.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PYTHON = "/work/breaching-venv/bin/python"
+IG_TV = 1e-4
+
+
+# --- the problems (the lab's side builds them; both sides read them) ---------------------------------
+
+def problems(steps_dlg: int, steps_ig: int, restarts: int) -> dict:
+    from attacks.hfl.observations import observe_fedsgd
+    from attacks.hfl.variables import initial_variables
+    from vfl import data as datasets
+    from vfl.models.hfl import build_hfl_model
+
+    images = datasets.load("mnist5k")
+    x, y = images.images[:1], images.labels[:1]
+    out = {}
+    for name, arch, joint, steps, trials in (("DLG", "lenet", True, steps_dlg, 1),
+                                             (f"IG {restarts} restarts", "convnet", False, steps_ig, restarts),
+                                             ("IG 1 restart", "convnet", False, steps_ig, 1)):
+        observation = observe_fedsgd(build_hfl_model(arch, seed=0), x, y, arch=arch)
+        starts = initial_variables(observation, trials, 0, label_logits=joint)
+        out[name] = {"arch": arch, "joint": joint, "steps": steps, "trials": trials, "labels": y,
+                     "params": dict(observation.model.params), "buffers": dict(observation.model.buffers),
+                     "gradient": list(observation.gradient), "starts": starts,
+                     "shape": tuple(observation.model.input_shape), "classes": observation.model.num_classes}
+    return out
+
+
+def lab_run(name: str, problem: dict, compile_mode: str):
+    """The lab's attack on the problem; returns its final loss (a check both sides solved the same thing)."""
+    from attacks.hfl.dlg import DLG
+    from attacks.hfl.invgrad import InvertingGradients
+    from attacks.hfl.observations import observe_fedsgd
+    from attacks.registry import preset
+    from vfl import data as datasets
+    from vfl.models.hfl import build_hfl_model
+
+    images = datasets.load("mnist5k")
+    observation = observe_fedsgd(build_hfl_model(problem["arch"], seed=0), images.images[:1], images.labels[:1],
+                                 arch=problem["arch"])
+    if problem["joint"]:
+        settings = replace(preset("dlg.original").settings(), iterations=problem["steps"], restarts=1,
+                           compile=compile_mode)
+        return DLG(settings)(observation, seed=0, init=problem["starts"])
+    settings = replace(preset("invgrad.paper").settings(), iterations=problem["steps"], restarts=problem["trials"],
+                       tv=IG_TV, compile=compile_mode)
+    return InvertingGradients(settings)(observation, seed=0, init={"x": problem["starts"]["x"]})
+
+
+# --- breaching's side (runs in breaching's environment) -----------------------------------------------
+
+def breaching_child(path: str, name: str) -> dict:
+    import breaching
+    from omegaconf import OmegaConf
+    from vfl.models.hfl import build_hfl_model
+
+    problem = torch.load(path, weights_only=False)[name]
+    model = build_hfl_model(problem["arch"], seed=0)
+    model.load_state_dict({**problem["params"], **problem["buffers"]})
+    steps, trials = problem["steps"], problem["trials"]
+    if problem["joint"]:
+        cfg = breaching.get_attack_config("deepleakage", overrides=[
+            f"optim.max_iterations={steps}", "objective.scale=2.0", "restarts.num_trials=1", f"optim.callback={steps}"])
+    else:
+        cfg = breaching.get_attack_config("invertinggradients", overrides=[
+            f"optim.max_iterations={steps}", f"restarts.num_trials={trials}", f"optim.callback={steps}",
+            f"regularization.total_variation.scale={IG_TV}"])
+    setup = {"device": torch.device("cpu"), "dtype": torch.float}
+    attacker = breaching.attacks.prepare_attack(model, torch.nn.CrossEntropyLoss(), cfg, setup)
+    channels = problem["shape"][0]
+    for regularizer in attacker.regularizers:     # its TV filters three colour channels; the digits have one
+        if hasattr(regularizer, "groups") and not regularizer.double_opponents and channels != regularizer.groups:
+            regularizer.weight = regularizer.weight[:2 * channels]
+            regularizer.groups = channels
+    starts = problem["starts"]
+    images = iter(starts["x"])                # trial r starts from the lab's restart r
+
+    def initialise(shape):                    # the lab's starting tensors instead of breaching's draws
+        if problem["joint"] and tuple(shape) == tuple(starts["label_logits"][0].shape):
+            value = starts["label_logits"][0]  # the label template and each trial's logits
+        else:
+            value = next(images)
+        assert tuple(value.shape) == tuple(shape), (tuple(value.shape), tuple(shape))
+        return value.to(torch.float).clone().requires_grad_(True)
+
+    attacker._initialize_data = initialise
+    metadata = OmegaConf.create({"shape": list(problem["shape"]), "modality": "vision", "task": "classification",
+                                 "classes": problem["classes"], "mean": [0.0] * problem["shape"][0],
+                                 "std": [1.0] * problem["shape"][0]})
+    payload = [{"parameters": [p.detach() for p in problem["params"].values()],
+                "buffers": [b for b in problem["buffers"].values()] or None, "metadata": metadata}]
+    shared = [{"gradients": [g.detach() for g in problem["gradient"]], "buffers": None,
+               "metadata": {"num_data_points": 1, "labels": None if problem["joint"] else problem["labels"],
+                            "local_hyperparams": None}}]
+    start = time.perf_counter()
+    _, stats = attacker.reconstruct(payload, shared, {}, dryrun=False)
+    seconds = time.perf_counter() - start
+    final = [v[-1] for k, v in stats.items() if k.endswith("_Val") and v]
+    return {"seconds": seconds, "final_loss": min(final) if final else None, "threads": torch.get_num_threads()}
+
+
+def run_breaching(python: str, path: str, name: str, threads: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads)}
+    done = subprocess.run([python, __file__, "--breaching-child", path, "--name", name, "--threads", str(threads)],
+                          env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"breaching failed on {name}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def breaching_available(python: str) -> str | None:
+    """None when `python` imports breaching 0.1.2, else why not (one line)."""
+    if not Path(python).exists():
+        return f"no breaching environment at {python} (python3 -m venv there, then pip install breaching==0.1.2)"
+    done = subprocess.run([python, "-c", "import breaching, importlib.metadata as m; print(m.version('breaching'))"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if done.returncode != 0:
+        return f"breaching does not import in {python}: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+    if done.stdout.strip().splitlines()[-1] != "0.1.2":
+        return f"{python} has breaching {done.stdout.strip()}, not 0.1.2"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--breaching-python", default=DEFAULT_PYTHON)
+    parser.add_argument("--dlg-steps", type=int, default=100)
+    parser.add_argument("--ig-iterations", type=int, default=500)
+    parser.add_argument("--restarts", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads on both sides (default: torch's)")
+    parser.add_argument("--compile", default="off", choices=("off", "on", "auto"), help="the lab's compile option")
+    parser.add_argument("--quick", action="store_true", help="2 DLG steps, 8 IG iterations, one repeat")
+    parser.add_argument("--breaching-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--name", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.breaching_child:
+        print(json.dumps(breaching_child(args.breaching_child, args.name)))
+        return
+    if args.quick:
+        args.dlg_steps, args.ig_iterations, args.repeats = 2, 8, 1
+    missing = breaching_available(args.breaching_python)
+    if missing:
+        print(f"breaching 0.1.2 is not available, so nothing is compared: {missing}")
+        return
+    from vfl.runtime import hardware
+    threads = torch.get_num_threads()
+    print(f"hardware: {hardware(torch.device('cpu'))}; both sides at {threads} torch threads; "
+          f"median of {args.repeats} repeats, alternating", flush=True)
+    cases = problems(args.dlg_steps, args.ig_iterations, args.restarts)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="splitlab-breaching-") as folder:
+        path = os.path.join(folder, "problems.pt")
+        torch.save(cases, path)
+        for name, problem in cases.items():
+            lab, theirs, lab_loss, their_loss = [], [], None, None
+            for _ in range(args.repeats):
+                # the engine's own clock (its steps, compile seconds taken out); breaching's reconstruct() call
+                result = lab_run(name, problem, args.compile)
+                lab.append(result.seconds - result.extras.get("compile", {}).get("compile_seconds", 0.0))
+                lab_loss = float(result.loss.min())
+                other = run_breaching(args.breaching_python, path, name, threads)
+                theirs.append(other["seconds"])
+                their_loss = other["final_loss"]
+            rows.append((name, problem["steps"], statistics.median(lab), statistics.median(theirs), lab_loss,
+                         their_loss))
+            print(f"  {name}: done", flush=True)
+    print(f"\n{'problem':<16} {'steps':>6} {'lab s':>8} {'breaching s':>12} {'breaching / lab':>16}  "
+          f"loss: lab best / breaching last recorded")
+    for name, steps, lab, theirs, lab_loss, their_loss in rows:
+        print(f"{name:<16} {steps:>6} {lab:>8.2f} {theirs:>12.2f} {theirs / lab:>15.2f}x  "
+              f"{lab_loss:.3g} / {their_loss if their_loss is None else f'{their_loss:.3g}'}")
+    print(f"lab compile: {args.compile}; hardware after: {hardware(torch.device('cpu'))}")
+
+
+if __name__ == "__main__":
+    main()
