@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.engine.compiled import COMPILE_MODES
+from attacks.engine.compilation import COMPILE_MODES
 from vfl.options import Validated, choice, option
 
 __all__ = ["AttackSettings", "EngineSettings"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+import attacks.engine.compilation as policy
 import attacks.engine.compiled as compiled
 from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, Hook, MeanSquared, Objective, Prior, Schedule, SignedGradients, SquaredL2, StepDecay, Sum,
                             l2, run, tv_l1, tv_squared)
@@ -74,7 +75,7 @@ def test_off_is_the_eager_loop_and_never_compiles(monkeypatch):
     assert torch.equal(default.best["x"], off.best["x"]) and torch.equal(default.final["x"], off.final["x"])
     assert off.extra["compile"] == {"mode": "off", "compiled": False, "reason": "not asked", "compiles": 0,
                                     "recompiles": 0, "graph_breaks": 0, "compile_seconds": 0.0}
-    assert compiled.compile_extras(off) == {}          # an eager attack's extras stay as they were
+    assert policy.compile_extras(off) == {}          # an eager attack's extras stay as they were
 
 
 def test_an_unknown_compile_mode_is_a_one_line_error():
@@ -204,7 +205,7 @@ def test_a_consensus_that_resets_lbfgs_between_rounds(traced):
 
 
 def test_a_recompile_is_counted(traced):
-    compilation = compiled.Compilation("on", 10, torch.device("cpu"))
+    compilation = policy.Compilation("on", 10, torch.device("cpu"))
 
     def body(x):
         return x.sin() * 2
@@ -218,7 +219,7 @@ def test_a_recompile_is_counted(traced):
 
 
 def test_a_graph_break_is_counted(traced):
-    compilation = compiled.Compilation("on", 10, torch.device("cpu"))
+    compilation = policy.Compilation("on", 10, torch.device("cpu"))
 
     def body(x):
         y = x.sin()
@@ -234,8 +235,8 @@ def test_a_graph_break_is_counted(traced):
 # --- no compiler, and auto's rule -----------------------------------------------------------------------
 
 def test_without_a_compiler_auto_runs_eagerly_with_a_notice_and_on_refuses(monkeypatch, capsys):
-    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
-    assert compiled.cxx_compiler() is None
+    monkeypatch.setattr(policy.shutil, "which", lambda name: None)
+    assert policy.cxx_compiler() is None
     sim, target, variables, _ = _gradient_problem(torch.float32, trials=1)
     objective, schedule = Objective(sim, SquaredL2()), Schedule((Block(("x",), Adam(0.1), 3),))
     result = run(objective, variables, target, schedule, progress=False, compile="auto")
@@ -257,7 +258,7 @@ class _Clock:
         self.now, self.pace = 0.0, pace
 
     def __call__(self):
-        self.now += self.pace * compiled.AUTO_PROBE_STEPS
+        self.now += self.pace * policy.AUTO_PROBE_STEPS
         return self.now
 
 
@@ -265,8 +266,8 @@ SIGNATURE = ("step", (0, None), ("match",), True, False, ("x",), (), ())
 
 
 def _decide(monkeypatch, pace, total):
-    monkeypatch.setattr(compiled.time, "perf_counter", _Clock(pace))
-    compilation = compiled.Compilation("auto", total, torch.device("cpu"))
+    monkeypatch.setattr(policy.time, "perf_counter", _Clock(pace))
+    compilation = policy.Compilation("auto", total, torch.device("cpu"))
     objective = Objective(lambda v, c: [v["x"]], MeanSquared())
     if compilation.too_short():
         return compilation
@@ -280,12 +281,12 @@ def _decide(monkeypatch, pace, total):
 def test_auto_compiles_a_run_whose_eager_remainder_repays_the_compile(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))          # no measured costs: a cold compile
     slow = _decide(monkeypatch, pace=1.0, total=1_000)
-    assert slow.active and slow.estimate["expected_compile_seconds"] == compiled.COLD_COMPILE_SECONDS
-    assert slow.estimate["remaining_eager_seconds"] == pytest.approx(1.0 * (1_000 - 1 - compiled.AUTO_PROBE_STEPS),
+    assert slow.active and slow.estimate["expected_compile_seconds"] == policy.COLD_COMPILE_SECONDS
+    assert slow.estimate["remaining_eager_seconds"] == pytest.approx(1.0 * (1_000 - 1 - policy.AUTO_PROBE_STEPS),
                                                                      rel=0.01)
     fast = _decide(monkeypatch, pace=0.01, total=1_000)                   # 10 s of eager steps left: too few
     assert fast.decided and not fast.active and "<" in fast.reason
-    short = _decide(monkeypatch, pace=1.0, total=1 + compiled.AUTO_PROBE_STEPS)
+    short = _decide(monkeypatch, pace=1.0, total=1 + policy.AUTO_PROBE_STEPS)
     assert short.decided and not short.active and "too short" in short.reason
 
 
@@ -293,24 +294,24 @@ def test_auto_expects_a_warm_cache_to_cost_what_it_cost_last_time(monkeypatch, t
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     objective = Objective(lambda v, c: [v["x"]], MeanSquared())
     text = compiled.signature_text(objective, SIGNATURE)
-    compiled._record_costs([text], 50.0)
-    assert compiled.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 50.0 * compiled.WARM_FRACTION
-    compiled._record_costs([text], 2.0)
-    assert compiled.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 2.0
+    policy._record_costs([text], 50.0)
+    assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 50.0 * policy.WARM_FRACTION
+    policy._record_costs([text], 2.0)
+    assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 2.0
     assert _decide(monkeypatch, pace=0.01, total=1_000).active            # 10 s left against 3 x 2 s
 
 
 def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, tmp_path):
     # the first steps run eagerly, then the same Adam moments and step count go on in the compiled step
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(compiled, "COLD_COMPILE_SECONDS", 0.0)
+    monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 0.0)
     objective, variables, target, schedule = _clone_problem()
     eager = run(objective, variables, target, schedule, progress=False, per_trial_target=True, keep=())
     auto = run(objective, variables, target, schedule, progress=False, per_trial_target=True, keep=(),
                compile="auto")
     assert auto.extra["compile"]["compiled"] and "auto" in auto.extra["compile"]
     assert _agreement(eager, auto) < 1e-9
-    monkeypatch.setattr(compiled, "COLD_COMPILE_SECONDS", 1e9)
+    monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 1e9)
     objective, variables, target, schedule = _clone_problem()          # no programs of its own yet
     never = run(objective, variables, target, schedule, progress=False, per_trial_target=True, keep=(),
                 compile="auto")

@@ -4,7 +4,7 @@ share; a part only one attack uses lives in that attack's package.
 
     from attacks.engine import Objective, Block, Schedule, run
 """
-from attacks.engine.compiled import COMPILE_MODES, compile_extras
+from attacks.engine.compilation import COMPILE_MODES, compile_extras
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.layer_weights import LayerGroups, ramp
 from attacks.engine.loop import MODES, EngineResult, auto_mode, run

@@ -18,7 +18,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from attacks.engine.compiled import COMPILE_MODES, Compilation, step_signature
+from attacks.engine.compilation import COMPILE_MODES, Compilation
+from attacks.engine.compiled import step_signature
 from attacks.engine.matches import subset_of
 from attacks.engine.objective import Objective
 from attacks.engine.optim import LBFGS

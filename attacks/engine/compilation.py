@@ -1,0 +1,243 @@
+"""When the engine compiles and what it cost: the `compile` option's modes, `auto`'s rule, the C++ compiler
+and on-disk cache inductor needs, dynamo's counters, and the report a run returns (`Compilation`). The
+compiled programs themselves are `attacks.engine.compiled`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+import types
+from typing import Any, Callable
+
+import torch
+
+from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_traced, _overrides, _Program,
+                                     signature_text)
+from attacks.engine.trials import Trials
+
+__all__ = ["COMPILE_MODES", "Compilation", "compile_extras", "cxx_compiler", "cache_dir", "AUTO_PROBE_STEPS",
+           "AUTO_PAYBACK", "COLD_COMPILE_SECONDS", "WARM_FRACTION"]
+
+
+COMPILE_MODES = ("off", "on", "auto")
+
+AUTO_PROBE_STEPS = 4
+"""`compile="auto"` times this many eager steps (after the first, which pays one-off set-up) before deciding."""
+AUTO_PAYBACK = 3.0
+"""`auto` compiles when the run's remaining eager time is at least this many times the expected compile time:
+a compiled step 1.5x as fast as eager saves a third of the remaining time, which then covers the compile."""
+COLD_COMPILE_SECONDS = 60.0
+"""Expected compile time of a step with nothing in the cache (tens of seconds for the attacks' steps on the
+2-core CPU, seen under load): an estimate for the rule, to be replaced by quiet-machine measurements."""
+WARM_FRACTION = 0.1
+"""A step compiled before into the same cache costs about this fraction of its cold compile (dynamo still
+traces; inductor's FX graph and AOT caches skip the code generation and the C++ build); an estimate too."""
+COSTS_FILE = "splitlab_compile_seconds.json"
+"""Measured compile times per step signature, kept beside inductor's cache for `auto`'s estimate."""
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler inductor's CPU backend would run (its `cpp.cxx` candidates, `$CXX` or g++), or None."""
+    import torch._inductor.config as inductor
+    candidates = inductor.cpp.cxx if isinstance(inductor.cpp.cxx, (list, tuple)) else (inductor.cpp.cxx,)
+    return next((shutil.which(c) for c in candidates if c and shutil.which(c)), None)
+
+
+def cache_dir() -> str:
+    """Where inductor keeps compiled graphs between processes: `$TORCHINDUCTOR_CACHE_DIR`, else
+    `<tempdir>/torchinductor_<user>` (inductor's default; /tmp/torchinductor_root here)."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+
+
+def _notice(message: str) -> None:
+    print(f"splitlab: {message}", file=sys.stderr)
+
+
+# --- dynamo's counters -------------------------------------------------------------------------------
+
+def _counters() -> tuple[int, int]:
+    """(graphs compiled, graph breaks) so far in this process. A break dynamo cannot resume from (one inside
+    a loop) skips the whole frame and is counted as "unimplemented", not as a graph break: both count."""
+    from torch._dynamo.utils import counters
+    return (counters["stats"]["unique_graphs"],
+            sum(counters["graph_break"].values()) + sum(counters["unimplemented"].values()))
+
+
+def _frames(code: types.CodeType) -> int:
+    """How many times dynamo compiled this code object's frame (its cache entries): 1 + its recompiles."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    return len(_debug_get_cache_entry_list(code))
+
+
+
+
+class Compilation:
+    """One `run`'s compile choice and what it cost: builds the compiled steps, decides for `auto`, and
+    reports compiles, recompiles, graph breaks and compile seconds (`EngineResult.extra["compile"]`)."""
+
+    def __init__(self, mode: str, total_steps: int, device: torch.device):
+        self.mode = mode
+        self.total_steps = total_steps
+        self.device = device
+        self.active = mode == "on"
+        self.decided = mode != "auto"
+        self.reason = {"off": "not asked", "on": "asked", "auto": "deciding"}[mode]
+        self.compile_seconds = 0.0
+        self.compiles = self.graph_breaks = 0
+        self.programs: dict[int, tuple[_Program, int]] = {}      # id -> (program, frames before this run)
+        self.signatures: list[str] = []
+        self.steps_done = 0
+        self.probe_start: float | None = None
+        self.estimate: dict[str, float] = {}
+        if mode != "off" and cxx_compiler() is None:
+            missing = "no C++ compiler (inductor looks for $CXX or g++)"
+            if mode == "on":
+                raise ValueError(f"--compile on needs a C++ compiler for inductor's CPU code; {missing} was found")
+            _notice(f"--compile auto runs eagerly: {missing} was found")
+            self.active, self.decided, self.reason = False, True, "no C++ compiler"
+
+    # the loop asks for each block run's step once compiling is on
+    def step_for(self, objective, state: Trials, run) -> Callable | None:
+        if not self.active:
+            return None
+        refused = [type(h).__name__ for h in run.block.hooks if _overrides(h, "on_grads") and not _hook_traced(h)]
+        if refused:                     # a gradient hook with state of its own would be traced at one state
+            if self.mode == "on":
+                _notice(f"block on {', '.join(run.block.update)} runs eagerly: hook {refused[0]} keeps state")
+            return None
+        step = CompiledStep(self, objective, state, run)
+        if id(step.program) not in self.programs:
+            frames = 0 if step.new else _frames(step.program.code)
+            self.programs[id(step.program)] = (step.program, frames)
+            self.signatures.append(signature_text(objective, step.signature))
+        return step
+
+    def call(self, program: _Program, *args):
+        graphs, breaks = _counters()
+        start = time.perf_counter()
+        out = program(*args)
+        after_graphs, after_breaks = _counters()
+        if after_graphs != graphs or after_breaks != breaks:
+            self.compile_seconds += time.perf_counter() - start
+            self.compiles += after_graphs - graphs
+            self.graph_breaks += after_breaks - breaks
+        return out
+
+    # --- auto ---------------------------------------------------------------------------------------
+    def after_step(self, objective, signatures: Callable[[], list[tuple]]) -> bool:
+        """Called after every eager step while `auto` is deciding (`signatures`: the run's blocks'
+        `step_signature`s); True once it switches compiling on."""
+        self.steps_done += 1
+        if self.decided:
+            return False
+        if self.steps_done == 1:
+            self.probe_start = time.perf_counter()
+            return False
+        if self.steps_done < 1 + AUTO_PROBE_STEPS:
+            return False
+        pace = (time.perf_counter() - self.probe_start) / AUTO_PROBE_STEPS
+        remaining = pace * (self.total_steps - self.steps_done)
+        expected = self.expected_compile_seconds(objective, list(dict.fromkeys(signatures())))
+        self.estimate = {"eager_seconds_per_step": pace, "remaining_eager_seconds": remaining,
+                         "expected_compile_seconds": expected}
+        self.decided = True
+        self.active = remaining >= AUTO_PAYBACK * expected
+        self.reason = (f"{remaining:.1f} s of eager steps left {'>=' if self.active else '<'} "
+                       f"{AUTO_PAYBACK:g} x {expected:.1f} s expected compile")
+        return self.active
+
+    def too_short(self) -> bool:
+        """`auto` on a run too short to probe: it stays eager."""
+        if self.mode == "auto" and not self.decided and self.total_steps <= 1 + AUTO_PROBE_STEPS:
+            self.decided, self.reason = True, f"{self.total_steps} steps: too short to repay a compile"
+            return True
+        return False
+
+    @staticmethod
+    def expected_compile_seconds(objective, signatures: list[tuple]) -> float:
+        """What compiling these steps should cost: nothing for a program this objective already has (an
+        earlier run with it compiled it); a warm compile for a step this cache has compiled before (its
+        measured warm time, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
+        programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE, {})
+        known = _read_costs()
+        total = 0.0
+        for signature in signatures:
+            if signature in programs:
+                continue
+            text = signature_text(objective, signature)
+            entry = known.get(text, {})
+            if "warm" in entry:
+                total += entry["warm"]
+            elif "cold" in entry or text in _IN_PROCESS:
+                total += entry.get("cold", COLD_COMPILE_SECONDS) * WARM_FRACTION
+            else:
+                total += COLD_COMPILE_SECONDS
+        return total
+
+    def finish(self) -> dict[str, Any]:
+        recompiles = 0
+        for program, before in self.programs.values():
+            frames = _frames(program.code)
+            recompiles += max(frames - max(before, 1), 0)
+        new = [s for s in self.signatures if s not in _IN_PROCESS]
+        if self.compiles and new:
+            _record_costs(new, self.compile_seconds / len(new))
+        _IN_PROCESS.update(self.signatures)
+        report = {"mode": self.mode, "compiled": bool(self.programs), "reason": self.reason,
+                  "compiles": self.compiles, "recompiles": recompiles, "graph_breaks": self.graph_breaks,
+                  "compile_seconds": round(self.compile_seconds, 3)}
+        if self.mode != "off":
+            report["cache_dir"] = cache_dir()
+        if self.estimate:
+            report["auto"] = {k: round(v, 4) for k, v in self.estimate.items()}
+        return report
+
+
+_IN_PROCESS: set[str] = set()
+"""Step signatures compiled in this process (a later run reuses the program, or retraces from a warm cache)."""
+
+
+def _read_costs() -> dict:
+    try:
+        with open(os.path.join(cache_dir(), COSTS_FILE)) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_costs(signatures: list[str], seconds: float) -> None:
+    """Remember what compiling these steps cost, as cold (first) or warm (later) compiles into this cache."""
+    known = _read_costs()
+    for s in signatures:
+        entry = known.setdefault(s, {})
+        entry["warm" if "cold" in entry else "cold"] = round(seconds, 3)
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        path = os.path.join(cache_dir(), COSTS_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(known, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass                            # an unwritable cache only loses the estimate
+
+
+def compile_extras(*results) -> dict[str, Any]:
+    """`{"compile": report}` for a Reconstruction's extras, the reports of several engine runs summed; nothing
+    when compiling was off, so an eager run's metrics.json is what it was before the option existed."""
+    reports = [r.extra["compile"] for r in results if "compile" in r.extra]
+    if not reports or all(r["mode"] == "off" for r in reports):
+        return {}
+    total = dict(reports[0])
+    for r in reports[1:]:
+        for k in ("compiles", "recompiles", "graph_breaks"):
+            total[k] += r[k]
+        total["compile_seconds"] = round(total["compile_seconds"] + r["compile_seconds"], 3)
+        total["compiled"] = total["compiled"] or r["compiled"]
+    if len(reports) > 1:
+        total["runs"] = len(reports)
+    return {"compile": total}
