@@ -69,7 +69,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeats", type=int, default=2, help="counted repeats after the warming one")
     parser.add_argument("--only", default=None, help="comma-separated attacks (default: all)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated, off first (default off,auto,on)")
     args = parser.parse_args()
+    modes = tuple(args.modes.split(","))
+    if modes[0] != "off" or not set(modes) <= set(MODES):
+        raise SystemExit(f"--modes: off first, then any of {MODES[1:]}")
     names = args.only.split(",") if args.only else list(COMMANDS)
     unknown = set(names) - set(COMMANDS)
     if unknown:
@@ -80,16 +84,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder, cache = Path(tmp), str(Path(tmp) / "inductor")
         for name in names:
-            cold = {mode: once(name, mode, folder, args.threads, cache) for mode in MODES}
-            runs = {mode: [] for mode in MODES}
+            cold = {mode: once(name, mode, folder, args.threads, cache) for mode in modes}
+            runs = {mode: [] for mode in modes}
             for _ in range(args.repeats):
-                for mode in MODES:
+                for mode in modes:
                     runs[mode].append(once(name, mode, folder, args.threads, cache))
             med = {m: (statistics.median(r["seconds"] for r in runs[m]), statistics.median(r["wall"] for r in runs[m]))
-                   for m in MODES}
-            auto, on = runs["auto"][-1]["compile"], runs["on"][-1]["compile"]
-            rows.append((name, med, auto.get("compiled"), auto.get("reason", ""), cold["on"]["compile"],
-                         on, relative(runs["off"][-1]["metrics"], runs["on"][-1]["metrics"])))
+                   if m in runs else (float("nan"), float("nan")) for m in MODES}
+            last = {m: runs[m][-1] if m in runs else {"compile": {}, "metrics": {}} for m in MODES}
+            auto, on = last["auto"]["compile"], last["on"]["compile"]
+            rows.append((name, med, auto.get("compiled"), auto.get("reason", "-"), cold.get("on", last["on"])["compile"],
+                         on, relative(last["off"]["metrics"], last["on"]["metrics"])))
             print(f"  {name}: done", flush=True)
     print("\nattack seconds (metrics.json, compile included) and process wall seconds, medians; "
           "compile seconds cold (first run into an empty cache) / warm")
