@@ -266,6 +266,31 @@ def test_beats_lower_is_better_and_pairs_only_shared_seeds():
     assert Beats(A, B, "psnr")([{"attack": "a", "seed": 0, "psnr": 1.0}]).verdict == "not attempted"
 
 
+def test_beats_needs_two_pairs_and_prints_its_interval_low_end_first():
+    assert Beats(A, B, "psnr", gap=4.0)(_pairs([4.0])).verdict == "partly"
+    lower = Beats(A, B, "psnr", gap=0.2, higher_is_better=False)(_pairs([-0.2, -0.25, -0.15]))
+    assert lower.values["low"] < lower.values["mean"] < lower.values["high"]
+    low, high = (float(x) for x in re.search(r"\[(\S+), (\S+)\]", lower.lab).groups())
+    assert low < high
+
+
+def test_a_side_no_better_than_the_zero_image_makes_the_comparison_partly():
+    rows = [dict(r, **{"baselines.zero.psnr": 10.0 if r["attack"] == "b" else 5.0})
+            for r in _pairs([4.0, 4.2, 3.9])]
+    verdict = Beats(A, B, "psnr", gap=4.0)(rows)
+    assert verdict.verdict == "partly" and "B did no better than the all-zero image" in verdict.reason
+    fine = [dict(r, **{"baselines.zero.psnr": 5.0}) for r in _pairs([4.0, 4.2, 3.9])]
+    assert Beats(A, B, "psnr", gap=4.0)(fine).verdict == "reproduced"
+
+
+def test_ruling_out_the_papers_gap_at_a_reduced_scale_is_partly():
+    measure = Measure("x", Beats(A, B, "psnr", gap=4.0), "paired PSNR")
+    rows = _pairs([0.05, -0.05, 0.02, -0.03, 0.01])
+    assert Claim("p.w.x", "p", "w", "c", "n", measure).judge(rows).verdict == "contradicted"
+    reduced = Claim("p.w.x", "p", "w", "c", "n", measure, reduced="smaller").judge(rows)
+    assert reduced.verdict == "partly" and "smaller" in reduced.reason
+
+
 @pytest.mark.parametrize("means, direction, verdict", [
     ([1.0, 2.0, 3.0], 1, "reproduced"),
     ([1.0, 0.8, 3.0], 1, "partly"),
@@ -363,6 +388,11 @@ def test_shipping_refuses_an_unfinished_sweep(tmp_path):
 
     (tmp_path / "results.csv").write_text("cell,name,status,seed,psnr\na,s0,ok,0,12\nb,s1,failed,1,\n")
     with pytest.raises(SplitlabError, match="every cell must be ok"):
+        ship(tmp_path, "x", root=tmp_path / "out")
+    assert rows("x", root=tmp_path / "out") is None
+    (tmp_path / "results.csv").write_text("cell,name,status,seed,psnr\na,s0,ok,0,12\n")
+    (tmp_path / "sweep.json").write_text('{"sweep": "x", "paper_size": true}')
+    with pytest.raises(SplitlabError, match="paper-size"):
         ship(tmp_path, "x", root=tmp_path / "out")
     assert rows("x", root=tmp_path / "out") is None
 

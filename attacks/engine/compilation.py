@@ -17,6 +17,7 @@ import torch
 from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_traced, _overrides, _Program,
                                      signature_text)
 from attacks.engine.trials import Trials
+from vfl.runtime import wait_for
 
 __all__ = ["COMPILE_MODES", "Compilation", "compile_extras", "cxx_compiler", "cache_dir", "AUTO_PROBE_STEPS",
            "AUTO_PAYBACK", "COLD_COMPILE_SECONDS", "WARM_FRACTION"]
@@ -135,10 +136,12 @@ class Compilation:
         if self.decided:
             return False
         if self.steps_done == 1:
+            wait_for(self.device)               # on a GPU the clock must see finished steps, not queued ones
             self.probe_start = time.perf_counter()
             return False
         if self.steps_done < 1 + AUTO_PROBE_STEPS:
             return False
+        wait_for(self.device)                   # two host syncs per run, while deciding only
         pace = (time.perf_counter() - self.probe_start) / AUTO_PROBE_STEPS
         remaining = pace * (self.total_steps - self.steps_done)
         expected = self.expected_compile_seconds(objective, list(dict.fromkeys(signatures())))

@@ -137,11 +137,23 @@ def _block_key(block) -> Any:
 
 # --- the programs -------------------------------------------------------------------------------------
 
+def _assembler(state: Trials, update: tuple) -> Callable:
+    """`assemble(others, values)`: the full variable tree from the fixed ones and the updated leaves in order."""
+    structure = {k: list(state.vars[k]) if isinstance(state.vars[k], dict) else None for k in update}
+
+    def assemble(others, values):
+        out, it = dict(others), iter(values)
+        for k in update:
+            out[k] = {j: next(it) for j in structure[k]} if structure[k] is not None else next(it)
+        return out
+    return assemble
+
+
 def _step_body(objective, state: Trials, run, traced_after: Sequence[Hook]) -> Callable:
     """The Adam or SGD step as a function of tensors only (see `CompiledStep.__call__` for its arguments)."""
     block, weights, names = run.block, dict(run.weights), run.names
     update, select, keep = tuple(block.update), block.select, state.keep
-    structure = {k: list(state.vars[k]) if isinstance(state.vars[k], dict) else None for k in update}
+    assemble = _assembler(state, update)
     single, per_trial_target = state.single, state.per_trial_target
     term_names, trials = state.term_names, state.trials
     same_subset = run.same_subset
@@ -150,12 +162,6 @@ def _step_body(objective, state: Trials, run, traced_after: Sequence[Hook]) -> C
     on_masks = _terms_function(objective, names, single, per_trial_target, "masks") if same_subset else None
     optimizer = block.optimizer
     hooks = tuple(block.hooks)
-
-    def assemble(others, values):
-        out, it = dict(others), iter(values)
-        for k in update:
-            out[k] = {j: next(it) for j in structure[k]} if structure[k] is not None else next(it)
-        return out
 
     def step(values, others, target, optimizer_state, lr, alive, best_loss, best, trace, index):
         def loss_at(vs):
@@ -236,14 +242,8 @@ def _evaluation_body(objective, state: Trials, run) -> Callable:
     alive) and the gradients; the divergence flags and best iterate updated in place."""
     weights, names, select, keep = dict(run.weights), run.names, run.block.select, state.keep
     update = tuple(run.block.update)
-    structure = {k: list(state.vars[k]) if isinstance(state.vars[k], dict) else None for k in update}
+    assemble = _assembler(state, update)
     plain = _terms_function(objective, names, state.single, state.per_trial_target, "plain")
-
-    def assemble(others, values):
-        out, it = dict(others), iter(values)
-        for k in update:
-            out[k] = {j: next(it) for j in structure[k]} if structure[k] is not None else next(it)
-        return out
 
     def evaluate(values, others, target, alive, best_loss, best):
         def loss_at(vs):

@@ -22,7 +22,8 @@ __all__ = ["trajectory_option", "Snapshots", "evaluation", "save_figure"]
 def trajectory_option():
     """The one declaration of the setting that turns recording on (an attack's settings field)."""
     return option(0, "score the images every N iterations of the run (0: off): a curve in metrics.json "
-                     "(trajectory) and trajectory.png.", integer(low=0, high=1_000_000))
+                     "(trajectory) and trajectory.png. The curve follows the current iterate; the answer may be "
+                     "an earlier, lower-loss one.", integer(low=0, high=1_000_000))
 
 
 class Snapshots(Hook):

@@ -149,7 +149,8 @@ CLAIMS: list[Claim] = [
           "ineffective with three clients per round (576 images); PSNR below 10 means no meaningful information",
           Measure("fedleak-secagg", AtMost(Select({"secure-aggregation": 4}, "4 clients"), "psnr", 10.0, unit=DB),
                   "PSNR with 4 clients aggregated, mean over seeds 0-2, against the paper's 10 dB line"),
-          reduced=CONVNET),
+          reduced=CONVNET + "; 4 clients of 8 images (the grid has no 3), where the paper's 3 clients hold 576 "
+                            "images between them"),
     # --- Appendix F: ablations (CIFAR-10, batch 32) ------------------------------------------------------------------
     Claim("fedleak.tab15.partial-matching", PAPER, "Table 15",
           "Matching the top 50 % of gradient entries beats matching all of them.",

@@ -101,7 +101,8 @@ class Beats:
     reproduced: the interval of the paired differences excludes 0 and its mean reaches `share` of the paper's
     gap; partly: significant but smaller than that, or not significant while the interval still holds the
     paper's gap (too few seeds to tell); contradicted: significant the other way, or not significant with the
-    interval ruling the paper's gap out (no effect where the paper reports one).
+    interval ruling the paper's gap out (no effect where the paper reports one). A side no better than the
+    all-zero image on average (the cells' `baselines.zero.<metric>`) makes the comparison say nothing: partly.
     """
     a: Select
     b: Select
@@ -121,6 +122,16 @@ class Beats:
                 found.setdefault(r.get(self.by), []).append(value)
         return {k: statistics.fmean(v) for k, v in found.items()}
 
+    def _no_better_than_zero(self, rows) -> bool:
+        """The side's mean is at (within 1%) or below the all-zero image's on the same cells."""
+        pairs = [(_value(r, self.metric), _value(r, f"baselines.zero.{self.metric}")) for r in rows]
+        pairs = [(v, z) for v, z in pairs if v is not None and z is not None]
+        if not pairs:
+            return False
+        value, zero = (statistics.fmean(p) for p in zip(*pairs))
+        margin = 0.01 * max(abs(zero), 1e-12)
+        return value <= zero + margin if self.higher_is_better else value >= zero - margin
+
     def __call__(self, rows: Rows) -> Verdict:
         left, right = self._per_key(self.a.rows(rows)), self._per_key(self.b.rows(rows))
         keys = [k for k in left if k in right]
@@ -129,9 +140,16 @@ class Beats:
         sign = 1.0 if self.higher_is_better else -1.0
         diffs = [sign * (left[k] - right[k]) for k in keys]
         mean, low, high = interval(diffs)
-        lab = (f"{self.a.label} - {self.b.label}: {sign * mean:+.3g}{self.unit} [{sign * low:+.3g}, "
-               f"{sign * high:+.3g}] (95%, {len(keys)} paired {self.by}s)")
-        values = {"mean": sign * mean, "low": sign * low, "high": sign * high, "n": len(keys)}
+        shown_low, shown_high = sorted((sign * low, sign * high))       # the metric's own units, low end first
+        lab = (f"{self.a.label} - {self.b.label}: {sign * mean:+.3g}{self.unit} [{shown_low:+.3g}, "
+               f"{shown_high:+.3g}] (95%, {len(keys)} paired {self.by}s)")
+        values = {"mean": sign * mean, "low": shown_low, "high": shown_high, "n": len(keys)}
+        if len(keys) < 2:
+            return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
+        failed = [s.label for s in (self.a, self.b) if self._no_better_than_zero(s.rows(rows))]
+        if failed:
+            return Verdict("partly", lab, f"{' and '.join(failed)} did no better than the all-zero image here, so "
+                                          f"the comparison says nothing about it", values)
         paper = f"the paper's {self.gap:+g}{self.unit}" if self.gap is not None else "the paper's claim"
         if high < 0:
             return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
@@ -141,7 +159,7 @@ class Beats:
             return Verdict("partly", lab, f"the direction holds; the gap is smaller than {paper}", values)
         if self.gap is not None and high < self.share * abs(self.gap):
             return Verdict("contradicted", lab, f"no significant difference, and the interval rules out {paper}",
-                           values)
+                           {**values, "magnitude_only": True})
         return Verdict("partly", lab, f"not significant over {len(keys)} {self.by}s", values)
 
 
@@ -196,7 +214,9 @@ class AtLeast:
         if ok:
             return Verdict("reproduced", lab, "", values)
         if near:
-            return Verdict("partly", lab, f"within {100 * (1 - self.share):.0f}% of the paper's {self.value:g}", values)
+            near_text = (f"within a factor {1 / self.share:g} of" if self.below
+                         else f"within {100 * (1 - self.share):.0f}% of")
+            return Verdict("partly", lab, f"{near_text} the paper's {self.value:g}", values)
         return Verdict("contradicted", lab, f"far from the paper's {self.value:g}{self.unit}", values)
 
 
@@ -266,6 +286,10 @@ class Claim:
         if rows is None:
             return Verdict("not attempted", "no shipped results", f"run `splitlab claims --run {self.id}`")
         verdict = self.measure.rule(rows)
+        if verdict.values.get("magnitude_only") and self.reduced:
+            # the paper's gap was measured at full scale: ruling it out at a reduced one contradicts nothing
+            return Verdict("partly", verdict.lab, f"no significant difference; at reduced scale: {self.reduced}",
+                           verdict.values)
         if verdict.verdict == "reproduced" and self.reduced and not self.direction_only:
             return Verdict("partly", verdict.lab, f"at reduced scale: {self.reduced}", verdict.values)
         if verdict.verdict != "reproduced" and self.reason:

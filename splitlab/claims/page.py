@@ -42,8 +42,9 @@ def _provenance_row(sweep: str) -> list:
     meta = provenance(sweep)
     if meta is None:
         return [f"`{sweep}`", "not shipped", "-", "-", "-", "-"]
-    git = meta.get("git") or {}
-    commit = (git.get("commit") or "-")[:10] + (" (dirty)" if git.get("dirty") else "")
+    gits = meta.get("git") or {}
+    commit = ", ".join((g.get("commit") or "-")[:10] + (" (dirty)" if g.get("dirty") else "")
+                       for g in (gits if isinstance(gits, list) else [gits]))     # a list: cells from several commits
     threads = ", ".join(map(str, meta.get("torch_threads") or [])) or "-"
     return [f"`{sweep}`", meta["cells"], commit, threads, meta.get("cell_seconds", "-"), meta.get("shipped", "-")]
 

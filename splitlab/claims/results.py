@@ -37,12 +37,18 @@ def provenance(sweep: str, root: Path = RESULTS) -> dict[str, Any] | None:
 
 
 def _code(sweep_dir: Path) -> dict[str, Any]:
-    """The commit (and whether the tree was dirty) and package versions the cells ran with, from a config.json."""
+    """The commits (and whether the tree was dirty) and package versions the cells ran with, from their
+    config.json files: a sweep resumed after a change of code has cells from more than one commit."""
+    seen: dict[str, set] = {"git": set(), "torch": set(), "python": set()}
     for config in sorted(sweep_dir.glob("cells/*/config.json")):
         environment = json.loads(config.read_text()).get("environment", {})
-        return {"git": environment.get("git"), "torch": environment.get("packages", {}).get("torch"),
-                "python": environment.get("python")}
-    return {}
+        found = {"git": environment.get("git"), "torch": environment.get("packages", {}).get("torch"),
+                 "python": environment.get("python")}
+        for key, value in found.items():
+            if value is not None:
+                seen[key].add(json.dumps(value, sort_keys=True))
+    return {key: [json.loads(v) for v in sorted(values)] if len(values) > 1 else json.loads(next(iter(values)))
+            for key, values in seen.items() if values}
 
 
 def ship(sweep_dir: Path, name: str, root: Path = RESULTS) -> Path:
@@ -52,6 +58,9 @@ def ship(sweep_dir: Path, name: str, root: Path = RESULTS) -> Path:
     results = sweep_dir / "results.csv"
     if not results.is_file():
         raise SplitlabError(f"{sweep_dir} holds no results.csv; run the sweep to the end first")
+    record = json.loads((sweep_dir / "sweep.json").read_text()) if (sweep_dir / "sweep.json").is_file() else {}
+    if record.get("paper_size"):
+        raise SplitlabError(f"{sweep_dir} is a --paper-size sweep; the shipped results are the CPU-sized grids")
     table = read_csv(results)
     if not table or any(r.get("status") != "ok" for r in table):
         raise SplitlabError(f"{sweep_dir}: every cell must be ok before its results are shipped")

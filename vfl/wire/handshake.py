@@ -8,8 +8,10 @@ configuration. The server checks every proof (in constant time) and refuses the 
 line on each side, before anything else is exchanged when one fails; then it checks each configuration
 against its own and answers with the session's terms (epochs, batch size, limits, the epoch to start
 from) and a proof of its own, which the client checks in turn. Only then do both sides build the gloo
-process group that carries the tensors (`channel.py`), so a peer without the secret never sees or sends
-one. The secret never crosses the wire; the tensors after the handshake are not encrypted (gloo cannot):
+process group that carries the tensors (`channel.py`), so a peer without the secret is never handed one by
+either party. The store itself is not authenticated: a host that can reach the port can read or write its
+keys (the hello, the rendezvous), so it can disrupt a session, though not join it. The secret never crosses
+the wire; the tensors after the handshake are not encrypted (gloo cannot):
 outside one machine, run the parties over a private network or a tunnel.
 """
 from __future__ import annotations

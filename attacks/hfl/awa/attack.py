@@ -19,7 +19,7 @@ Settings and their sources: `attacks.hfl.awa.settings.AWASettings`; presets in `
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import torch
@@ -47,6 +47,8 @@ class _Problem:
     observed: list[torch.Tensor]
     groups: LayerGroups
     replication: str
+    objectives: dict = field(default_factory=dict, repr=False)
+    """One objective per eps, kept so that BO's batches reuse its compiled programs."""
 
     def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, mode: str,
                progress: bool, description: str, answer: str = "best", snapshots: Snapshots | None = None,
@@ -54,8 +56,10 @@ class _Problem:
         """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result, each trial's answer
         (its lowest-loss iterate, or with `answer="final"` its last one, as Algorithm 2) and f(Q) there."""
         trials = qs.shape[0]
-        match = EnhancedSquaredL2(self.groups, eps)
-        objective = Objective(simulator=self.simulator, match=match)
+        if eps not in self.objectives:
+            self.objectives[eps] = Objective(simulator=self.simulator, match=EnhancedSquaredL2(self.groups, eps))
+        objective = self.objectives[eps]
+        match = objective.match
         target = {"observed": match.target(self.observed, qs, trials)}
         schedule = Schedule((Block(("x",), Adam(lr), iterations, hooks=(snapshots,) if snapshots else ()),))
         result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
