@@ -21,6 +21,10 @@ mode, each in a child process with a cold inductor cache and then a warm one (`b
 milliseconds per target-step eager and compiled (the compile seconds taken out), their ratio, the compile
 seconds and the steps that repay them.
 
+`--memory` adds the machine's copy bandwidth and each architecture's memory-traffic floor: the bytes one
+target's input step + clone step must move (`FLOATS_PER_PAIR` floats per clone parameter) over that
+bandwidth, beside the best engine row's time per step pair.
+
 `--breakdown` adds, per architecture, the two halves of one clone step timed alone: the clone-fit
 forward-backward (`vmap` over the ten stacked clones vs ten single calls) and the fused Adam step
 (one over the stacked clone parameters vs ten small ones). Where both take as long stacked as
@@ -185,6 +189,26 @@ def breakdown(arch: str, device: torch.device, targets: int = 10) -> dict:
             "adam looped": _median_ms(lambda: [o.step() for o in adam["looped"]], device)}
 
 
+FLOATS_PER_PAIR = 14
+"""Float32 values one target's input step + clone step must move per clone parameter, at least: the input step
+reads the weights forward and backward (2); the clone step reads them forward and backward and writes their
+gradient (3); amsgrad Adam reads the parameter, gradient and three moments and writes the parameter and the
+moments back (9)."""
+
+
+def copy_bandwidth(device: torch.device, floats: int = 1 << 25, repeats: int = 10) -> float:
+    """Bytes per second a large tensor copy moves on this machine (read plus write)."""
+    src, dst = torch.rand(floats, device=device), torch.empty(floats, device=device)
+    return 2 * 4 * floats / (_median_ms(lambda: dst.copy_(src), device, repeats) / 1e3)
+
+
+def memory_floor(arch: str, device: torch.device, bandwidth: float) -> dict:
+    """The milliseconds per target step pair that the memory traffic alone costs (`FLOATS_PER_PAIR`)."""
+    params = sum(p.numel() for p in build_split(arch, 1)[0].parameters())
+    moved = FLOATS_PER_PAIR * 4 * params
+    return {"params": params, "bytes_per_pair": moved, "floor_ms_per_pair": 1e3 * moved / bandwidth}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--archs", default="cnn,mlp")
@@ -199,6 +223,8 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time the modes compiled, cold and warm cache")
     parser.add_argument("--compile-only", action="store_true", help="only the compiled rows")
     parser.add_argument("--compile-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--memory", action="store_true",
+                        help="also the copy bandwidth and the memory-traffic floor of one target's step pair")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -228,6 +254,17 @@ def main() -> None:
                   f"{r['speedup'][name]:8.2f}x")
         print(f"{r['arch']:5} {'per-target batched / sequential':34} {'':9} {'':8} {r['batched_speedup']:8.2f}x")
     print(f"hardware after: {hardware(device)}")
+    if args.memory:
+        bandwidth = copy_bandwidth(device)
+        print(f"\nmemory: copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write of a 128 MiB tensor); a target's "
+              f"step pair moves at least {FLOATS_PER_PAIR} floats per clone parameter")
+        for r in rows:
+            floor = memory_floor(r["arch"], device, bandwidth)
+            best = min(v for k, v in r["seconds_per_target"].items() if k != "plain loop")
+            pair_ms = 2e3 * best / r["steps_per_target"]
+            print(f"{r['arch']:5} {floor['params']:>9,} parameters, {floor['bytes_per_pair'] / 1e6:6.2f} MB per pair: "
+                  f"floor {floor['floor_ms_per_pair']:.3f} ms per pair; best engine row {pair_ms:.3f} ms "
+                  f"({pair_ms / floor['floor_ms_per_pair']:.1f}x the floor)")
     if args.breakdown:
         print("\none clone step over 10 targets, median ms: stacked (engine) / looped")
         for arch in args.archs.split(","):
