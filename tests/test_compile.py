@@ -5,6 +5,8 @@ compiler runs eagerly.
 The fast tests compile with dynamo's `aot_eager` backend (the same tracing, the same programs, no C++ build);
 the slow ones build inductor's C++ code for every attack's quick preset at tiny sizes.
 """
+import os
+import sys
 from dataclasses import dataclass, field
 from dataclasses import replace as replaced_settings
 
@@ -234,11 +236,13 @@ def test_a_graph_break_is_counted(traced):
 
 # --- no compiler, and auto's rule -----------------------------------------------------------------------
 
-def test_without_a_compiler_auto_runs_eagerly_with_a_notice_and_on_refuses(monkeypatch, capsys):
+def test_without_a_compiler_auto_runs_eagerly_with_a_notice_and_on_refuses(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(policy.shutil, "which", lambda name: None)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 0.0)           # long enough: auto would compile
     assert policy.cxx_compiler() is None
     sim, target, variables, _ = _gradient_problem(torch.float32, trials=1)
-    objective, schedule = Objective(sim, SquaredL2()), Schedule((Block(("x",), Adam(0.1), 3),))
+    objective, schedule = Objective(sim, SquaredL2()), Schedule((Block(("x",), Adam(0.1), 12),))
     result = run(objective, variables, target, schedule, progress=False, compile="auto")
     notice = capsys.readouterr().err.strip().splitlines()
     assert notice == ["splitlab: --compile auto runs eagerly: no C++ compiler (inductor looks for $CXX or g++) "
@@ -269,7 +273,7 @@ def _decide(monkeypatch, pace, total):
     monkeypatch.setattr(policy.time, "perf_counter", _Clock(pace))
     compilation = policy.Compilation("auto", total, torch.device("cpu"))
     objective = Objective(lambda v, c: [v["x"]], MeanSquared())
-    if compilation.too_short():
+    if compilation.stays_eager():
         return compilation
     for _ in range(total):
         compilation.after_step(objective, lambda: [SIGNATURE])
@@ -369,3 +373,22 @@ def test_unsplit_compiled_follows_eager(clone):
     assert difference < 1e-4
     assert report["graph_breaks"] == 0 and report["recompiles"] == 0, report
     assert report["compiles"] == 2                  # input and clone steps; the shared clone's later targets reuse them
+
+
+def test_auto_leaves_a_run_of_lbfgs_blocks_eager_and_decides_others_by_pace():
+    from types import SimpleNamespace
+    lbfgs = policy.Compilation("auto", 1_000, torch.device("cpu"))
+    assert lbfgs.stays_eager([SimpleNamespace(block=SimpleNamespace(optimizer=LBFGS()))])
+    assert lbfgs.decided and not lbfgs.active and "L-BFGS" in lbfgs.reason
+    adam = policy.Compilation("auto", 1_000, torch.device("cpu"))
+    assert not adam.stays_eager([SimpleNamespace(block=SimpleNamespace(optimizer=Adam(0.1)))]) and not adam.decided
+    asked = policy.Compilation("on", 1_000, torch.device("cpu"))
+    assert not asked.stays_eager([SimpleNamespace(block=SimpleNamespace(optimizer=LBFGS()))]) and asked.active
+
+
+def test_the_cache_directory_is_inductors_without_loading_inductor(monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delitem(sys.modules, "torch._inductor.runtime.cache_dir_utils", raising=False)
+    ours = policy.cache_dir()
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    assert ours == os.path.abspath(default_cache_dir()) == policy.cache_dir()

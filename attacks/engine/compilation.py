@@ -4,18 +4,22 @@ compiled programs themselves are `attacks.engine.compiled`.
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
+import re
 import shutil
 import sys
+import tempfile
 import time
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
 from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_traced, _overrides, _Program,
                                      signature_text)
+from attacks.engine.optim import LBFGS
 from attacks.engine.trials import Trials
 from vfl.runtime import wait_for
 
@@ -31,11 +35,12 @@ AUTO_PAYBACK = 3.0
 """`auto` compiles when the run's remaining eager time is at least this many times the expected compile time:
 a compiled step 1.5x as fast as eager saves a third of the remaining time, which then covers the compile."""
 COLD_COMPILE_SECONDS = 60.0
-"""Expected compile time of a step with nothing in the cache (tens of seconds for the attacks' steps on the
-2-core CPU, seen under load): an estimate for the rule, to be replaced by quiet-machine measurements."""
+"""Expected compile time of a step with nothing in the cache: the top of the 16-61 s measured for the attacks'
+steps on a quiet 2-core CPU (docs/benchmarks.md), so that `auto` errs towards eager."""
 WARM_FRACTION = 0.1
 """A step compiled before into the same cache costs about this fraction of its cold compile (dynamo still
-traces; inductor's FX graph and AOT caches skip the code generation and the C++ build); an estimate too."""
+traces; inductor's FX graph and AOT caches skip the code generation and the C++ build): 5-16% measured."""
+NO_COMPILER = "no C++ compiler (inductor looks for $CXX or g++)"
 COSTS_FILE = "splitlab_compile_seconds.json"
 """Measured compile times per step signature, kept beside inductor's cache for `auto`'s estimate."""
 
@@ -49,9 +54,19 @@ def cxx_compiler() -> str | None:
 
 def cache_dir() -> str:
     """Where inductor keeps compiled graphs between processes: `$TORCHINDUCTOR_CACHE_DIR`, else
-    `<tempdir>/torchinductor_<user>` (inductor's default; /tmp/torchinductor_root here)."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-    return os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+    `<tempdir>/torchinductor_<user>` (inductor's default; /tmp/torchinductor_root here). Inductor's own
+    function is used once inductor is loaded; before, its default is worked out here, since importing
+    inductor takes seconds that a run `auto` leaves eager should not pay."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return os.path.abspath(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    loaded = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    if loaded is not None:
+        return os.path.abspath(loaded.default_cache_dir())
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return os.path.abspath(os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)))
 
 
 def _notice(message: str) -> None:
@@ -94,17 +109,15 @@ class Compilation:
         self.steps_done = 0
         self.probe_start: float | None = None
         self.estimate: dict[str, float] = {}
-        if mode != "off" and cxx_compiler() is None:
-            missing = "no C++ compiler (inductor looks for $CXX or g++)"
-            if mode == "on":
-                raise ValueError(f"--compile on needs a C++ compiler for inductor's CPU code; {missing} was found")
-            _notice(f"--compile auto runs eagerly: {missing} was found")
-            self.active, self.decided, self.reason = False, True, "no C++ compiler"
+        if mode == "on" and cxx_compiler() is None:     # auto looks only once it would compile (the lookup
+            raise ValueError(f"--compile on needs a C++ compiler for inductor's CPU code; {NO_COMPILER} was found")
 
     # the loop asks for each block run's step once compiling is on
     def step_for(self, objective, state: Trials, run) -> Callable | None:
         if not self.active:
             return None
+        if self.mode == "auto" and isinstance(run.block.optimizer, LBFGS):
+            return None                     # see `stays_eager`: auto leaves L-BFGS blocks eager
         refused = [type(h).__name__ for h in run.block.hooks if _overrides(h, "on_grads") and not _hook_traced(h)]
         if refused:                     # a gradient hook with state of its own would be traced at one state
             if self.mode == "on":
@@ -151,14 +164,25 @@ class Compilation:
         self.active = remaining >= AUTO_PAYBACK * expected
         self.reason = (f"{remaining:.1f} s of eager steps left {'>=' if self.active else '<'} "
                        f"{AUTO_PAYBACK:g} x {expected:.1f} s expected compile")
+        if self.active and cxx_compiler() is None:
+            _notice(f"--compile auto runs eagerly: {NO_COMPILER} was found")
+            self.active, self.reason = False, "no C++ compiler"
         return self.active
 
-    def too_short(self) -> bool:
-        """`auto` on a run too short to probe: it stays eager."""
-        if self.mode == "auto" and not self.decided and self.total_steps <= 1 + AUTO_PROBE_STEPS:
-            self.decided, self.reason = True, f"{self.total_steps} steps: too short to repay a compile"
-            return True
-        return False
+    def stays_eager(self, runs: Sequence = ()) -> bool:
+        """`auto` before the first step: a run too short to probe, or one whose blocks are all L-BFGS, stays
+        eager. A compiled L-BFGS evaluation was slower than eager where it was measured (DLG on LeNet, 0.89x
+        cold and 0.96x warm per step, docs/benchmarks.md), so `auto` never compiles one; `on` still does."""
+        if self.mode != "auto" or self.decided:
+            return False
+        if self.total_steps <= 1 + AUTO_PROBE_STEPS:
+            self.reason = f"{self.total_steps} steps: too short to repay a compile"
+        elif runs and all(isinstance(r.block.optimizer, LBFGS) for r in runs):
+            self.reason = "L-BFGS only: its compiled evaluations were measured slower than eager"
+        else:
+            return False
+        self.decided = True
+        return True
 
     @staticmethod
     def expected_compile_seconds(objective, signatures: list[tuple]) -> float:

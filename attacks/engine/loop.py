@@ -166,7 +166,7 @@ def _run_trials(objective: Objective, variables: Variables, target: Any, schedul
     if compilation is not None:
         if compilation.active:
             _compile_steps(compilation, objective, state, runs)
-        deciding = not compilation.decided and not compilation.too_short()
+        deciding = not compilation.decided and not compilation.stays_eager(runs)
     wait_for(state.alive.device)
     start = time.perf_counter()
     pending = 0
