@@ -149,6 +149,15 @@ def _assembler(state: Trials, update: tuple) -> Callable:
     return assemble
 
 
+def _keep_best(current: Sequence[torch.Tensor], ok: torch.Tensor, loss: torch.Tensor, best_loss: torch.Tensor,
+               best: Sequence[torch.Tensor]) -> None:
+    """Where a live trial's loss fell below its best, its current iterate becomes its best (in place)."""
+    improved = ok & (loss < best_loss)
+    best_loss.copy_(torch.where(improved, loss, best_loss))
+    for b, c in zip(best, current):
+        b.copy_(torch.where(improved.view(-1, *[1] * (c.dim() - 1)), c, b))
+
+
 def _step_body(objective, state: Trials, run, traced_after: Sequence[Hook]) -> Callable:
     """The Adam or SGD step as a function of tensors only (see `CompiledStep.__call__` for its arguments)."""
     block, weights, names = run.block, dict(run.weights), run.names
@@ -184,11 +193,7 @@ def _step_body(objective, state: Trials, run, traced_after: Sequence[Hook]) -> C
         index.add_(1)
         now = ok
         if select:
-            current = leaves(assemble(others, values), keep)
-            improved = now & (loss < best_loss)
-            best_loss.copy_(torch.where(improved, loss, best_loss))
-            for b, c in zip(best, current):
-                b.copy_(torch.where(improved.view(-1, *[1] * (c.dim() - 1)), c, b))
+            _keep_best(leaves(assemble(others, values), keep), now, loss, best_loss, best)
         if hooks:
             def grad_at(probes):
                 nonlocal now
@@ -255,11 +260,7 @@ def _evaluation_body(objective, state: Trials, run) -> Callable:
         grads, (terms, loss, ok) = grad(loss_at, has_aux=True)(list(values))
         alive.copy_(ok)
         if select:
-            current = leaves(assemble(others, values), keep)
-            improved = ok & (loss < best_loss)
-            best_loss.copy_(torch.where(improved, loss, best_loss))
-            for b, c in zip(best, current):
-                b.copy_(torch.where(improved.view(-1, *[1] * (c.dim() - 1)), c, b))
+            _keep_best(leaves(assemble(others, values), keep), ok, loss, best_loss, best)
         return terms, grads, torch.where(ok, loss, math.nan)
 
     return evaluate
