@@ -132,6 +132,18 @@ def _label(keys: list[str], setting: tuple) -> str:
     return ", ".join(f"{k}={v}" for k, v in zip(keys, setting)) or "all"
 
 
+HUGE = 1e100
+"""Means above this are plotted as their log10 (a log axis's ticks overflow near the float range)."""
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _finite_or_zero(value: Any) -> float:
+    return value if _finite(value) else 0.0
+
+
 def figure_png(summary: list[dict], keys: list[str], x: str, metrics: list[str], title: str) -> bytes:
     """One panel per metric: metric against `x` with std error bars, one line per setting of the rest."""
     from matplotlib.figure import Figure
@@ -146,21 +158,25 @@ def figure_png(summary: list[dict], keys: list[str], x: str, metrics: list[str],
     fig = Figure(figsize=(4.5 * len(metrics), 3.4))
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     for ax, metric in zip(axes, metrics):
+        means = [r[f"{metric}.mean"] for r in summary if _finite(r[f"{metric}.mean"])]    # an overflowed bound: inf
+        # values near the float range (vacuous bounds, 1e300) overflow a log axis's ticks: plot their log10
+        exponents = bool(means) and min(means) > 0 and max(means) > HUGE
         for setting, members in _groups([{"swept": r, **r} for r in summary], rest):
-            points = sorted(((position[r[x]], r[f"{metric}.mean"], r[f"{metric}.std"] or 0.0)
-                             for r in members if r[f"{metric}.mean"] is not None), key=lambda p: p[0])
+            points = sorted(((position[r[x]], r[f"{metric}.mean"], _finite_or_zero(r[f"{metric}.std"]))
+                             for r in members if _finite(r[f"{metric}.mean"])), key=lambda p: p[0])
             if points:
                 px, py, pe = zip(*points)
+                if exponents:
+                    py, pe = [math.log10(v) for v in py], None
                 ax.errorbar(px, py, yerr=pe, marker="o", capsize=3, lw=1.2, ls="-" if numeric else "none",
                             label=_label(rest, setting))
-        means = [r[f"{metric}.mean"] for r in summary if r[f"{metric}.mean"] is not None]
-        if means and min(means) > 0 and max(means) / min(means) >= 1000:
+        if not exponents and means and min(means) > 0 and max(means) / min(means) >= 1000:
             ax.set_yscale("log")                                    # e.g. activation MSE, CNN vs MLP
         if numeric and len(xs) > 1 and min(xs) > 0 and max(xs) / min(xs) >= 100:
             ax.set_xscale("log")
         if not numeric:
             ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30, ha="right", fontsize=8)
-        ax.set(xlabel=x, ylabel=metric, title=metric)
+        ax.set(xlabel=x, ylabel=f"log10 {metric}" if exponents else metric, title=metric)
         ax.grid(alpha=0.3)
         if rest and ax is axes[0]:
             ax.legend(fontsize=7)

@@ -347,3 +347,11 @@ def test_every_shipped_grid_states_its_gpu_estimate_and_a_bad_estimate_is_refuse
         parse_sweep(bad, "g", "g.toml")
     with pytest.raises(SplitlabError, match="needs a basis"):
         parse_sweep(TRAIN.format(seeds=[0]) + "\n[paper.estimate]\ngpu_hours = 1\n", "g", "g.toml")
+
+
+def test_the_report_figure_draws_settings_whose_metric_overflowed():
+    from splitlab.sweep_report import figure_png
+    summary = [{"batch": b, "bound.mean": m, "bound.std": s} for b, m, s in
+               ((2, 1e60, 1e59), (4, 1e140, float("inf")), (8, 7e300, 5e300), (16, float("inf"), float("nan")))]
+    png = figure_png(summary, ["batch"], "batch", ["bound"], "bounds")
+    assert png.startswith(b"\x89PNG")
