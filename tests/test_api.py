@@ -23,6 +23,7 @@ def test_train_then_unsplit_in_memory_and_into_a_run_directory(tmp_path):
     assert json.loads(command.stdout)["metrics"]["image_mse"] == outcome.metrics["image_mse"]
 
 
+@pytest.mark.slow
 def test_hfl_and_bad_input():
     outcome = api.hfl("idlg", arch="lenet", preset="idlg.quick", iterations=3, device="cpu")
     assert outcome.metrics["label_accuracy"] == 1.0 and outcome.reconstruction.n_trials == 4

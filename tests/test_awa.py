@@ -187,6 +187,7 @@ def test_awa_with_bo_keeps_every_trial_and_the_rerun(batch):
     assert scores["rerun_psnr"] == metrics["per_trial"][3]["psnr"]
 
 
+@pytest.mark.slow
 def test_awa_reconstructs_and_never_reads_the_true_epoch_weights(batch):
     x, y = batch
     obs = _observe(batch, epochs=2, local_batch=2)

@@ -209,6 +209,7 @@ def test_attacks_run_through_the_engine_and_idlg_labels_are_exact(small):
     assert float(runs["idlg"].errors.mean()) < float(runs["dlg"].errors.mean())
 
 
+@pytest.mark.slow
 def test_bound_checks_are_registered_and_match():
     names = [n for n in CHECKS if n.startswith("bounds-")]
     assert len(names) == 8
@@ -222,6 +223,7 @@ TINY = ["bounds", "--rounds", "5", "--devices", "5", "--seeds", "2", "--samples"
         "--attack-steps", "20", "--layers", "5", "--no-sensitivity"]
 
 
+@pytest.mark.slow
 def test_cli_bounds_writes_metrics_and_figure_and_prints_json(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, TINY + ["--trends", "--surrogate-input", "w,g,x0", "--json", "--out", str(out)])

@@ -369,6 +369,7 @@ def test_the_scoreboard_counts_every_claim_from_the_shipped_results_without_torc
     assert probe.stdout.strip() == "False", probe.stderr
 
 
+@pytest.mark.slow
 def test_deviations_are_listed_per_paper_and_bad_input_is_one_line():
     import json
 

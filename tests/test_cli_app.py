@@ -254,6 +254,7 @@ def test_weights_names_need_download_and_must_be_known(hub, monkeypatch):
     assert calls == []  # a misspelt name stops the command before anything is fetched
 
 
+@pytest.mark.slow
 def test_the_group_commands_mapping_is_lazy_and_complete():
     """Code that walks `get_command(app).commands` (the sweep's option check) sees every command and
     imports only the one it looks up (fresh interpreter)."""

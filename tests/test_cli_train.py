@@ -18,6 +18,7 @@ def _train(out, *extra):
     return _run("train", "--epochs", "1", "--json", "--out", str(out), *extra)
 
 
+@pytest.mark.slow
 def test_train_writes_run_directory_and_prints_one_json_record(tmp_path):
     result = _train(tmp_path / "run")
     assert result.exit_code == 0, result.output

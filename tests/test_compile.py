@@ -102,6 +102,7 @@ def test_the_attacks_take_compile_from_their_settings():
 
 # --- the compiled steps (aot_eager) --------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trials", [3, 1])
 def test_compiled_adam_step_follows_eager_with_one_compilation(traced, trials):
     # a learning rate decayed twice within the run enters as a tensor: still one compilation
@@ -115,6 +116,7 @@ def test_compiled_adam_step_follows_eager_with_one_compilation(traced, trials):
     assert torch.equal(eager.diverged, other.diverged)
 
 
+@pytest.mark.slow
 def test_compiled_sgd_with_momentum_and_signed_gradients(traced):
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=2)
     schedule = Schedule((Block(("x",), SGD(0.01, momentum=0.9), 8, hooks=(SignedGradients(),)),))
@@ -123,6 +125,7 @@ def test_compiled_sgd_with_momentum_and_signed_gradients(traced):
     _clean(other.extra["compile"])
 
 
+@pytest.mark.slow
 def test_compiled_lbfgs_closure_with_joint_labels(traced):
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=2)
     variables = {**variables, "label_logits": torch.randn(2, 1, 10, generator=torch.Generator().manual_seed(3),
@@ -135,6 +138,7 @@ def test_compiled_lbfgs_closure_with_joint_labels(traced):
     _clean(other.extra["compile"])
 
 
+@pytest.mark.slow
 def test_compiled_probe_hook_on_the_same_subset(traced):
     # FedLeak's step: L1 + cosine on a top-R% subset, the gradient blended with the probe's on the same subset
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=2)
@@ -157,6 +161,7 @@ class _Counted(Hook):
             params[0].mul_(0.999)
 
 
+@pytest.mark.slow
 def test_a_hook_with_state_runs_eagerly_after_the_compiled_step(traced):
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=2)
     hooks = [(BoxClamp(), _Counted()), (BoxClamp(), _Counted())]
@@ -182,6 +187,7 @@ def _clone_problem(trials=2, dtype=torch.float64):
     return objective, variables, {"observed": [observed]}, schedule
 
 
+@pytest.mark.slow
 def test_two_blocks_on_dict_variables_and_a_second_run_reuses_the_programs(traced):
     # UnSplit's schedule: input steps, then clone steps (a transposed Linear weight laid out as its gradient)
     objective, variables, target, schedule = _clone_problem()
@@ -197,6 +203,7 @@ def test_two_blocks_on_dict_variables_and_a_second_run_reuses_the_programs(trace
     assert sequential.extra["compile"]["recompiles"] == 0 and sequential.extra["compile"]["graph_breaks"] == 0
 
 
+@pytest.mark.slow
 def test_a_consensus_that_resets_lbfgs_between_rounds(traced):
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=3)
     consensus = Consensus(("x",), lambda v, alive: {"x": v["x"].mean(0, keepdim=True).expand_as(v["x"])})
@@ -305,6 +312,7 @@ def test_auto_expects_a_warm_cache_to_cost_what_it_cost_last_time(monkeypatch, t
     assert _decide(monkeypatch, pace=0.01, total=1_000).active            # 10 s left against 3 x 2 s
 
 
+@pytest.mark.slow
 def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, tmp_path):
     # the first steps run eagerly, then the same Adam moments and step count go on in the compiled step
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))

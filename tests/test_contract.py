@@ -101,6 +101,7 @@ def test_no_attack_writes_its_cli_options_by_hand():
         assert "typer.Option(" not in path.read_text(), f"{path}: options are generated from settings fields"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_every_attack_runs_through_the_driver_and_writes_the_schema(spec, tmp_path):
     args = [*command_words(spec), "--device", "cpu", "--json", "--out", str(tmp_path / "run")]
@@ -124,6 +125,7 @@ def _python(code: str, tmp_path: Path, extra_path: Path | None = None) -> subpro
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_splitlab_hfl_with_dlg_loads_dlg_and_no_other_attack(tmp_path):
     code = textwrap.dedent("""
         import sys

@@ -37,6 +37,7 @@ def test_a_dense_first_layer_absorbs_the_orthogonal_transform():
     torch.testing.assert_close(absorbed(transform.on_input(x, True)), plain(x), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_transforms_preserve_norms_and_shapes():
     x = torch.rand(3, 3, 32, 32, dtype=torch.float64)
     for defence in (OrthogonalTransform((3, 32, 32)), PatchOrthogonalTransform((3, 32, 32), patch=4)):
@@ -109,6 +110,7 @@ def _defended_client():
     return train_split(config, train, test, progress=False), train, test
 
 
+@pytest.mark.slow
 def test_defended_client_trains_at_the_plain_clients_accuracy():
     trained, train, test = _defended_client()
     assert trained.client.model[1].in_features == 900
@@ -116,6 +118,7 @@ def test_defended_client_trains_at_the_plain_clients_accuracy():
     assert abs(trained.accuracy - plain.accuracy) < 0.03                   # the transform costs no accuracy
 
 
+@pytest.mark.slow
 def test_a_defended_clients_checkpoint_rebuilds_the_same_secret(tmp_path):
     trained, _, test = _defended_client()
     save_checkpoint(tmp_path / "c.pt", trained)

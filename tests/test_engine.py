@@ -177,6 +177,7 @@ def test_a_diverging_trial_is_reported_and_the_others_finish():
     torch.testing.assert_close(result.final["x"][[0, 2]], reference.final["x"], rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_dlg_style_run_reconstructs_the_target():
     sim, target, variables, x_true = _gradient_problem(trials=2)
     objective = Objective(sim, SquaredL2())

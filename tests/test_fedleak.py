@@ -105,6 +105,7 @@ def test_dp_from_epsilon_and_secure_aggregation_and_the_fedavg_estimate():
     assert infer_labels(four, "count").tolist() == sorted(y.tolist())
 
 
+@pytest.mark.slow
 def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
     mnist = datasets.load("mnist5k")
     model = build_hfl_model("convnet", seed=0)

@@ -185,6 +185,7 @@ class _SpySession:
         return h
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["wgan", "bce"])
 def test_client_receives_only_the_adversarial_cut_gradient(loss):
     s = settings("quick", "fsha", loss=loss, width=W, batch_size=8)
@@ -222,6 +223,7 @@ def test_client_receives_only_the_adversarial_cut_gradient(loss):
     assert session.target_activations().shape == (10, *shape)
 
 
+@pytest.mark.slow
 def test_the_attack_never_receives_a_private_image():
     """The server gets public images, a feature shape, the client family, and through the session only
     activations: no tensor it is handed equals (or has the shape of) a private image; public and private
@@ -255,6 +257,7 @@ def test_the_attack_never_receives_a_private_image():
     assert isinstance(rec, Reconstruction) and rec.per_target and rec.trials.shape == (10, 1, 1, 28, 28)
 
 
+@pytest.mark.slow
 def test_the_observation_a_run_hands_the_attack_has_only_public_images_and_no_label_reaches_the_server(monkeypatch):
     """What `run_fsha` hands the attacker: public images disjoint from every private image the client
     trains on; and in every round the malicious server's label slot stays empty."""
@@ -276,6 +279,7 @@ def test_the_observation_a_run_hands_the_attack_has_only_public_images_and_no_la
 
 # --- the attack contract and the experiment ------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", SETUPS)
 def test_tiny_run_logs_errors_and_records_only_gradients(arch):
     victim, attack = _tiny(arch)
@@ -304,6 +308,7 @@ def test_tiny_run_logs_errors_and_records_only_gradients(arch):
     assert m["arch"] == arch and m["level"] == 4 and m["dataset"] == "mnist5k"
 
 
+@pytest.mark.slow
 def test_interrupted_run_still_reports_what_it_reached(monkeypatch):
     real_round = ClientSession.round
 
@@ -324,6 +329,7 @@ def test_interrupted_run_still_reports_what_it_reached(monkeypatch):
     assert outcome.metrics["image_mse"] is not None
 
 
+@pytest.mark.slow
 def test_a_monitor_that_finds_divergence_stops_the_attack():
     victim, attack = _tiny(iterations=6, log_every=2)
     private, public = datasets.private_public_split("mnist5k")
@@ -343,6 +349,7 @@ def test_a_monitor_that_finds_divergence_stops_the_attack():
     assert rec.extras["encoder_decoder_mse_pm1_final"] is None
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics_and_the_attack_seed_is_its_own():
     victim, attack = _tiny(iterations=2, log_every=1)
     timing = {"seconds", "seconds_per_step"}
@@ -414,6 +421,7 @@ def test_under_the_old_seeding_the_new_code_gives_the_old_numbers(arch, monkeypa
 
 # --- the command ----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_cli_writes_metrics_with_the_schema_curves_and_grids(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["attack", "fsha", "--arch", "mlp", "--iterations", "4", "--log-every", "2",

@@ -190,6 +190,7 @@ def test_bad_defence_specs_are_refused_naming_the_fix(spec, message):
         parse_defence(spec)
 
 
+@pytest.mark.slow
 def test_stronger_gaussian_noise_lowers_psnr(mnist, lenet):
     x, y = mnist.images[:1], mnist.labels[:1]
     settings = replace(preset("idlg.quick"), iterations=12, restarts=1)
@@ -198,6 +199,7 @@ def test_stronger_gaussian_noise_lowers_psnr(mnist, lenet):
     assert weak > 40 and strong < weak - 20
 
 
+@pytest.mark.slow
 def test_stronger_sparsification_lowers_psnr(mnist, lenet):
     x, y = mnist.images[:1], mnist.labels[:1]
     settings = replace(preset("idlg.quick"), iterations=12, restarts=1)
@@ -235,6 +237,7 @@ def test_label_accuracy_is_multiset_accuracy():
 
 # --- attacks ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_dlg_reconstructs_an_mnist5k_image_on_lenet(mnist, lenet):
     x, y = mnist.images[:1], mnist.labels[:1]
     rec = DLG(preset("dlg.quick"))(observe_fedsgd(lenet, x, y, arch="lenet"), seed=0)

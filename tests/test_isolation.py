@@ -138,6 +138,7 @@ def test_an_attack_whose_trials_all_diverge_still_writes_its_metrics(tmp_path):
     ["hfl", "--attack", "invgrad", "--arch", "convnet", "--preset", "invgrad.quick", "--iterations", "4",
      "--defence", "gaussian:sigma=0.01"],
 ])
+@pytest.mark.slow
 def test_the_same_command_and_seed_twice_give_identical_metrics(tmp_path, args):
     def metrics(out):
         result = runner.invoke(app, [*args, "--device", "cpu", "--json", "--out", str(tmp_path / out)])

@@ -138,6 +138,7 @@ def test_a_folder_name_too_long_for_the_file_system_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_held_directory_is_refused_to_a_second_run_and_a_second_process(tmp_path):
     out = tmp_path / "r"
     run = Run.create("train", {}, out)

@@ -188,6 +188,7 @@ def test_dry_run_lists_cells_and_writes_nothing(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_local_cells_equal_the_single_command_and_resume_runs_only_missing_cells(tmp_path):
     out = tmp_path / "out"
     grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]))

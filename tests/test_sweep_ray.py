@@ -241,6 +241,7 @@ def test_a_join_that_does_not_finish_in_time_is_one_line_and_writes_nothing(tmp_
     assert seconds < JOIN_TIMEOUT_S + 30 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_while_joining_ends_the_sweep_at_once_and_writes_nothing(tmp_path):
     grid = tmp_path / "tiny.toml"
     grid.write_text(TINY)

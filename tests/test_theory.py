@@ -131,6 +131,7 @@ def test_paper_adam_recursion_by_hand_and_as_an_optimiser():
     assert torch.allclose(w.detach(), -0.1 * (torch.tensor([1.0, 0.0, -1.0]) + paper_adam_direction(m)))
 
 
+@pytest.mark.slow
 def test_cli_runs_every_check_writes_the_run_and_prints_json(tmp_path):
     result = runner.invoke(app, ["theory", "--json", "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output

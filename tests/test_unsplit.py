@@ -93,6 +93,7 @@ def test_unknown_preset_and_clone_mode():
         preset("quick", clone="cloned")
 
 
+@pytest.mark.slow
 def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
     result = runner.invoke(app, ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", "--preset", "quick",
                                  "--iterations", "2", "--out", str(tmp_path / "run"), "--json"])
@@ -114,6 +115,7 @@ def test_attack_unsplit_command_writes_metrics_and_figures(tmp_path):
     assert not (tmp_path / "conflict").exists()
 
 
+@pytest.mark.slow
 def test_attack_unsplit_on_its_checkpoint_repeats_the_run(tmp_path):
     args = ["--preset", "quick", "--iterations", "2", "--json"]
     first = runner.invoke(app, ["attack", "unsplit", "--arch", "small-mlp", "--epochs", "1", *args,

@@ -131,6 +131,7 @@ def _same_transcript(local: Path, remote: Path) -> int:
     pytest.param("small-mlp", ["--parties", "2", "--defence", "orthogonal"], id="small-mlp-2-parties-orthogonal",
                  marks=pytest.mark.slow),
 ])
+@pytest.mark.slow
 def test_tcp_training_equals_the_in_process_run_bit_for_bit(tmp_path, arch, extra):
     local = _train(tmp_path / "local", "--arch", arch, *extra)
     remote = _train(tmp_path / "tcp", "--arch", arch, "--transport", "tcp", *extra)
@@ -237,6 +238,7 @@ def test_a_client_without_the_secret_is_refused_before_any_tensor(tmp_path, secr
                  "handshake allows 64x10 float32; refused"),
     pytest.param("silent", "party 0 sent nothing for 3 s (--timeout); it is stuck or gone", marks=pytest.mark.slow),
 ], ids=["nan", "shape", "oversize", "silent"])
+@pytest.mark.slow
 def test_a_misbehaving_client_is_refused_with_one_line_and_nothing_of_it_is_written(tmp_path, secret, mode, refusal):
     port = _free_port()
     server = _serve(port, secret, tmp_path / "server", "--arch", "small-mlp", "--timeout", "3")
@@ -254,6 +256,7 @@ def test_a_misbehaving_client_is_refused_with_one_line_and_nothing_of_it_is_writ
     assert "session open" in (tmp_path / "server" / "run.log").read_text()          # it did get past the handshake
 
 
+@pytest.mark.slow
 def test_the_malicious_role_over_the_wire_sends_its_own_gradients(tmp_path, secret):
     port = _free_port()
     server = _serve(port, secret, tmp_path / "server", "--arch", "small-mlp", "--epochs", "1", "--role", "malicious",
@@ -270,6 +273,7 @@ def test_the_malicious_role_over_the_wire_sends_its_own_gradients(tmp_path, secr
     assert json.loads((tmp_path / "client" / "metrics.json").read_text())["targets_predicted"] == [-1] * 10
 
 
+@pytest.mark.slow
 def test_a_malicious_server_process_drives_a_remote_client_through_the_session_fsha_takes(tmp_path, secret):
     """The hook for FSHA over the wire: `open_session` admits the client, `WireSession` offers the two
     operations of `vfl.protocol.ClientSession` (rounds with the server's own gradients, then the targets'
