@@ -25,6 +25,8 @@ from splitlab.cli import app
 from vfl import data as datasets
 from vfl.training import TrainConfig, build_parties, load_data, train_split
 
+from test_wire_runs import default_ctrl_c
+
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
 DEADLINE = 120          # seconds any one process may take before the test kills it and fails
@@ -213,7 +215,7 @@ def test_ctrl_c_on_the_attack_ends_it_and_its_victim_with_one_line(tmp_path, arg
     out = tmp_path / "run"
     attack = subprocess.Popen([sys.executable, "-m", "splitlab", "attack", *args, "--transport", "tcp", "--device",
                                "cpu", "--out", str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=_env(), cwd=ROOT)
+                              text=True, env=_env(), cwd=ROOT, preexec_fn=default_ctrl_c)
     victims: list[int] = []
     try:
         _wait_for_text(out / victim_log, "session open", attack)

@@ -42,9 +42,15 @@ def _env() -> dict[str, str]:
             "TORCH_CPP_LOG_LEVEL": "ERROR"}
 
 
+def default_ctrl_c() -> None:
+    """In the child before exec: Ctrl-C's default action, which a runner started in the background (SIGINT
+    ignored) would otherwise pass on, so that the tests' SIGINT reaches the program."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(), cwd=ROOT)
+                            env=_env(), cwd=ROOT, preexec_fn=default_ctrl_c)
 
 
 def _splitlab(*args: str) -> subprocess.Popen:
