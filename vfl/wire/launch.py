@@ -81,11 +81,16 @@ def _write_secret(folder: Path) -> Path:
     return path
 
 
+RUNTIME_NOISE = (": at the pace of its first ", "what():", "terminate called")
+"""Lines a client's stderr can hold that say nothing of its end: a long run's one-off pace estimate, and what
+gloo's C++ threads print when the server tears the connection down mid-frame."""
+
+
 def _last_error(log: Path) -> str | None:
-    """The last line a client wrote about its end (a long run's one-off pace estimate is not one)."""
+    """The last line a client wrote about its end (`RUNTIME_NOISE` is not one)."""
     try:
         lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
-                 if line.strip() and ": at the pace of its first " not in line]
+                 if line.strip() and not any(noise in line for noise in RUNTIME_NOISE)]
     except OSError:
         return None
     return lines[-1].removeprefix("error: ") if lines else None
