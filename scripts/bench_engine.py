@@ -34,9 +34,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -55,6 +52,8 @@ from attacks.hfl.variables import initial_variables
 from vfl import data as datasets
 from vfl.models.hfl import build_hfl_model
 from vfl.runtime import hardware, resolve_device, timed
+
+from compile_children import cold_and_warm, print_compiled
 
 FEDLEAK = {"fraction": 0.5, "alpha": 1e-5, "beta": 1e-4, "blend": 0.7, "k": 0.01, "lr": 0.1}
 """FedLeak's settings (R = 50%, alpha TV, beta activation L1, lambda' = 0.7); k and lr are ours."""
@@ -338,43 +337,6 @@ def compiled_child(steps: int, attack: Callable[[str], object], repeats: int, de
             "compile_seconds": report["compile_seconds"], "compiles": report["compiles"],
             "recompiles": report["recompiles"], "graph_breaks": report["graph_breaks"],
             "threads": torch.get_num_threads()}
-
-
-def cold_and_warm(script: str, names: list[str], child_args: list[str]) -> list[dict]:
-    """Each workload in a child process with an empty inductor cache (cold), then in one more with the cache
-    the first filled (warm); a child prints its measurement as one JSON line."""
-    rows = []
-    for name in names:
-        row = {"workload": name}
-        with tempfile.TemporaryDirectory(prefix="splitlab-inductor-") as cache:
-            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
-            for cache_state in ("cold", "warm"):
-                done = subprocess.run([sys.executable, script, "--compile-child", name, *child_args], env=env,
-                                      capture_output=True, text=True)
-                if done.returncode != 0:
-                    raise SystemExit(f"{name} ({cache_state} cache) failed: {done.stderr.strip().splitlines()[-1]}")
-                row[cache_state] = json.loads(done.stdout.strip().splitlines()[-1])
-        rows.append(row)
-        print(f"  {name}: done", flush=True)
-    return rows
-
-
-def print_compiled(rows: list[dict]) -> None:
-    """Eager and compiled ms per step side by side, the speed-up, the compile seconds (cold and warm cache) and
-    the steps a compile needs to pay for itself at that speed-up."""
-    width = max(len(r["workload"]) for r in rows)
-    print(f"\nms per step, eager and compiled in the same child process (torch threads: "
-          f"{rows[0]['cold']['threads']}); compile seconds with a cold and a warm inductor cache")
-    print(f"{'workload':<{width}}  {'cache':>5}  {'eager':>8}  {'compiled':>8}  {'speed-up':>8}  {'compile s':>9}  "
-          f"{'break-even steps':>16}  compiles/recompiles/breaks")
-    for r in rows:
-        for state in ("cold", "warm"):
-            m = r[state]
-            saved = (m["eager_ms"] - m["compiled_ms"]) / 1e3
-            even = f"{m['compile_seconds'] / saved:,.0f}" if saved > 0 else "never"
-            print(f"{r['workload'] if state == 'cold' else '':<{width}}  {state:>5}  {m['eager_ms']:>8.2f}  "
-                  f"{m['compiled_ms']:>8.2f}  {m['eager_ms'] / m['compiled_ms']:>7.2f}x  {m['compile_seconds']:>9.1f}  "
-                  f"{even:>16}  {m['compiles']}/{m['recompiles']}/{m['graph_breaks']}")
 
 
 def main() -> None:

@@ -240,7 +240,7 @@ def main() -> None:
     print(f"UnSplit, {args.targets} targets, {settings.iterations} x ({settings.input_steps} + {settings.clone_steps}) "
           f"steps per target; median of {args.repeats} repeats\nhardware: {hardware(device)}", flush=True)
     if args.compile or args.compile_only:
-        from bench_engine import cold_and_warm, print_compiled
+        from compile_children import cold_and_warm, print_compiled
         child = [f"--rounds={args.rounds}", f"--targets={args.targets}", f"--repeats={args.repeats}",
                  f"--device={args.device}", f"--threads={torch.get_num_threads()}"] + (["--quick"] if args.quick else [])
         names = [f"{arch} {clone}" for arch in args.archs.split(",") for clone in ("per-target", "shared")]

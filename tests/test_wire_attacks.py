@@ -108,6 +108,13 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _attack_over_tcp(args: tuple, out: Path) -> subprocess.Popen:
+    """`splitlab attack ARGS --transport tcp` as its own process (Ctrl-C's default action, see `default_ctrl_c`)."""
+    return subprocess.Popen([sys.executable, "-m", "splitlab", "attack", *args, "--transport", "tcp", "--device", "cpu",
+                             "--out", str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(), cwd=ROOT, preexec_fn=default_ctrl_c)
+
+
 def _wait_for_text(path: Path, text: str, process: subprocess.Popen, timeout: float = DEADLINE) -> None:
     deadline = time.monotonic() + timeout
     while not (path.is_file() and text in path.read_text()):
@@ -132,9 +139,7 @@ def _error_lines(stderr: str) -> list[str]:
 ], ids=["fsha", "unsplit"])
 def test_a_killed_victim_ends_the_attack_with_one_line(tmp_path, args, victim_log, message):
     out = tmp_path / "run"
-    attack = subprocess.Popen([sys.executable, "-m", "splitlab", "attack", *args, "--transport", "tcp", "--device",
-                               "cpu", "--out", str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=_env(), cwd=ROOT)
+    attack = _attack_over_tcp(args, out)
     victims: list[int] = []
     try:
         _wait_for_text(out / victim_log, "session open", attack)
@@ -213,9 +218,7 @@ def test_the_clone_of_one_party_is_its_bottom_model_on_its_strip(arch, shape):
 ], ids=["fsha", "unsplit"])
 def test_ctrl_c_on_the_attack_ends_it_and_its_victim_with_one_line(tmp_path, args, victim_log, message):
     out = tmp_path / "run"
-    attack = subprocess.Popen([sys.executable, "-m", "splitlab", "attack", *args, "--transport", "tcp", "--device",
-                               "cpu", "--out", str(out), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=_env(), cwd=ROOT, preexec_fn=default_ctrl_c)
+    attack = _attack_over_tcp(args, out)
     victims: list[int] = []
     try:
         _wait_for_text(out / victim_log, "session open", attack)
