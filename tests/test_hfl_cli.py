@@ -39,6 +39,20 @@ def test_quick_run_writes_config_metrics_and_grid(tmp_path):
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["psnr"] == m["psnr"]
 
 
+def test_seed_drawn_images_vary_with_the_seed_and_repeat_at_a_fixed_one():
+    def batch(seed, images):
+        config = experiment.HFLConfig.of(attack="idlg", preset="idlg.quick", batch_size=3, index=2, seed=seed,
+                                         images=images, device="cpu")
+        prepared = experiment.prepare(config)
+        return prepared.images, prepared.truth.images
+    assert batch(0, "index")[0] == batch(5, "index")[0] == [2, 3, 4]
+    first, again, other = batch(0, "seed"), batch(0, "seed"), batch(1, "seed")
+    assert first[0] == again[0] and torch.equal(first[1], again[1])
+    assert first[0] != other[0] and not torch.equal(first[1], other[1])
+    data = experiment.datasets.load("mnist5k", "train", None)
+    assert torch.equal(first[1], data.images[first[0]])         # the recorded indices are the attacked images
+
+
 def test_invgrad_sequential_trials_and_a_defence(tmp_path):
     result = _hfl(tmp_path / "run", "--attack", "invgrad", "--arch", "convnet", "--preset", "invgrad.quick",
                   "--iterations", "5", "--mode", "sequential", "--defence", "quant:bits=4", "--labels", "known")

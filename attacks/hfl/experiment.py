@@ -35,6 +35,7 @@ from vfl.runtime import resolve_device
 __all__ = ["HFLConfig", "Plan", "Prepared", "prepare", "execute", "OBSERVATIONS"]
 
 OBSERVATIONS = ("fedsgd", "fedavg", "rounds")
+IMAGE_DRAWS = ("index", "seed")
 FEDAVG_DEFAULTS = {"local_lr": 1e-4, "local_epochs": 1}
 """FedAvg's local hyperparameters when not given (IG's FedAvg CLI default lr 1e-4, one epoch)."""
 
@@ -61,6 +62,9 @@ class HFLConfig(Runtime):
                           "split.", text())
     batch_size: int = option(1, "The client's batch size.", integer(low=1, high=100_000))
     index: int = option(0, "First image of the client's batch in the train split.", integer(low=0, high=10**9))
+    images: str = option("index", "Which train images the client holds: index (from --index on, the same on every "
+                         "seed) or seed (the train split shuffled by --seed first, so each seed attacks other "
+                         "images).", choice(IMAGE_DRAWS))
     defence: str = option("none", "Client defence on the upload: none, gaussian:sigma=S[,clip=C], topk:keep=F, "
                           "quant:bits=N (1: the sign, scaled by the mean magnitude), upload-dp:epsilon=E[,delta=D].", text())
     observe: str | None = option(None, "What the server sees: fedsgd (one gradient), fedavg (the update after "
@@ -161,6 +165,8 @@ class Prepared:
     device: torch.device
     facts: dict[str, Any] = field(default_factory=dict)
     """Facts of the observation for metrics.json (a trace's rounds and alignment accuracy, diagnostics)."""
+    images: list[int] = field(default_factory=list)
+    """The train-split indices of the client's batch (the private images the attack is scored on)."""
 
     @property
     def spec(self) -> AttackSpec:
@@ -179,7 +185,7 @@ class Prepared:
                 "defence": plan.defence.spec, "observation": self.observation.kind, "labels": plan.labels,
                 "model_params": sum(p.numel() for p in self.observation.model.params.values()),
                 "device": str(self.device), "dataset_provenance": self.provenance,
-                "images": list(range(c.index, c.index + len(self.truth.labels)))}
+                "images": self.images}
 
 
 def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepared:
@@ -192,6 +198,9 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
         raise SplitlabError(f"--batch-size {config.batch_size} from --index {config.index} needs "
                             f"{config.index + images} images but the {config.dataset} train split "
                             f"has {len(data)}")
+    order = image_order(config, len(data))
+    if config.images == "seed":
+        data = data.subset(order)
     device = resolve_device(config.device)
     shape = datasets.dataset_spec(config.dataset)
     model = build_hfl_model(config.arch, shape.image_shape, shape.num_classes, seed=config.seed).to(device, dtype)
@@ -220,7 +229,16 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     attack.check(observation)
     if spec.diagnostics is not None:
         facts |= spec.diagnostics(observation, settings)
-    return Prepared(config, attack, observation, Truth(x, y), data.provenance, device, facts)
+    return Prepared(config, attack, observation, Truth(x, y), data.provenance, device, facts,
+                    order[config.index:config.index + len(y)].tolist())
+
+
+def image_order(config: HFLConfig, n: int) -> torch.Tensor:
+    """The train split's order the client's batch is cut from: as stored, or shuffled by the seed (its own
+    generator, so the model's initialisation and every other draw stay as they were)."""
+    if config.images == "index":
+        return torch.arange(n)
+    return torch.randperm(n, generator=torch.Generator().manual_seed(config.seed))
 
 
 def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | Unavailable | None = None,
@@ -229,8 +247,8 @@ def execute(prepared: Prepared, run: Run | None = None, *, lpips: LpipsMetric | 
     c, plan = prepared.config, prepared.config.plan
     title = (f"{plan.spec.name} on {c.arch}, {c.dataset}, batch {c.batch_size}, defence {plan.defence.spec}")
     if run is not None:
-        run.log(f"{plan.spec.name} ({plan.settings.preset}) on {c.arch}, {c.dataset} images "
-                f"{c.index}..{c.index + len(prepared.truth.labels) - 1}, defence {plan.defence.spec}, {c.mode} trials")
+        run.log(f"{plan.spec.name} ({plan.settings.preset}) on {c.arch}, {c.dataset} images {prepared.images} "
+                f"({c.images}), defence {plan.defence.spec}, {c.mode} trials")
     facts = {"arch": c.arch, "dataset": c.dataset, "batch_size": c.batch_size,
              "secure_aggregation": c.secure_aggregation, "defence": plan.defence.spec,
              "observation": prepared.observation.kind, **prepared.facts}
