@@ -44,8 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from device_plan import (ATTACKS, DEVICE, PACK_RESERVE_S, REFERENCE, SMOKE, Profile, attack_argv,  # noqa: E402
-                         build, total)
+from device_plan import (ATTACKS, COMPILE_THREADS, DEVICE, PACK_RESERVE_S, REFERENCE, SMOKE, Profile,  # noqa: E402
+                         attack_argv, build, total)
 
 
 def cell_of(argv: list[str]):
@@ -115,8 +115,8 @@ def print_plan(profile: Profile, jobs, groups, data_root: Path | None) -> dict:
     for group in groups:
         cells = [j.estimate for j in jobs if j.group == group.name]
         each = f"{min(cells):.0f}-{max(cells):.0f}" if min(cells) != max(cells) else f"{cells[0]:.0f}"
-        print(f"{'pool':10} {group.name + f' ({len(cells)} cells)':34} {each:>10}  each: `splitlab sweep "
-              f"{' '.join(group.sweep_args())} --where (the cell)`: {group.why}")
+        print(f"{'pool':10} {group.name + f' ({len(cells)} cells)':34} {each:>10}  one process per cell of "
+              f"`splitlab sweep {' '.join(group.sweep_args())}`: {group.why}")
     print("estimated seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in estimates.items() if k != "total")
           + f"; total {estimates['total']:.0f} s ({estimates['total'] / 60:.1f} min) against the plan's limit of "
             f"{profile.plan_limit:.0f} s: {'fits' if estimates['total'] <= profile.plan_limit else 'DOES NOT FIT'}")
@@ -146,6 +146,7 @@ def check(profile: Profile, out: Path, data_root: Path | None) -> int:
         log_file.flush()
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"),
+           "TORCHINDUCTOR_COMPILE_THREADS": str(COMPILE_THREADS),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     if data_root is not None:
         env["SPLITLAB_DATA"] = str(data_root)

@@ -6,20 +6,25 @@ of a second.
 
 The estimates (seconds on one H100; nothing in the lab has been timed on a GPU yet, so they are a model):
 
-- STARTUP_S: a fresh Python process importing torch and the lab, creating its CUDA context and loading mnist5k.
+- STARTUP_S: a fresh Python process importing torch and the lab, creating its CUDA context and loading mnist5k;
+  RUN_OVERHEAD_S: an attack run's own set-up, metrics and figures (4-11 s of the CPU reference's wall time beyond
+  the attack's seconds, on the loaded 2-core CPU; a third of the least on a fast core).
 - Engine steps at the lab's sizes (LeNet, ConvNet, the split CNN and MLP clients, batch <= 16) are bound by the
   host launching kernels, not by the GPU's arithmetic: a forward, backward and double-backward pass of a 4-6 layer
   network launches about 200-300 kernels, and eager PyTorch spends about 10 us of host time on each, so
   SMALL_STEP_MS per Adam step, LBFGS_ITER_MS per L-BFGS iteration (the two-loop recursion and its one host read
-  on top), UNSPLIT_STEP_MS per UnSplit step (all ten targets in one batched step), TRAIN_STEP_MS per training batch.
+  on top), UNSPLIT_STEP_MS per UnSplit step (all ten targets in one batched step), TRAIN_STEP_MS per training batch,
+  and FSHA_STEP_MS per FSHA round (four networks' forward and backward passes and a gradient penalty's double
+  backward).
 - ResNet10 at batch 16 on 28 x 28 digits adds arithmetic: about 0.2 GMAC per image forward, so a FedLeak step (two
   double-backward evaluations, about 12 forward passes) is about 76 GFLOP, 4 ms at an assumed 20 TFLOP/s reached by
   TF32 convolutions at this small batch, plus about 600 kernel launches (6 ms): FEDLEAK_RESNET_STEP_MS;
   Inverting Gradients makes one such evaluation per step: IG_RESNET_STEP_MS.
 - A compiled run adds the lab's own expected cold compile time per program (COLD_COMPILE_SECONDS in
   attacks/engine/compilation.py, within the 16-61 s measured on the CPU).
-- Jobs in the pool share the GPU and 16 cores with up to POOL_JOBS - 1 others: their estimates are multiplied by
-  POOL_SLOWDOWN, and the pool's time is the schedule of those estimates, longest first, on POOL_JOBS slots.
+- Jobs in the pool share the GPU and 16 cores with up to POOL_JOBS - 1 others (each compiling with
+  COMPILE_THREADS of inductor's workers): their estimates are multiplied by POOL_SLOWDOWN, and the pool's time is
+  the schedule of those estimates, longest first, on POOL_JOBS slots.
 - The quick presets' step counts are those the CPU reference (device_reference_cpu.json) recorded.
 
 While it runs, the check scales every estimate by how long the jobs it has finished took against their own
@@ -46,14 +51,17 @@ PACK_RESERVE_S = 25.0
 """Kept for finishing the sweeps, writing the report and packing the files."""
 
 STARTUP_S = 12.0
+RUN_OVERHEAD_S = 1.5
 SMALL_STEP_MS = 3.0
 LBFGS_ITER_MS = 4.0
 UNSPLIT_STEP_MS = 2.0
 TRAIN_STEP_MS = 1.5
+FSHA_STEP_MS = 10.0
 FEDLEAK_RESNET_STEP_MS = 10.0
 IG_RESNET_STEP_MS = 5.0
 COLD_COMPILE_SECONDS = 60.0
-POOL_JOBS = 8
+POOL_JOBS = 10
+COMPILE_THREADS = 2
 POOL_SLOWDOWN = 1.5
 
 ENGINE = tuple(COMMANDS)
@@ -133,20 +141,22 @@ def attack_argv(name: str, profile: Profile) -> list[str]:
 
 
 def _step_ms(name: str) -> float:
-    return LBFGS_ITER_MS if name in LBFGS else UNSPLIT_STEP_MS if name == "unsplit" else SMALL_STEP_MS
+    return {"unsplit": UNSPLIT_STEP_MS, "fsha": FSHA_STEP_MS}.get(name, LBFGS_ITER_MS if name in LBFGS else
+                                                                  SMALL_STEP_MS)
 
 
 def attack_estimate(name: str, profile: Profile, steps: dict[str, int]) -> float:
-    """Seconds of one quick run on the device, start-up excluded (the runner starts once for all)."""
+    """Seconds of one quick run on the device, process start-up excluded (the runner starts once for all); an
+    L-BFGS step is up to 20 iterations."""
     if profile.name == "smoke":
         return 15.0
-    return steps.get(name, 1000) * _step_ms(name) / 1e3 * (20 if name in LBFGS else 1)
+    return RUN_OVERHEAD_S + steps.get(name, 1000) * _step_ms(name) / 1e3 * (20 if name in LBFGS else 1)
 
 
 def grids(profile: Profile, mnist: bool, folder: Path) -> list[Group]:
     """The paper-size subset: FedLeak against Inverting Gradients (ResNet10, batch 16, 10,000 iterations, seeds
-    0-2), TGIAs-RO's Algorithm 1 at its budget (300 rounds of 20 L-BFGS iterations per copy, ReLU LeNet, seeds
-    0-2), and JAST's Table 1 at the paper's 10 epochs (on full MNIST where the data root has it, else on mnist5k,
+    0-2), TGIAs-RO's Algorithm 1 at its budget (300 rounds of 20 L-BFGS iterations per copy, a fresh state every
+    round, T = 10 and 1, ReLU LeNet, seeds 0-2), and JAST's Table 1 at the paper's 10 epochs (on full MNIST where the data root has it, else on mnist5k,
     the CPU grid's data)."""
     if profile.name == "smoke":
         return smoke_grids(folder)
@@ -158,9 +168,10 @@ def grids(profile: Profile, mnist: bool, folder: Path) -> list[Group]:
     return [Group("fedleak-baselines-paper", "fedleak-baselines", True,
                   {"attack": ("fedleak", "invgrad"), "seed": ("0", "1", "2")},
                   "FedLeak vs Inverting Gradients, ResNet10, batch 16, 10,000 iterations, seeds 0-2"),
-            Group("tgias-algorithm1-paper", "tgias-algorithm1", True, {"iterations": ("300",), "seed": ("0", "1", "2")},
-                  "TGIAs-RO Algorithm 1 (median) at R_g = 300 rounds of 20 L-BFGS iterations, T = 10 vs 1, "
-                  "fresh or carried state, seeds 0-2"),
+            Group("tgias-algorithm1-paper", "tgias-algorithm1", True,
+                  {"iterations": ("300",), "carry-state": ("false",), "seed": ("0", "1", "2")},
+                  "TGIAs-RO Algorithm 1 as the paper states it (median, a fresh L-BFGS state every round) at "
+                  "R_g = 300 rounds of 20 L-BFGS iterations, T = 10 vs 1, seeds 0-2"),
             jast]
 
 
