@@ -4,7 +4,7 @@ benchmarks, and a first paper-size subset, packed into at most 8 files, in well 
     python scripts/device_check.py --plan            # what it runs, with the estimated seconds of each part
     python scripts/device_check.py --out DIR         # the check (needs CUDA)
     python scripts/device_check.py --cpu-smoke       # the same, end to end, on the CPU at toy sizes
-    python scripts/device_check.py --cpu-reference   # the CPU's numbers for the same commands (device_reference_cpu.json)
+    python scripts/device_check.py --cpu-reference   # the CPU's numbers (device_reference_cpu.json)
 
 Stages, each under the time guard (device_pool.py: a job starts only when its estimate, scaled by how the finished
 jobs compared with theirs, fits before the deadline; what would not fit is recorded as skipped):
@@ -23,11 +23,12 @@ jobs compared with theirs, fits before the deadline; what would not fit is recor
 4. everything packed into 6 files under --out: summary.json, report.md, check.log, results.tar.gz (the shipped
    pairs and sweep reports), runs.tar.gz (every run's config, metrics and log), figures.tar.gz (their PNGs).
 
-On the device machine (Python 3.12, torch 2.11, no network; mlxtend, lpips, pytorch-fid, autodp and optuna travel
-as wheels: run `bash scripts/device_wheels.sh` here first, which also stamps the commit into .whl/), the whole
-command, with `carry: [".whl"]` and `timeout_s: 600`:
+On the device machine (Python 3.12, torch 2.11, no network), mlxtend, lpips, pytorch-fid, autodp and optuna
+travel as wheels with the lab's own: run `bash scripts/device_wheels.sh` here first (it also stamps the commit
+into .whl/, since the copy of the tree sent there has no .git). Then the whole device command, with
+`carry: [".whl"]` and `timeout_s: 600` (the check stops its jobs at 515 s and has packed by 540 s):
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && export PYTHONPATH=$PWD:/tmp/site && python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/lab . ; export PYTHONPATH=$PWD:/tmp/site:/tmp/lab PYTHONUNBUFFERED=1; nvidia-smi -L; python3 scripts/device_check.py --out $OUT
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1; export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1; nvidia-smi -L; python3 scripts/device_check.py --out $OUT
 """
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import tarfile
 from pathlib import Path
 from typing import Callable
 
-from device_plan import ATTACKS, Group, Job, Profile, reference
+from attack_commands import with_options
+from device_plan import ATTACKS, ENGINE, Group, Job, Profile, attack_argv, reference
 
 METRICS = ("psnr", "ssim", "image_mse", "label_accuracy", "accuracy")
 MEMBER_CAP = 15 * 2 ** 20
@@ -44,8 +45,8 @@ def attack_record(run_dir: Path) -> dict:
               "wall": cell.get("seconds"), "seconds": metrics.get("seconds"), "steps": metrics.get("steps")}
     record.update({k: metrics[k] for k in METRICS if isinstance(metrics.get(k), (int, float))})
     if compile_report:
-        record["compile"] = {k: compile_report.get(k) for k in
-                             ("mode", "compiled", "reason", "compiles", "recompiles", "graph_breaks", "compile_seconds")}
+        keys = ("mode", "compiled", "reason", "compiles", "recompiles", "graph_breaks", "compile_seconds")
+        record["compile"] = {k: compile_report.get(k) for k in keys}
     return record
 
 
@@ -53,18 +54,26 @@ def _fmt(value, digits: int = 2) -> str:
     return "none" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def attack_rows(work: Path, records: dict[str, dict]) -> list[dict]:
-    """Per attack: the CPU reference, the GPU's eager run and its compiled run (seconds net of compiling)."""
+def attack_rows(work: Path, records: dict[str, dict], profile: Profile) -> list[dict]:
+    """Per attack: the CPU reference (where it ran the same command), the device's eager run and its compiled run
+    (seconds net of compiling)."""
     cpu = reference()["attacks"]
     rows = []
     for name in ATTACKS:
         eager = attack_record(work / "eager" / name)
-        job = records.get(f"compiled-{name}", {})
-        compiled = attack_record(work / "compiled" / name) if job.get("status") == "ok" else \
-            {"status": job.get("status", "not run"), "error": job.get("reason")}
+        job = records.get(f"compiled-{name}")
+        if job is None:
+            why = "no engine steps to compile" if name not in ENGINE else f"not compiled in the {profile.name} check"
+            compiled = {"status": "not applicable", "error": why}
+        elif job["status"] == "ok":
+            compiled = attack_record(work / "compiled" / name)
+        else:
+            compiled = {"status": job["status"], "error": job.get("reason")}
         if compiled.get("seconds") is not None and compiled.get("compile"):
             compiled["seconds_net"] = compiled["seconds"] - (compiled["compile"].get("compile_seconds") or 0.0)
         ref = cpu.get(name) or {}
+        if with_options(ref.get("argv") or [], device=profile.device) != attack_argv(name, profile):
+            ref = {}                                     # another command (the smoke's toy sizes): no reference
         rows.append({"attack": name, "cpu": {k: ref.get(k) for k in ("seconds", "steps", *METRICS) if k in ref} or None,
                      "eager": eager, "compiled": compiled,
                      "cpu_over_eager": (ref["seconds"] / eager["seconds"]) if ref.get("seconds") and
@@ -73,17 +82,19 @@ def attack_rows(work: Path, records: dict[str, dict]) -> list[dict]:
 
 
 def attacks_markdown(rows: list[dict]) -> str:
-    head = ("| attack | CPU s | GPU eager s | CPU / GPU eager | GPU compiled s (net) | compile s | graphs / recompiles "
-            "/ breaks | PSNR CPU | PSNR eager | PSNR compiled | status |\n|" + "---|" * 11)
+    head = ("| attack | CPU s | eager s | CPU / eager | compiled s (net) | compile s | graphs / recompiles / breaks "
+            "| PSNR CPU | PSNR eager | PSNR compiled | not ok |\n|" + "---|" * 11)
     lines = [head]
     for r in rows:
         cpu, eager, compiled = r["cpu"] or {}, r["eager"], r["compiled"]
         c = compiled.get("compile") or {}
         counts = f"{c.get('compiles')} / {c.get('recompiles')} / {c.get('graph_breaks')}" if c else "-"
         status = "; ".join(f"{k} {v['status']}" + (f" ({v['error']})" if v.get("error") else "")
-                           for k, v in (("eager", eager), ("compiled", compiled)) if v.get("status") != "ok") or "ok"
+                           for k, v in (("eager", eager), ("compiled", compiled))
+                           if v.get("status") not in ("ok", "not applicable")) or "-"
+        ratio = f"{r['cpu_over_eager']:.2f}x" if r["cpu_over_eager"] else "none"
         lines.append(f"| {r['attack']} | {_fmt(cpu.get('seconds'))} | {_fmt(eager.get('seconds'))} | "
-                     f"{_fmt(r['cpu_over_eager'])}x | {_fmt(compiled.get('seconds_net'))} | "
+                     f"{ratio} | {_fmt(compiled.get('seconds_net'))} | "
                      f"{_fmt(c.get('compile_seconds'), 1)} | {counts} | {_fmt(cpu.get('psnr'))} | "
                      f"{_fmt(eager.get('psnr'))} | {_fmt(compiled.get('psnr'))} | {status} |")
     return "\n".join(lines)
@@ -163,7 +174,8 @@ def _archive(path: Path, members: list[tuple[Path, str]], log: Callable[[str], N
 def pack(work: Path, out: Path, log: Callable[[str], None]) -> None:
     """results.tar.gz, runs.tar.gz and figures.tar.gz from the work folder (summary.json, report.md and check.log
     are written beside them)."""
-    files = [p for p in work.rglob("*") if p.is_file() and "inductor" not in p.relative_to(work).parts[:1]]
+    files = [p for p in work.rglob("*") if p.is_file() and p.relative_to(work).parts[0] not in ("inductor", "locks")
+             and not p.name.startswith(".")]
     named = [(p, str(p.relative_to(work))) for p in files]
     results = [(p, n) for p, n in named if n.startswith("results/") or
                (n.startswith("sweeps/") and n.count("/") == 2)]
@@ -194,11 +206,12 @@ def finish(profile: Profile, work: Path, out: Path, jobs: list[Job], groups: lis
             shipped[group.name] = {"shipped": False, "reason": f"{states.count('ok')} of {len(cells)} cells ok: "
                                                                + ", ".join(sorted(set(map(str, states))))}
     device = torch.device(profile.device)
-    rows = attack_rows(work, guard.records)
+    rows = attack_rows(work, guard.records, profile)
     bench = {j.name: (work / "logs" / f"{j.name}.out").read_text(errors="replace")
              if (work / "logs" / f"{j.name}.out").is_file() else "" for j in jobs if j.stage == "benchmarks"}
     summary = {"profile": profile.name, "hardware": hardware(device), "cuda": cuda_provenance(),
-               "torch": torch.__version__, "source": source(), "estimates": estimates, "elapsed": round(guard.elapsed(), 1),
+               "torch": torch.__version__, "source": source(), "estimates": estimates,
+               "elapsed": round(guard.elapsed(), 1),
                "scale": round(guard.scale(), 3), "jobs": guard.records, "attacks": rows, "subsets": shipped,
                "cpu_reference": {k: v for k, v in reference().items() if k != "attacks"}}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
@@ -206,7 +219,8 @@ def finish(profile: Profile, work: Path, out: Path, jobs: list[Job], groups: lis
     parts = [f"# Device check ({profile.name})\n", f"{summary['hardware']}; torch {torch.__version__}; "
              f"{summary['elapsed']:.0f} s in all (estimated {estimates['total']:.0f} s; the finished jobs took "
              f"{summary['scale']:.2f}x their estimates)\n",
-             "## Attacks: quick presets\n", "CPU: " + (summary["cpu_reference"].get("hardware_before") or "none") + "\n",
+             "## Attacks: quick presets\n", f"Eager and compiled on {profile.device}; CPU: the reference ("
+             + (summary["cpu_reference"].get("hardware_before") or "none") + "), where it ran the same command.\n",
              attacks_markdown(rows) + "\n", "## Paper-size subsets\n"]
     for name, result in shipped.items():
         parts.append(f"### {name}\n")

@@ -64,6 +64,15 @@ def test_full_mnist_in_the_data_root_runs_jast_table1_at_paper_size(tmp_path):
     assert sum(1 for j in jobs if j.group == jast.name) == 10          # CNN and MLP on MNIST, seeds 0-4
 
 
+def test_the_device_command_is_the_same_in_the_script_and_the_docs_and_fits_one_call():
+    import device_check
+
+    command = next(line.strip() for line in device_check.__doc__.splitlines() if "pip install" in line)
+    assert len(command) <= 2000 and command.endswith("python3 scripts/device_check.py --out $OUT")
+    assert f"    {command}\n" in (ROOT / "docs" / "benchmarks.md").read_text()
+    assert "--no-index --no-deps" in command and ".whl/*.whl" in command
+
+
 def test_a_command_becomes_a_sweep_cell_with_the_same_arguments():
     from device_check import cell_of
 
