@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from vfl.errors import SplitlabError
+from vfl.runtime import cuda_provenance
 
 METRIC_KEYS = (
     "accuracy", "image_mse", "image_mse_minmax", "activation_mse", "psnr", "ssim",
@@ -143,6 +144,7 @@ def environment() -> dict[str, Any]:
         "git": git_state(),
         "cpu_threads": torch.get_num_threads(),
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cuda": cuda_provenance(),
     }
 
 

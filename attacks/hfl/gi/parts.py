@@ -64,7 +64,9 @@ class Langevin(Hook):
         self.step += 1
         with torch.no_grad():
             x = params[0]
-            noise = torch.randn(x.shape, generator=self.draws, dtype=x.dtype).to(x.device, non_blocking=True)
+            # drawn into pinned memory for a GPU: a copy from pageable memory would wait for the GPU every step
+            noise = torch.randn(x.shape, generator=self.draws, dtype=x.dtype, pin_memory=x.is_cuda)
+            noise = noise.to(x.device, non_blocking=True)
             x.add_(noise, alpha=size)
 
 
