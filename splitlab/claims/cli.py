@@ -7,6 +7,7 @@ default, resumable: the same `--out` continues) and judges the claims on the new
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import sys
 from pathlib import Path
@@ -123,9 +124,11 @@ def _rerun(selector: str, out: Optional[Path], executor: str, concurrency: Optio
     for name in sweeps:                 # the sweep command itself: its checks, Ray, resume and report
         where = _where([s for m in measured if m.sweep == name for s in m.selections])
         args = ["sweep", "--paper", name, "--out", str(root / name), "--executor", executor, *where,
-                *(["--concurrency", str(concurrency)] if concurrency is not None else [])]
-        # with --json, stdout carries the claims' one JSON object only: the sweep's table goes to stderr
-        with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
+                *(["--concurrency", str(concurrency)] if concurrency is not None else []),
+                *([] if sys.stderr.isatty() else ["--no-progress"])]   # a live display needs a terminal
+        # with --json, stdout carries the claims' one JSON object only: the sweep's table (in its report.md) is
+        # not printed, so what reaches stderr is a refusal's or an interruption's one line
+        with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
             code = app(args, prog_name="splitlab", standalone_mode=False)
         if code in (2, 130):
             raise typer.Exit(code)
