@@ -18,7 +18,7 @@ from typing import Any
 
 from splitlab.sweep_cells import is_finished, read_record
 from splitlab.sweep_file import Cell, Sweep
-from splitlab.sweep_images import IMAGES, images_of
+from splitlab.sweep_images import IMAGES as ATTACKED, images_of
 from vfl.runs import METRIC_KEYS, atomic_write_bytes, atomic_write_text
 
 SEED = "seed"
@@ -76,7 +76,7 @@ def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
         rows.append({"cell": cell.key, "name": cell.name, "status": status, "swept": dict(cell.swept),
                      "error": (record or {}).get("error"), "cell_seconds": (record or {}).get("seconds"),
                      "where": (record or {}).get("where", {}), "metrics": metrics, "image": image,
-                     "dir": f"cells/{cell.dirname}", IMAGES: images_of(cell_dir) if status == "ok" else ""})
+                     "dir": f"cells/{cell.dirname}", ATTACKED: images_of(cell_dir) if status == "ok" else ""})
     return rows
 
 
@@ -202,10 +202,10 @@ def write_results(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> tuple[lis
     """results.csv from the cell files (rewritten after every cell, so it is current even after kill -9)."""
     rows = collect(cells, sweep_dir)
     swept = sweep.swept_keys
-    attacked = [IMAGES] if any(r[IMAGES] for r in rows) and IMAGES not in swept else []
+    attacked = [ATTACKED] if any(r[ATTACKED] for r in rows) and ATTACKED not in swept else []
     identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir", *attacked]
     metric_columns = _metric_columns(rows, set(identity))
-    flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir", IMAGES)}, **r["swept"],
+    flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir", ATTACKED)}, **r["swept"],
              **{column: r["metrics"].get(key) for key, column in metric_columns}} for r in rows]
     atomic_write_text(sweep_dir / "results.csv", _csv(flat, identity + [c for _, c in metric_columns]))
     return rows, metric_columns

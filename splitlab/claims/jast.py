@@ -216,7 +216,9 @@ CLAIMS: list[Claim] = [
           "lr 0.6, U a pi/4 rotation: 'stuck ... if starting from (UW, UX)'",
           Measure("jast-lemmas", Holds(Select({}, "theory"), "paper_reading_by_check.example1-adam-rotation.adam"),
                   "1 when torch's Adam leaves the rotated start stuck and the original converging (the check's "
-                  "details; under the paper's own Adam recursion both starts converge)"), exact=True),
+                  "details; under the paper's own Adam recursion both starts converge)"), exact=True,
+          reason="torch's Adam leaves the original start stuck and the rotated one converging; the paper's own "
+                 "Adam recursion leaves neither stuck (docs/theory.md)"),
     _lemma("jast.lem4.preconditioner", "Lemma 4", "Adam's preconditioner stays below the gradient bound, whatever U.",
            "alpha I <= D_k <= Gamma I", "lemma4-preconditioner-bound"),
     _lemma("jast.lem5.descent", "Lemma 5", "Adam's one-step descent inequality holds.", "the Lemma 5 inequality",

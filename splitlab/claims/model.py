@@ -120,7 +120,9 @@ class Claim:
         if words == "not attempted":
             return Verdict(absent, lab, "; ".join(filter(None, [reason, self.reason])), values)
         if self.exact:
-            return Verdict("holds" if words == "reproduced" else "fails", lab, reason, values)
+            held = words == "reproduced"
+            return Verdict("holds" if held else "fails", lab,
+                           reason if held else "; ".join(filter(None, [reason, self.reason])), values)
         if not self._comparable(read):
             return Verdict("measured, not comparable", lab, f"{self.not_comparable} (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images_behind(read))
