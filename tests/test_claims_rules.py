@@ -29,8 +29,9 @@ def _pairs(a: float, b: float, spread: float = 1.0) -> list[dict]:
 
 
 def _trend(means: list[float], spread: float = 1.0) -> list[dict]:
-    return [{"x": x, "seed": s, "psnr": m + spread * JITTER[s], **BASE} for x, m in zip((1, 2, 5, 10), means)
-            for s in SEEDS]
+    """Cells along x on five seeds; the jitter grows along x, so the ends' paired differences have a spread."""
+    return [{"x": x, "seed": s, "psnr": m + spread * JITTER[s] * (1 + i), **BASE}
+            for i, (x, m) in enumerate(zip((1, 2, 5, 10), means)) for s in SEEDS]
 
 
 def _cells(value: float, spread: float = 1.0, **extra) -> list[dict]:
