@@ -41,6 +41,17 @@ def _target(gap: Optional[float], scale: Scale) -> Optional[float]:
     return None if gap is None else abs(scale.to_axis(gap)) - scale.axis_band
 
 
+def _over_cells(rule, rows: Rows):
+    """(the selected cells, the metric's mean, low and high on the scale's axis, their count, the lab's words)
+    for the one-sample rules (Level, Fails), or the verdict where no cell holds the metric."""
+    chosen = rule.select.rows(rows)
+    found = level(chosen, rule.metric, rule.scale)
+    if found is None:
+        return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
+    mean, low, high, n = found
+    return chosen, mean, low, high, n, f"{rule.select.label}: {shown(rule.scale, mean, low, high)} over {n} cells"
+
+
 def _paper(gap: Optional[float], scale: Scale) -> str:
     if gap is None:
         return "the paper's claim"
@@ -48,19 +59,11 @@ def _paper(gap: Optional[float], scale: Scale) -> str:
 
 
 @dataclass(frozen=True)
-class Beats(Paired):
-    """A beats B on `metric` by the paper's `gap` (None: the paper gives no number), paired by `by`.
-
-    reproduced: the 95% interval of the paired differences excludes no effect, A is above the trivial
-    baselines, and the mean reaches the paper's gap within the scale's band; partly: the direction holds but
-    the gap falls short, or the interval cannot tell, or A itself is no better than a trivial answer;
-    contradicted: B is significantly better, or (a size only) the interval rules the paper's gap out."""
-    summary: ClassVar[str] = "A is better than B, paired by seed, by the paper's gap where it gives one"
+class TwoSided(Paired):
+    """A against B on `metric` (paired by `by`): what Beats and Close share."""
     a: Select = None  # type: ignore[assignment]
     b: Select = None  # type: ignore[assignment]
     metric: str = "psnr"
-    gap: Optional[float] = None
-    """The paper's A - B in the metric's units; on a log scale the factor by which A is better."""
     higher_is_better: bool = True
     scale: Scale = DB
     metric_b: Optional[str] = None
@@ -72,7 +75,9 @@ class Beats(Paired):
     def selects(self) -> tuple[Select, ...]:
         return (self.a, self.b)
 
-    def __call__(self, rows: Rows) -> Verdict:
+    def compare(self, rows: Rows):
+        """(the difference in words, the values, its mean, low and high on the scale's axis in the claim's
+        direction, the pairs, A's guard), or the verdict where there are no pairs."""
         a_rows, b_rows, s = self.a.rows(rows), self.b.rows(rows), self.scale
         sign = 1.0 if self.higher_is_better else -1.0
         diffs, n = self.differences(a_rows, b_rows, self.metric, self.metric_b or self.metric, s, sign)
@@ -81,7 +86,27 @@ class Beats(Paired):
         mean, low, high = interval(diffs)
         lab, *shown_values = self.text(self.a.label, self.b.label, s, sign, mean, low, high, n)
         found = guard_of(a_rows, self.metric, self.guard, self.higher_is_better)
-        values = _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found)
+        return lab, _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found), mean, low, high, n, found
+
+
+@dataclass(frozen=True)
+class Beats(TwoSided):
+    """A beats B on `metric` by the paper's `gap` (None: the paper gives no number), paired by `by`.
+
+    reproduced: the 95% interval of the paired differences excludes no effect, A is above the trivial
+    baselines, and the mean reaches the paper's gap within the scale's band; partly: the direction holds but
+    the gap falls short, or the interval cannot tell, or A itself is no better than a trivial answer;
+    contradicted: B is significantly better, or (a size only) the interval rules the paper's gap out."""
+    summary: ClassVar[str] = "A is better than B, paired by seed, by the paper's gap where it gives one"
+    gap: Optional[float] = None
+    """The paper's A - B in the metric's units; on a log scale the factor by which A is better."""
+
+    def __call__(self, rows: Rows) -> Verdict:
+        compared = self.compare(rows)
+        if isinstance(compared, Verdict):
+            return compared
+        lab, values, mean, low, high, n, found = compared
+        s = self.scale
         paper, target = _paper(self.gap, s), _target(self.gap, s)
         if n < 2:
             return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
@@ -215,12 +240,11 @@ class Level:
         return (self.select,)
 
     def __call__(self, rows: Rows) -> Verdict:
-        chosen, s = self.select.rows(rows), self.scale
-        found_level = level(chosen, self.metric, s)
-        if found_level is None:
-            return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
-        mean, low, high, n = found_level
-        lab = f"{self.select.label}: {shown(s, mean, low, high)} over {n} cells"
+        over = _over_cells(self, rows)
+        if isinstance(over, Verdict):
+            return over
+        chosen, mean, low, high, n, lab = over
+        s = self.scale
         found = guard_of(chosen, self.metric, self.guard, self.higher_is_better)
         values = _with({"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n},
                        found)
@@ -270,13 +294,11 @@ class Fails:
         return (self.select,)
 
     def __call__(self, rows: Rows) -> Verdict:
-        chosen, s = self.select.rows(rows), self.scale
-        found = level(chosen, self.metric, s)
-        base = trivial(chosen, self.metric, self.higher_is_better)
-        if found is None:
-            return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
-        mean, low, high, n = found
-        lab = f"{self.select.label}: {shown(s, mean, low, high)} over {n} cells"
+        over = _over_cells(self, rows)
+        if isinstance(over, Verdict):
+            return over
+        chosen, mean, low, high, n, lab = over
+        s, base = self.scale, trivial(chosen, self.metric, self.higher_is_better)
         if base is None:
             return Verdict("partly", lab, "the cells record no trivial baseline to compare with",
                            {"mean": s.from_axis(mean), "n": n})
@@ -298,7 +320,7 @@ class Fails:
 
 
 @dataclass(frozen=True)
-class Close(Paired):
+class Close(TwoSided):
     """A is within `margin` of B on `metric` (paired by `by`); `one_sided`: A is no worse than B by more than
     `margin`. On a log scale the margin is a factor.
 
@@ -306,30 +328,15 @@ class Close(Paired):
     baselines); contradicted: it lies wholly outside (a size, softened at a reduced setting); partly: it
     straddles the margin."""
     summary: ClassVar[str] = "A is within a margin of B (one-sided: no worse by more than it), paired by seed"
-    a: Select = None  # type: ignore[assignment]
-    b: Select = None  # type: ignore[assignment]
-    metric: str = "psnr"
     margin: float = 1.0
-    scale: Scale = DB
     one_sided: bool = False
-    higher_is_better: bool = True
-    metric_b: Optional[str] = None
-    guard: Optional[str] = None
-
-    @property
-    def selects(self) -> tuple[Select, ...]:
-        return (self.a, self.b)
 
     def __call__(self, rows: Rows) -> Verdict:
-        a_rows, b_rows, s = self.a.rows(rows), self.b.rows(rows), self.scale
-        sign = 1.0 if self.higher_is_better else -1.0
-        diffs, n = self.differences(a_rows, b_rows, self.metric, self.metric_b or self.metric, s, sign)
-        if not diffs:
-            return Verdict("not attempted", "no paired results", "the sweep has no cells for both sides")
-        mean, low, high = interval(diffs)
-        lab, *shown_values = self.text(self.a.label, self.b.label, s, sign, mean, low, high, n)
-        found = guard_of(a_rows, self.metric, self.guard, self.higher_is_better)
-        values = _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found)
+        compared = self.compare(rows)
+        if isinstance(compared, Verdict):
+            return compared
+        lab, values, mean, low, high, n, found = compared
+        s = self.scale
         m = s.to_axis(self.margin)
         band = (f"{'no worse than' if self.one_sided else 'within'} "
                 f"{f'a factor {self.margin:g}' if s.log else f'{self.margin:g}{s.unit}'}")
