@@ -1,6 +1,7 @@
 """A sweep's tables and report, recomputed from the cell files every time (never kept only in memory).
 
-    results.csv   one row per cell: status, the swept values, every scalar metric (dotted keys)
+    results.csv   one row per cell: status, the swept values, the images it attacked (`images`, the
+                  train-split indices its config.json records, where it records them), every scalar metric
     summary.csv   mean, std and n over `seed` for each setting of the other swept options
     report.md     the summary table, figures (a metric against a swept option, error bars over seeds,
                   one line per setting of the rest), failed cells, reconstruction grids per setting
@@ -17,6 +18,7 @@ from typing import Any
 
 from splitlab.sweep_cells import is_finished, read_record
 from splitlab.sweep_file import Cell, Sweep
+from splitlab.sweep_images import IMAGES as ATTACKED, images_of
 from vfl.runs import METRIC_KEYS, atomic_write_bytes, atomic_write_text
 
 SEED = "seed"
@@ -74,7 +76,7 @@ def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
         rows.append({"cell": cell.key, "name": cell.name, "status": status, "swept": dict(cell.swept),
                      "error": (record or {}).get("error"), "cell_seconds": (record or {}).get("seconds"),
                      "where": (record or {}).get("where", {}), "metrics": metrics, "image": image,
-                     "dir": f"cells/{cell.dirname}"})
+                     "dir": f"cells/{cell.dirname}", ATTACKED: images_of(cell_dir) if status == "ok" else ""})
     return rows
 
 
@@ -200,9 +202,10 @@ def write_results(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> tuple[lis
     """results.csv from the cell files (rewritten after every cell, so it is current even after kill -9)."""
     rows = collect(cells, sweep_dir)
     swept = sweep.swept_keys
-    identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir"]
+    attacked = [ATTACKED] if any(r[ATTACKED] for r in rows) and ATTACKED not in swept else []
+    identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir", *attacked]
     metric_columns = _metric_columns(rows, set(identity))
-    flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir")}, **r["swept"],
+    flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir", ATTACKED)}, **r["swept"],
              **{column: r["metrics"].get(key) for key, column in metric_columns}} for r in rows]
     atomic_write_text(sweep_dir / "results.csv", _csv(flat, identity + [c for _, c in metric_columns]))
     return rows, metric_columns

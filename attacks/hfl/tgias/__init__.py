@@ -39,5 +39,11 @@ SPEC = AttackSpec(
         Deviation("form and budget", "Algorithm 1 with the median, R_g = 300 rounds, a layer-weight ramp",
                   "the joint form (Eq. 5), 20 L-BFGS steps, uniform layer weights", "a CPU budget",
                   ("tgias-ro.quick",)),
+        Deviation("LeNet's initial weights", "not stated (DLG's LeNet draws them from U(-0.5, 0.5))",
+                  "PyTorch's default initialisation of the paper's ReLU LeNet", "the paper does not say; the "
+                  "default gives smaller, less informative gradients than DLG's"),
+        Deviation("label optimisation", "Step I of Algorithm 1 over all T temporal gradients",
+                  "the first temporal gradient only (--labels recovered)", "one gradient fixes the labels for "
+                  "every copy; the multi-gradient form is not implemented"),
     ),
 )
