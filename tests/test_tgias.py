@@ -202,6 +202,24 @@ def test_label_optimisation_finds_a_batch_of_four(mnist, lenet):
     assert labels.tolist() == sorted(y.tolist())
 
 
+@pytest.mark.parametrize("which, read", [("all", 3), ("first", 1)])
+def test_step_one_optimises_the_labels_over_all_temporal_gradients_or_the_first(mnist, lenet, monkeypatch, which,
+                                                                                   read):
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=4, arch="lenet")
+    seen = []
+    monkeypatch.setattr("attacks.hfl.tgias.attack.optimise_labels",
+                        lambda uploads, **kw: seen.append(list(uploads)) or torch.tensor([1, 2]))
+    settings = replace(preset("tgias-ro.paper"), temporal=3, label_gradients=which)
+    labels, rule = TGIAsRO(settings).labels(trace.log, seed=0)
+    assert rule == "optimised" and labels.tolist() == [1, 2]
+    assert len(seen) == 1 and all(a is b for a, b in zip(seen[0], trace.log.rounds)) and len(seen[0]) == read
+
+
+def test_the_paper_preset_recovers_labels_from_all_t_and_the_quick_one_from_the_first():
+    assert preset("tgias-ro.paper").label_gradients == "all"
+    assert preset("tgias-ro.quick").label_gradients == "first"
+
+
 # --- the attack --------------------------------------------------------------------------------------
 
 def test_one_temporal_gradient_with_the_mean_and_carried_state_is_idlg(mnist, lenet):

@@ -230,7 +230,8 @@ CLAIMS: list[Claim] = [
 
 PAPER_PRESETS: dict = {
     # App. C.3: T = 10, coordinate-wise median, L-BFGS at lr 1, R_g = 300 aggregation rounds, linearly increasing
-    # layer weights (Sect. 4.1). R_l = 20 is read by the preset as one L-BFGS step of 20 iterations, an
+    # layer weights (Sect. 4.1), labels (when recovered) from all T temporal gradients (Algorithm 1's Step I). R_l = 20 is read by the preset as one L-BFGS step of 20 iterations, an
     # interpretation, so it is left out.
-    "tgias-ro.paper": {"temporal": 10, "aggregator": "median", "iterations": 300, "lr": 1.0, "ramp": True},
+    "tgias-ro.paper": {"temporal": 10, "aggregator": "median", "iterations": 300, "lr": 1.0, "ramp": True,
+                       "label_gradients": "all"},
 }

@@ -2,7 +2,7 @@
 
     Algorithm (Li et al., TGIAs-RO, Algorithm 1 and Eq. 5):
       given the uploads g_t = grad_{w_t} L(w_t, D) of one batch at the global weights w_t, t = 1..T
-      Step I:  y <- known labels, or last-layer label optimisation on g_1
+      Step I:  y <- known labels, or last-layer label optimisation on g_1..g_T (or g_1 alone)
       f_t(x) = sum_l omega_l || grad_{w_t^l} L(w_t; x, y) - g_t^l ||^2
       joint:        x ~ N(0, 1);  L-BFGS on sum_t f_t(x) / T                           (Eq. 5)
       Algorithm 1:  x^0 ~ N(0, 1)
@@ -65,11 +65,14 @@ class TGIAsRO:
                                 f"holds {len(observation.rounds)}")
 
     def labels(self, log: RoundLog, seed: int) -> tuple[torch.Tensor, str]:
-        """Known labels where the server has them, else last-layer label optimisation on the first upload."""
+        """Known labels where the server has them, else last-layer label optimisation on the T uploads (Step I;
+        `label_gradients="first"`: on the first alone)."""
         first = log.rounds[0]
         if first.labels is not None:
             return first.labels, "known"
-        return optimise_labels([first], steps=self.settings.label_steps, seed=seed), "optimised"
+        s = self.settings
+        uploads = log.rounds[:s.temporal] if s.label_gradients == "all" else log.rounds[:1]
+        return optimise_labels(uploads, steps=s.label_steps, seed=seed), "optimised"
 
     def __call__(self, observation: RoundLog, *, seed: int = 0, mode: str = "auto", progress: bool = False,
                  init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:

@@ -7,10 +7,12 @@ from attacks.settings import EngineSettings
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, number, option, optional
 
-__all__ = ["TGIAsSettings", "FORMS"]
+__all__ = ["TGIAsSettings", "FORMS", "LABEL_GRADIENTS"]
 
 FORMS = ("joint", "mean", "median", "trimmed", "krum")
 """`joint`: Eq. 5 minimised directly; the others: Algorithm 1 with that data-space aggregator."""
+LABEL_GRADIENTS = ("all", "first")
+"""Which temporal gradients label optimisation reads: all T (the paper's Step I) or the first."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,7 +49,8 @@ class TGIAsSettings(EngineSettings):
       as for DLG), which at T = 1 with the mean is exactly iDLG's answer;
     - label optimisation (labels not known): `label_steps` L-BFGS steps (max_iter 20) on dummy last-layer
       features (one set per t) and one shared set of label logits, matching every t's last-layer weight
-      and bias gradients, each normalised by its own squared norm; labels = argmax.
+      and bias gradients, each normalised by its own squared norm; labels = argmax. `label_gradients`:
+      over all T temporal gradients (Step I of Algorithm 1, the paper preset's) or the first alone.
     """
     temporal: int = option(10, "temporal gradients T of the target batch (preset 10).", integer(low=1, high=1000))
     aggregator: str = option("median", "joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum "
@@ -68,6 +71,9 @@ class TGIAsSettings(EngineSettings):
     reset: bool = option(True, "Algorithm 1: keep the L-BFGS state across each aggregation (default: fresh "
                          "every round).", flag="--carry-state", negate=True)
     label_steps: int = 50
+    label_gradients: str = option("all", "with --labels recovered: label optimisation over all T temporal "
+                                  "gradients (Algorithm 1's Step I) or the first alone (preset: all).",
+                                  choice(LABEL_GRADIENTS))
 
     restarts = 1
 
