@@ -29,7 +29,7 @@ from vfl.errors import SplitlabError
 from vfl.wire.frames import HEADER, Expect, Frame, Kind, reason_of
 
 MAC_BYTES = 32
-SLICE = 256 * 1024                    # bytes hashed and written at a time in a large frame
+SLICE = 128 * 1024                    # bytes hashed and written at a time in a large frame
 SMALL = 64 * 1024                     # a frame up to this size is written in one call
 _SEQUENCE = struct.Struct("<Q")
 

@@ -5,11 +5,11 @@ The server runs in this process (so its port is known before any client starts, 
 command's); each feature party runs `splitlab client` in a process of its own with the same configuration,
 its own key (derived from a fresh secret; files only this user can read, removed afterwards) and this
 process's torch thread count, so both sides compute exactly what the in-process run computes. K parties are
-K processes: a K this machine's memory cannot hold is refused before anything starts (`check_local_parties`). Each side writes its own run directory
-inside the train run's: `server/`, `party-0/`, ... The train run then gets what `train` always writes,
-built from the sides' final models. `LocalClients` is the part every such command shares (the secret, the
-listener, the client processes and their one-line errors); `serve_locally` runs a split-learning server
-with it and reads nothing of the clients'.
+K processes: a K this machine's memory cannot hold is refused before anything starts (`check_local_parties`).
+Each side writes its own run directory inside the train run's: `server/`, `party-0/`, ... The train run then
+gets what `train` always writes, built from the sides' final models. `LocalClients` is the part every such
+command shares (the secret and keys, the listener, the client processes and their one-line errors);
+`serve_locally` runs a split-learning server with it and reads nothing of the clients'.
 """
 from __future__ import annotations
 
@@ -158,7 +158,8 @@ class LocalClients:
                 write_private(self.key(party), party_key_text(shared, party))
             if self.tls.enabled:
                 client_context(TlsFiles(ca=self.tls.ca))        # the clients' CA, checked before any starts
-            self.listener = Listener("127.0.0.1", 0, self.timeout, server_context(TlsFiles(self.tls.cert, self.tls.key)))
+            own = server_context(TlsFiles(self.tls.cert, self.tls.key))
+            self.listener = Listener("127.0.0.1", 0, self.timeout, own)
         except BaseException:
             self._folder.cleanup()
             raise
