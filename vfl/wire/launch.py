@@ -41,8 +41,8 @@ STOP_SECONDS = 10.0
 GRACE_SECONDS = 5.0
 """How long clients a failed session told to stop may take to end on their own."""
 CLIENT_MEMORY = 1 << 30
-"""What one client process may take at its peak, rounded up (a small-mlp client on mnist5k peaks near 0.5 GiB,
-a cnn one near 0.6 GiB: torch, the dataset, the model and its optimiser)."""
+"""What one client process may take at its peak, rounded up: a small-mlp or cnn client on mnist5k peaked at
+0.84 GiB resident (torch itself, the dataset, the model and its optimiser)."""
 
 
 def check_local_parties(parties: int) -> None:
@@ -86,11 +86,13 @@ def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, ou
 
 def child_environment() -> dict[str, str]:
     """This process's environment, with this checkout first on the path and this process's torch thread count
-    (the same arithmetic, so the same numbers)."""
+    for OpenMP and MKL alike (the same arithmetic, so the same numbers: an MKL_NUM_THREADS left at another
+    count changes how the client's convolutions sum)."""
     root = str(Path(vfl.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""),
-            "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    threads = str(torch.get_num_threads())
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
 
 
 RUNTIME_NOISE = (": at the pace of its first ",)
