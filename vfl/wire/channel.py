@@ -118,8 +118,9 @@ class Channel:
         try:
             self._write(header, payload)
         except (OSError, ssl.SSLError) as exc:
-            self._broken = self._broken or self._failed(exc, "took no frame")
-            raise self._broken from None
+            error = self._failed(exc, "took no frame")
+            self._broken = self._broken or error
+            raise error from None
         self._send_broken = False
         self.traffic.frames_sent += 1
         self.traffic.bytes_sent += len(header) + len(payload) + (MAC_BYTES if self._send_mac else 0)
