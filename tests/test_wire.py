@@ -274,6 +274,30 @@ def test_roles_by_name_and_the_malicious_callback_hook():
         build_role(config, "malicious", torch.device("cpu"), (10,))
 
 
+def test_a_choose_gradient_module_that_raises_on_import_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "boom_on_import.py").write_text("raise RuntimeError('no GPU here\\nsecond line')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SplitlabError, match=r"^--choose-gradient boom_on_import:f: importing boom_on_import raised "
+                                            r"RuntimeError: no GPU here$"):
+        load_factory("boom_on_import:f")
+
+
+def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_key():
+    import sys
+    from vfl.wire.launch import LocalClients
+
+    with LocalClients(5, parties=2) as local:
+        paths = [str(local.secret), str(local.key(0)), str(local.key(1))]
+        assert all(p.startswith("/proc/self/fd/") for p in paths)          # nothing on disk, even after kill -9
+        assert read_secret(local.key(1)).party == 1 and read_secret(local.secret).party is None
+        assert not [p for p in os.listdir(local._folder.name) if "secret" in p or "key" in p]
+        local.start([sys.executable, "-c", "import os, sys; sys.stderr.write(' '.join(os.listdir('/proc/self/fd')))",
+                     str(local.key(1))])
+        local.wait()
+        held = {f"/proc/self/fd/{fd}" for fd in local._logs[0].read_text().split()}
+    assert paths[2] in held and paths[0] not in held and paths[1] not in held
+
+
 # --- the commands' input checks --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [

@@ -135,7 +135,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
         raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
     except SplitlabError as exc:
         if not isinstance(exc, PeerStopped):
-            _tell(channel, f"party {party} stopped ({exc})")
+            _tell(channel, str(exc))            # the server shows it as "party k stopped: ..."
         run.log(f"stopped: {exc}")
         raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
     except Exception as exc:                # a bug: the server still hears of it

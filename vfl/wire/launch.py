@@ -131,7 +131,8 @@ def _stop(children: list[subprocess.Popen], grace: float = 0.0) -> None:
 
 class LocalClients:
     """Client processes on this machine for a server in this process: a fresh secret and each party's own key
-    (files only this user can read, removed afterwards), a listener on 127.0.0.1 (any free port; TLS with
+    (files only this user can read; in memory where the system allows, so nothing is left on disk even when
+    this process is killed; each client is handed its own key only), a listener on 127.0.0.1 (any free port; TLS with
     `tls`, the server's certificate and key and the CA the clients check it with) and each client's stderr kept.
 
         with LocalClients(timeout, parties=K) as local:
@@ -148,24 +149,42 @@ class LocalClients:
         self.children: list[subprocess.Popen] = []
         self._logs: list[Path] = []
         self._folder: tempfile.TemporaryDirectory | None = None
+        self._fds: dict[str, int] = {}                  # "/proc/self/fd/N" -> N, the secrets held in memory
 
     def __enter__(self) -> "LocalClients":
         self._folder = tempfile.TemporaryDirectory(prefix="splitlab-wire-")
         try:
-            folder = Path(self._folder.name)
-            self.secret = folder / "secret"
-            write_private(self.secret, new_secret())
+            self.secret = self._private("secret", new_secret())
             shared = read_secret(self.secret).shared()
-            for party in range(self.parties):
-                write_private(self.key(party), party_key_text(shared, party))
+            self._keys = [self._private(f"party-{k}.key", party_key_text(shared, k)) for k in range(self.parties)]
             if self.tls.enabled:
                 client_context(TlsFiles(ca=self.tls.ca))        # the clients' CA, checked before any starts
             own = server_context(TlsFiles(self.tls.cert, self.tls.key))
             self.listener = Listener("127.0.0.1", 0, self.timeout, own)
         except BaseException:
-            self._folder.cleanup()
+            self._release()
             raise
         return self
+
+    def _private(self, name: str, text: str) -> Path:
+        """`text` in a file only this user can read: a memory file (Linux: gone with the last process holding
+        it, whatever ends them), named by its /proc path, else a file in this run's temporary folder."""
+        if not hasattr(os, "memfd_create") or not Path("/proc/self/fd").is_dir():
+            path = Path(self._folder.name) / name
+            write_private(path, text)
+            return path
+        fd = os.memfd_create(f"splitlab-{name}")
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+        path = f"/proc/self/fd/{fd}"
+        self._fds[path] = fd
+        return Path(path)
+
+    def _release(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._folder.cleanup()
 
     @property
     def address(self) -> str:
@@ -173,7 +192,7 @@ class LocalClients:
 
     def key(self, party: int) -> Path:
         """Party `party`'s own key file (it proves that slot only)."""
-        return Path(self._folder.name) / f"party-{party}.key"
+        return self._keys[party]
 
     @property
     def tls_options(self) -> list[str]:
@@ -181,10 +200,12 @@ class LocalClients:
         return ["--tls-ca", self.tls.ca] if self.tls.enabled else []
 
     def start(self, command: list[str]) -> None:
+        """Start `command`, handing it the secrets in memory that it names (its own key) and no other."""
         log = Path(self._folder.name) / f"client-{len(self.children)}.log"
+        named = [fd for path, fd in self._fds.items() if path in command]
         with open(log, "w") as err:
             self.children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                  stderr=err, env=child_environment(),
+                                                  stderr=err, env=child_environment(), pass_fds=named,
                                                   start_new_session=True))    # Ctrl-C reaches the server only
         self._logs.append(log)
 
@@ -210,7 +231,7 @@ class LocalClients:
                 if said:
                     raise SplitlabError("; ".join([str(exc), *said])) from None
         finally:
-            self._folder.cleanup()
+            self._release()
 
 
 def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: Role | None = None,

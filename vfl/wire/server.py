@@ -181,7 +181,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
             from None
     except SplitlabError as exc:
         if parties is not None:
-            parties.abort(f"the server stopped ({exc})")
+            parties.abort(str(exc))             # each party shows it as "the server stopped: ..."
         run.log(f"stopped: {exc}")
         raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0), resumable)}") from None
     except Exception as exc:                # a bug (in a role's callback, say): the parties still hear of it
