@@ -44,6 +44,8 @@ COMMANDS: dict[str, LazyCommand] = {
                          "clients that prove the shared secret, train the top model, record what it received."),
     "client": LazyCommand("vfl.wire.cli", "Run a feature party (client) of split learning over TCP: connect to "
                           "`splitlab serve`, prove the shared secret, train the bottom model on its features."),
+    "keys": LazyCommand("vfl.wire.cli", "Write each feature party's own key, derived from the shared secret; party "
+                        "k's key proves slot k and no other, so give each party its own file only."),
     "weights": LazyCommand("attacks.weights_cli", "List where the LPIPS and FID pretrained weights are looked for "
                            "and whether they are there; --download fetches them."),
     "compare": LazyCommand("attacks.compare_cli", "Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit "

@@ -106,7 +106,7 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
 
 def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
     if prepared.config.transport == "tcp":
-        from attacks.split.fsha.wire import run_fsha_over_tcp       # torch.distributed only when asked for
+        from attacks.split.fsha.wire import run_fsha_over_tcp
 
         return run_fsha_over_tcp(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips,
                                  fid=fid, progress=progress, private=prepared.private, public=prepared.public)

@@ -109,7 +109,7 @@ def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[C
     process on 127.0.0.1 (`vfl.wire.launch.serve_locally`), then take the observation from what the server
     received: the last inference query, the evaluation targets' activations. Returns it with the test accuracy
     the server measured. Nothing of the clients' is read here: no weights, no images."""
-    from vfl.wire.launch import serve_locally         # torch.distributed only when asked for
+    from vfl.wire.launch import serve_locally
 
     config = victim.config
     device = resolve_device(config.device)
