@@ -85,7 +85,9 @@ def _floats(row: dict) -> dict[str, float]:
 def admissible(grid: str) -> list[float]:
     """Every number the page may print under this grid's name."""
     rows = [r for r in read_csv(RESULTS / f"{grid}.csv") if r.get("status") == "ok"]
-    swept = [k for k in parse_sweep(shipped()[grid], grid, f"{grid}.toml").swept_keys if k != "seed"]
+    sweep = parse_sweep(shipped()[grid], grid, f"{grid}.toml")
+    with_seed = set(sweep.zipped) if "seed" in sweep.zipped else set()      # a key zipped with the seed is one
+    swept = [k for k in sweep.swept_keys if k != "seed" and k not in with_seed]
     values: list[float] = []
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
