@@ -36,8 +36,8 @@ def _run(name: str, given: dict[str, Any]) -> None:
                                   options=values(spec.settings, given))
     prepared = experiment.prepare(config)
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
-    run = Run.create(f"attack-{name}", prepared.record(), Path(output.out) if output.out else None,
-                     overwrite=output.overwrite)
+    run = Run.create(f"attack-{name}", {**prepared.record(), "attack_origin": registry.origin(name)},
+                     Path(output.out) if output.out else None, overwrite=output.overwrite)
     outcome = experiment.execute(prepared, run, lpips=lpips, fid=fid, progress=not output.as_json)
     emit(run.record(outcome.metrics), output.as_json, experiment.summary(prepared, outcome, run))
 
@@ -50,7 +50,7 @@ def split_command(name: str):
     groups = [parameters(experiment.config),
               parameters(experiment.config.victim_options, panel="Victim", skip=RUNTIME + experiment.victim_skip),
               shared_parameters(("out", "overwrite", "as_json", *METRIC_WEIGHTS), panel="Output"),
-              parameters(spec.settings, panel=f"{name} options", show_defaults=False)]
+              parameters(spec.settings, panel=f"{name} options", preset=(spec.default, spec.preset().settings()))]
     for p in groups[0]:
         if p.name == "preset":
             p.default.help = f"Preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."
