@@ -99,6 +99,13 @@ class AttackGroup(TyperGroup):
     def get_command(self, ctx: Any, name: str) -> Any:
         return self.commands.get(name)
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """As click's, with each plug-in that failed to load named at the end (its setting is unknown)."""
+        broken = registry.failures()
+        self.epilog = ("Plug-ins that failed to load: " + "; ".join(
+            f"{n} ({why.split(' failed to load: ', 1)[-1]})" for n, why in broken.items())) if broken else None
+        super().format_help(ctx, formatter)
+
 
 def register(app: typer.Typer) -> None:
     app.add_typer(typer.Typer(cls=AttackGroup, no_args_is_help=True, add_completion=False), name="attack",
