@@ -104,7 +104,10 @@ def _called(spec, attack, observation, seed: int, engine: EngineOptions, call: d
     """The attack's answer. An attack written against the earlier contract (`mode=`, `progress=` instead of
     `engine=`) is called that way. A plug-in's own failure is one line naming it; the lab's own keep their
     traceback (a bug to see)."""
-    parameters = inspect.signature(attack).parameters
+    try:
+        parameters = inspect.signature(attack).parameters
+    except (TypeError, ValueError):                     # no signature to read: the contract's call
+        parameters = {"engine": None}
     if "engine" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
         options = {"engine": engine}
     else:
@@ -114,11 +117,10 @@ def _called(spec, attack, observation, seed: int, engine: EngineOptions, call: d
     except (SplitlabError, KeyboardInterrupt):
         raise
     except Exception as exc:                            # noqa: BLE001 - a plug-in's failure is reported, not raised
-        origin = registry.origin(spec.name)
-        if origin.get("entry_point") is None:
+        if spec.name not in registry.plugin_names():
             raise
-        raise SplitlabError(f"plug-in attack {spec.name} ({origin['entry_point']}) failed: {type(exc).__name__}: "
-                            f"{exc}") from exc
+        raise SplitlabError(f"plug-in attack {spec.name} ({registry.origin(spec.name)['entry_point']}) failed: "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
 
 
 def staged_write(spec, run: Run, outcome: Outcome) -> None:

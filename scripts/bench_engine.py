@@ -327,12 +327,18 @@ def compiled_workloads(device: torch.device, args) -> dict[str, tuple[int, Calla
     ig = replace(preset("invgrad.paper"), iterations=args.ig_iterations, tv=1e-4, restarts=r)
     quick = replace(preset("fedleak.quick"), iterations=args.fedleak_iterations, restarts=1)
     return {
-        "DLG, LeNet, L-BFGS x20, 1 restart": (args.dlg_steps, lambda c: DLG(replace(dlg, compile=c))(lenet, seed=0)),
+        "DLG, LeNet, L-BFGS x20, 1 restart": (args.dlg_steps, lambda c: driven(DLG(replace(dlg, compile=c)), lenet)),
         f"Inverting Gradients, ConvNet, {r} restarts": (
-            args.ig_iterations, lambda c: InvertingGradients(replace(ig, compile=c))(convnet, seed=0)),
+            args.ig_iterations, lambda c: driven(InvertingGradients(replace(ig, compile=c)), convnet)),
         "FedLeak attack B=8 (fedleak.quick), 1 restart": (
-            args.fedleak_iterations, lambda c: FedLeak(replace(quick, compile=c))(known, seed=0)),
+            args.fedleak_iterations, lambda c: driven(FedLeak(replace(quick, compile=c)), known)),
     }
+
+
+def driven(attack, observation):
+    """The attack as the driver runs it: engine options from its settings (their `compile`), the report attached."""
+    engine = EngineOptions.of(attack.settings)
+    return engine.report.attach(attack(observation, seed=0, engine=engine))
 
 
 def compiled_child(steps: int, attack: Callable[[str], object], repeats: int, device: torch.device) -> dict:

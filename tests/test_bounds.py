@@ -1,5 +1,4 @@
-"""Reconstruction-error bounds (the paper "Theoretically Understanding Data Reconstruction Leakage in Federated
-Learning"): constants, FedAvg rate, Lipschitz machinery, attacks, CLI."""
+"""The bounds of "Theoretically Understanding Data Reconstruction Leakage in FL": constants, rate, Lipschitz, CLI."""
 from __future__ import annotations
 
 import dataclasses

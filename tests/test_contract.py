@@ -278,6 +278,15 @@ def test_a_result_the_lab_cannot_score_leaves_no_run_directory(plugins, tmp_path
     assert not (tmp_path / "run").exists()
 
 
+def test_a_plug_in_attack_that_raises_is_one_line_naming_its_entry_point(plugins, tmp_path):
+    raising = docs_example().replace("        labels, rule = recover_labels(observation)\n",
+                                     "        raise ValueError('not today')\n")
+    plugins("raising_attack", raising.replace('"toy', '"raising'), {"raising": "raising_attack:SPEC"})
+    result = runner.invoke(app, ["hfl", "--attack", "raising", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "plug-in attack raising (raising = raising_attack:SPEC) failed: ValueError: not today" in result.output
+
+
 def test_a_write_hook_writes_only_into_its_run_directory_and_every_file_is_recorded(plugins, tmp_path):
     hook = textwrap.dedent("""
         def write(run, outcome):

@@ -67,8 +67,7 @@ def test_cnn_client_leaks_and_dense_client_fits_activations_without_leaking():
         train, test = load_data(config)
         trained = train_split(config, train, test, progress=False)
         x = data.first_of_each_class(test)[0][:3]
-        result = unsplit(observe(trained.client, x, arch, 1), preset("quick", iterations=10), "per-target",
-                         progress=False)
+        result = unsplit(observe(trained.client, x, arch, 1), preset("quick", iterations=10), "per-target")
         errors[arch] = float(((minmax_normalise(result.images) - x) ** 2).mean())
         fits[arch] = float(result.loss.mean())
     assert errors["cnn"] < 0.08 < 0.15 < errors["small-mlp"]
