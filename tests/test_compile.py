@@ -373,7 +373,9 @@ def test_unsplit_compiled_follows_eager(clone):
     observation, _ = _observation("cnn", n=2, dtype=torch.float32)
     settings = registry.preset("unsplit.quick", "unsplit").settings(iterations=1, clone=clone)
     eager = UnSplit(settings)(observation)
-    other = UnSplit(replaced_settings(settings, compile="on"))(observation, engine=EngineOptions(compile="on"))
+    compiled = replaced_settings(settings, compile="on")
+    engine = EngineOptions.of(compiled)                     # as the driver builds it: the report collects the runs'
+    other = engine.report.attach(UnSplit(compiled)(observation, engine=engine))
     worst = max(_rel(other.history[k], eager.history[k]) for k in eager.history)
     difference = max(worst, _rel(other.trials, eager.trials))
     report = other.extras["compile"]
