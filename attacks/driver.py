@@ -2,6 +2,10 @@
 
     outcome = attack_and_score(spec, attack, observation, Truth(images, labels), run=run, seed=0)
 
+The attack gets its engine options as one value (`attacks.engine.EngineOptions`) and returns a
+`Reconstruction`; the driver writes the engine's report (the trials mode that ran, what compiling cost)
+with it, and refuses, in one line and leaving no files behind, a result it cannot score.
+
 Every command (`hfl`, `attack unsplit`, `attack fsha`, `compare`) and script goes through here, so every
 run directory has the same files: `metrics.json` (the schema in `attacks.metrics.METRICS_SCHEMA`),
 `reconstruction.png` (targets above the attack's answer) and `loss_curve.png` (the attack's loss
@@ -10,15 +14,22 @@ enters only the scoring and the evaluation, after the attack has returned.
 """
 from __future__ import annotations
 
+import inspect
+import sys
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import torch
 
+from attacks import registry
+from attacks.engine.options import EngineOptions
 from attacks.figures import image_grid, loss_curve_figure
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable, minmax_normalise, score
 from attacks.result import Reconstruction
-from vfl.runs import Run
+from vfl.errors import SplitlabError
+from vfl.runs import Run, atomic_write_bytes
 
 __all__ = ["Truth", "Outcome", "attack_and_score", "write_outputs", "shown"]
 
@@ -57,13 +68,27 @@ def attack_and_score(spec, attack, observation, truth: Truth, *, run: Run | None
                      mode: str = "auto", progress: bool = True, lpips: LpipsMetric | Unavailable | None = None,
                      fid: FidMetric | Unavailable | None = None, facts: dict[str, Any] | None = None,
                      title: str = "", call: dict[str, Any] | None = None) -> Outcome:
-    """Run `attack(observation)`, score it against the truth, add the spec's evaluation, and write the run
-    directory if given (the driver's files, then the spec's own).
+    """Run `attack(observation, seed=, engine=)`, score it against the truth, add the spec's evaluation, and write
+    the run directory if given (the driver's files, then the spec's own).
 
-    `facts` adds command-level facts to metrics.json (the model, the defence); `call` passes keywords an
-    attack takes beyond the contract's (FSHA's round monitor)."""
-    reconstruction = attack(observation, seed=seed, mode=mode, progress=progress, **(call or {}))
-    metrics = score(reconstruction, truth.images, truth.labels, lpips=lpips, fid=fid)
+    The attack gets one `EngineOptions` (the trials `mode`, the `progress` display, its settings' `compile`)
+    and passes it whole to the engine; the engine's report (the mode that ran, what compiling cost) is written
+    with the result. `facts` adds command-level facts to metrics.json (the model, the defence); `call` passes
+    keywords an attack takes beyond the contract's (FSHA's round monitor). A result the lab cannot score is
+    refused in one line, and the run directory's files go with it."""
+    settings = getattr(attack, "settings", None)
+    engine = EngineOptions.of(settings, mode=mode, progress=progress,
+                              description=f"{spec.name} {getattr(settings, 'preset', '')}".strip())
+    reconstruction = _called(spec, attack, observation, seed, engine, call or {})
+    try:
+        if not isinstance(reconstruction, Reconstruction):
+            raise SplitlabError(f"it is a {type(reconstruction).__name__}, not an attacks.kit.Reconstruction")
+        reconstruction = engine.report.attach(reconstruction)
+        metrics = score(reconstruction, truth.images, truth.labels, lpips=lpips, fid=fid)
+    except SplitlabError as exc:
+        if run is not None:
+            run.discard()                           # a refused result is no run: nothing of it stays
+        raise SplitlabError(f"attack {spec.name}'s result is refused: {exc}") from None
     metrics.update(facts or {})
     if spec.evaluate is not None:
         metrics.update(spec.evaluate(reconstruction, metrics, truth))
@@ -71,8 +96,55 @@ def attack_and_score(spec, attack, observation, truth: Truth, *, run: Run | None
     if run is not None:
         write_outputs(run, outcome, title=title, display=spec.display)
         if spec.write is not None:
-            spec.write(run, outcome)
+            staged_write(spec, run, outcome)
     return outcome
+
+
+def _called(spec, attack, observation, seed: int, engine: EngineOptions, call: dict[str, Any]) -> Any:
+    """The attack's answer. An attack written against the earlier contract (`mode=`, `progress=` instead of
+    `engine=`) is called that way. A plug-in's own failure is one line naming it; the lab's own keep their
+    traceback (a bug to see)."""
+    try:
+        parameters = inspect.signature(attack).parameters
+    except (TypeError, ValueError):                     # no signature to read: the contract's call
+        parameters = {"engine": None}
+    if "engine" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        options = {"engine": engine}
+    else:
+        options = {"mode": engine.mode, "progress": engine.progress}
+    try:
+        return attack(observation, seed=seed, **options, **call)
+    except (SplitlabError, KeyboardInterrupt):
+        raise
+    except Exception as exc:                            # noqa: BLE001 - a plug-in's failure is reported, not raised
+        if spec.name not in registry.plugin_names():
+            raise
+        raise SplitlabError(f"plug-in attack {spec.name} ({registry.origin(spec.name)['entry_point']}) failed: "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+
+
+def staged_write(spec, run: Run, outcome: Outcome) -> None:
+    """The spec's `write` hook, writing into a staging directory whose files then join the run through `run.file`
+    (so each is recorded as the run's own, and `--overwrite` can remove it); what it writes anywhere else in the
+    staging area is dropped, with a line saying so."""
+    with tempfile.TemporaryDirectory(prefix="splitlab-write-") as stage:
+        staged = Run(Path(stage) / "run", run.command)
+        spec.write(staged, outcome)
+        outside = sorted(p.name for p in Path(stage).iterdir() if p.name != "run")
+        for path in sorted(staged.path.rglob("*")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            name = path.relative_to(staged.path).as_posix()
+            if name == "run.log":
+                for line in path.read_text().splitlines():
+                    run.log(line.split(" ", 1)[-1])
+                continue
+            target = run.file(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(target, path.read_bytes())
+    if outside:
+        print(f"splitlab: attack {spec.name}'s write hook wrote outside its run directory ({', '.join(outside)}); "
+              "dropped: write through run.file", file=sys.stderr)
 
 
 def write_outputs(run: Run, outcome: Outcome, *, title: str = "", display: str = "clamp") -> None:

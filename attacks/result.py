@@ -40,8 +40,9 @@ class Reconstruction:
     """(T, B): the labels each trial used (recovered or known) or found (DLG's optimised logits)."""
     label_rule: str | None = None
     """How the labels were obtained: joint, idlg, count, known; None when the attack infers no labels."""
-    mode: str = "batched"
-    """How the engine ran the trials: batched, sequential, or the attack's own loop."""
+    mode: str | None = None
+    """How the trials ran: batched or sequential (the engine's report fills it in: `EngineReport.attach`), the
+    attack's own loop, or the attack's own words where it arranges its trials itself (UnSplit's clones)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Attack-specific quantities under names that say what they are (e.g. UnSplit's activation_mse)."""
     artefacts: dict[str, Any] = field(default_factory=dict, repr=False)

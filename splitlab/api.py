@@ -6,6 +6,7 @@ directory only when `out` is given (the same files the command would write there
     outcome = api.unsplit(victim, preset="quick")                  # attacks.driver.Outcome
     print(outcome.metrics["image_mse_minmax"], outcome.metrics["baselines"]["zero"])
     api.hfl("dlg", arch="lenet", preset="dlg.quick", out="runs/dlg-notebook")
+    api.attack("fedleak", preset="quick", ratio=0.3)                # any registered attack, plug-ins included
 
 Every call validates its inputs like the command does (a `vfl.errors.SplitlabError` names the fix).
 """
@@ -22,7 +23,7 @@ from vfl.options import build
 from vfl.runs import Run
 from vfl.training import TrainConfig, TrainedSplit
 
-__all__ = ["train", "unsplit", "fsha", "hfl", "score"]
+__all__ = ["attack", "train", "unsplit", "fsha", "hfl", "score"]
 
 
 @contextlib.contextmanager
@@ -96,3 +97,20 @@ def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool =
     prepared = prepare(HFLConfig.of(attack=attack, **config))
     with _run("hfl", prepared.record(), out, overwrite) as run:
         return execute(prepared, run, progress=progress)
+
+
+def attack(name: str, *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
+           **options: Any) -> Outcome:
+    """The one front door: any registered attack (the lab's, split attacks and plug-ins alike) with the options its
+    command takes, as keywords (`splitlab hfl --attack NAME` or `splitlab attack NAME`: the experiment's, the
+    victim's and the attack's own, flat)."""
+    from attacks import registry
+
+    spec = registry.spec(name)
+    if spec.setting == "hfl":
+        return hfl(name, out=out, overwrite=overwrite, progress=progress, **options)
+    experiment = spec.experiment
+    prepared = experiment.prepare(experiment.config.of(**options))
+    with _run(f"attack-{name}", {**prepared.record(), "attack_origin": registry.origin(name)}, out,
+              overwrite) as run:
+        return experiment.execute(prepared, run, progress=progress)

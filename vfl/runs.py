@@ -324,6 +324,7 @@ class Run:
         refused either way; the lock is checked first so that is what the error says."""
         path = Path(out) if out is not None else default_run_dir(command)
         _check_usable(path)
+        fresh = not path.exists()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -344,7 +345,7 @@ class Run:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         run = cls(path, command, fd)
-        run.id, run._written = uuid.uuid4().hex, []
+        run.id, run._written, run._fresh = uuid.uuid4().hex, [], fresh
         run._write_marker()
         run.write_json("config.json", {
             "command": command,
@@ -363,6 +364,17 @@ class Run:
         if self._lock_fd is not None:
             os.close(self._lock_fd)       # closing the descriptor drops the flock
             self._lock_fd = None
+
+    def discard(self) -> None:
+        """Remove every file this run wrote, and its directory when this run made it (a refused result is no run)."""
+        if self._written is None:                   # a reopened run keeps what it had
+            return
+        for name in [*reversed(self._written or []), MARKER_NAME, LOCK_NAME]:
+            (self.path / name).unlink(missing_ok=True)
+        self.close()
+        if getattr(self, "_fresh", False):
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
 
     def __enter__(self) -> "Run":
         return self

@@ -23,7 +23,8 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, compile_extras, run
+from attacks.engine import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSGDGradient, Objective, Schedule, SquaredL2,
+                            run)
 from attacks.hfl.observations import RoundLog, check_requirements
 from attacks.hfl.tgias.aggregators import aggregator
 from attacks.hfl.tgias.label_optimisation import optimise_labels
@@ -71,7 +72,7 @@ class TGIAsRO:
             return first.labels, "known"
         return optimise_labels([first], steps=self.settings.label_steps, seed=seed), "optimised"
 
-    def __call__(self, observation: RoundLog, *, seed: int = 0, mode: str = "auto", progress: bool = False,
+    def __call__(self, observation: RoundLog, *, seed: int = 0, engine: EngineOptions = QUIET,
                  init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
@@ -85,15 +86,14 @@ class TGIAsRO:
         buffers = dict(observation.model.buffers)
         observed = [_stack(layer) for layer in zip(*(u.gradient for u in uploads))]
         first = initial_variables(observation, 1, seed, label_logits=False, init=init)
-        description = f"{self.name} {s.preset} {s.aggregator} T={s.temporal} ({mode})"
-        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=mode != "sequential"),
+        engine = engine.labelled(f"{s.aggregator} T={s.temporal}")
+        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=not engine.sequential),
                                     TemporalSquaredL2([1.0 / s.temporal] * s.temporal, ramp))
         joint_target = {"observed": observed, "context": {"params": params, "buffers": buffers, "labels": labels}}
         if s.aggregator == "joint":
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations)
-            result = run(joint_objective, first, joint_target, schedule, mode="batched", progress=progress,
-                         description=description, compile=s.compile)
-            answer, mode_run = result.best["x"], "batched" if mode != "sequential" else "sequential"
+            result = run(joint_objective, first, joint_target, schedule, engine)      # one trial
+            answer = result.best["x"]
         else:
             combine = aggregator(s.aggregator, beta=s.trim, f=s.f)
             copies = {"x": first["x"].expand(s.temporal, *first["x"].shape[1:]).clone()}
@@ -104,18 +104,17 @@ class TGIAsRO:
                                   reset=s.reset)
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations, consensus=consensus)
             objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
-            # the engine refuses "sequential": the consensus needs every copy at once
-            result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
-                         per_trial_target=True, progress=progress, description=description, compile=s.compile)
-            answer, mode_run = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0), "batched"
+            # the copies run together: the consensus needs every copy at once (the check refuses sequential)
+            result = run(objective, copies, target, schedule, engine, per_trial_target=True)
+            answer = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0)
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
         diverged = ~torch.isfinite(loss)
         return Reconstruction(attack=self.name, preset=s.preset, trials=answer, loss=loss, history=result.trace,
                               diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
-                              labels=labels.expand(1, -1), label_rule=rule, mode=mode_run,
+                              labels=labels.expand(1, -1), label_rule=rule,
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,
-                                      "copies_diverged": int(result.diverged.sum()), **compile_extras(result)})
+                                      "copies_diverged": int(result.diverged.sum())})
 
 
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
