@@ -39,6 +39,8 @@ BUILTIN: dict[str, dict[str, str]] = {
     "split": {
         "unsplit": "attacks.split.unsplit:SPEC",
         "fsha": "attacks.split.fsha:SPEC",
+        "label-norm": "attacks.split.label_norm:SPEC",
+        "label-direction": "attacks.split.label_direction:SPEC",
     },
 }
 """setting -> attack name -> where its spec is."""
