@@ -6,6 +6,7 @@ directory only when `out` is given (the same files the command would write there
     outcome = api.unsplit(victim, preset="quick")                  # attacks.driver.Outcome
     print(outcome.metrics["image_mse_minmax"], outcome.metrics["baselines"]["zero"])
     api.hfl("dlg", arch="lenet", preset="dlg.quick", out="runs/dlg-notebook")
+    api.label("label-norm", defence="marvell:scale=1").metrics["leak_auc"]   # the feature party infers labels
 
 Every call validates its inputs like the command does (a `vfl.errors.SplitlabError` names the fix).
 """
@@ -22,7 +23,7 @@ from vfl.options import build
 from vfl.runs import Run
 from vfl.training import TrainConfig, TrainedSplit
 
-__all__ = ["train", "unsplit", "fsha", "hfl", "score"]
+__all__ = ["train", "unsplit", "fsha", "hfl", "label", "score"]
 
 
 @contextlib.contextmanager
@@ -96,3 +97,21 @@ def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool =
     prepared = prepare(HFLConfig.of(attack=attack, **config))
     with _run("hfl", prepared.record(), out, overwrite) as run:
         return execute(prepared, run, progress=progress)
+
+
+def label(attack: str = "label-norm", *, out: str | Path | None = None, overwrite: bool = False,
+          progress: bool = False, **config: Any) -> Outcome:
+    """A label-inference attack by the feature party (`splitlab attack label-*`): train the victim with the
+    attacker observing, attack, score. `config` holds, flat, the victim's fields (task, positive, arch, top,
+    epochs, defence, ...), the attack's settings (iterations, labelled, ...), seed, device and preset."""
+    from attacks import registry
+    from attacks.split.labels.experiment import LabelConfig, run_attack
+
+    spec = registry.spec(attack)
+    experiment = spec.experiment
+    if experiment is None or not issubclass(experiment.config, LabelConfig):
+        raise SplitlabError(f"{attack} is not a label-inference attack; use one of: "
+                            + ", ".join(n for n in registry.names("split") if n.startswith("label-")))
+    prepared = experiment.prepare(experiment.config.of(**config))
+    with _run(f"attack-{attack}", prepared.record(), out, overwrite) as run:
+        return run_attack(prepared, run, progress=progress)

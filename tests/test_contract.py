@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from attacks import registry
 from attacks.metrics import METRICS_SCHEMA
+from attacks.metrics.labels import LABEL_UNAVAILABLE
 from attacks.settings import AttackSettings
 from splitlab.cli import app
 from vfl.errors import SplitlabError
@@ -27,6 +28,10 @@ SMOKE = {
     # split attacks need a victim small enough for a test; HFL attacks run generically (`smoke_args`)
     "unsplit": ["--arch", "small-mlp", "--epochs", "1", "--preset", "quick", "--iterations", "1"],
     "fsha": ["--iterations", "2", "--log-every", "1", "--width", "0.0625", "--batch-size", "8", "--eval-images", "16"],
+    # label inference: the victim trains one epoch of the small MLP
+    **{name: ["--arch", "small-mlp", "--cut-layer", "1", "--epochs", "1", "--iterations", "1"]
+       for name in ("label-norm", "label-direction", "label-direct", "label-completion", "label-active")},
+    "label-unsplit": ["--arch", "small-mlp", "--epochs", "1", "--iterations", "1", "--batch-size", "256"],
 }
 
 
@@ -112,9 +117,16 @@ def test_every_attack_runs_through_the_driver_and_writes_the_schema(spec, tmp_pa
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert set(metrics) >= set(METRICS_SCHEMA), set(METRICS_SCHEMA) - set(metrics)
     assert metrics["attack"] == spec.name and metrics["preset"].startswith(spec.name + ".")
-    assert set(metrics["baselines"]) == {"zero", "mean", "initial"}
-    assert metrics["image_mse"] is None or 0 <= metrics["image_mse"] <= 1
-    for name in ("reconstruction.png", "loss_curve.png", "config.json"):
+    if metrics["unavailable"].get("image_mse") == LABEL_UNAVAILABLE:      # a label-inference attack
+        assert set(metrics["baselines"]) == {"majority"} and 0 <= metrics["label_accuracy"] <= 1
+        assert metrics["leak_auc"] is None or 0 <= metrics["leak_auc"] <= 1
+        assert 0 <= metrics["accuracy"] <= 1 and metrics["image_mse"] is None
+        files = ("labels.png", "config.json")
+    else:
+        assert set(metrics["baselines"]) == {"zero", "mean", "initial"}
+        assert metrics["image_mse"] is None or 0 <= metrics["image_mse"] <= 1
+        files = ("reconstruction.png", "loss_curve.png", "config.json")
+    for name in files:
         assert (tmp_path / "run" / name).exists()
 
 

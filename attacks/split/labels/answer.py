@@ -8,7 +8,7 @@ import torch
 
 from attacks.result import Reconstruction
 
-__all__ = ["answer", "minmax_per_round"]
+__all__ = ["answer", "relative_to_round", "two_means_threshold"]
 
 
 def answer(attack: str, preset: str, scores: torch.Tensor, *, labels: torch.Tensor | None = None,
@@ -26,12 +26,26 @@ def answer(attack: str, preset: str, scores: torch.Tensor, *, labels: torch.Tens
         label_scores=scores.unsqueeze(0), label_rounds=rounds)
 
 
-def minmax_per_round(values: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
-    """`values` scaled to [0, 1] within each round (a round of equal values: 0.5), so scores of different rounds
-    share one scale: the ranking within a round, which Li et al.'s leak AUC reads, is unchanged."""
-    count = int(rounds.max()) + 1
-    low = torch.full((count,), float("inf"), dtype=values.dtype).scatter_reduce(0, rounds, values, "amin")
-    high = torch.full((count,), float("-inf"), dtype=values.dtype).scatter_reduce(0, rounds, values, "amax")
-    span = (high - low)[rounds]
-    return torch.where(span > 0, (values - low[rounds]) / span.clamp_min(torch.finfo(values.dtype).tiny),
-                       torch.full_like(values, 0.5))
+def relative_to_round(values: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
+    """value / the median of its round: on an imbalanced task a round's median is a negative example's, so a
+    negative sits near 1 and a positive well above it, whatever scale the round's gradients have. The ranking
+    within a round, which Li et al.'s leak AUC reads, is unchanged."""
+    order = torch.argsort(rounds, stable=True)
+    counts = torch.unique_consecutive(rounds[order], return_counts=True)[1]
+    medians = torch.stack([part.median() for part in values[order].split(counts.tolist())])
+    tiny = torch.finfo(values.dtype).tiny
+    return values / medians.clamp_min(tiny).repeat_interleave(counts)[torch.argsort(order)]
+
+
+def two_means_threshold(values: torch.Tensor) -> float:
+    """The threshold that splits 1-D `values` into two groups of the largest between-group variance (Otsu's
+    rule, exact over the sorted values)."""
+    v = values.double().sort().values
+    if len(v) < 2 or v[0] == v[-1]:
+        return float("inf")
+    n = torch.arange(1, len(v), dtype=v.dtype)
+    low = v.cumsum(0)[:-1] / n
+    high = (v.sum() - v.cumsum(0)[:-1]) / (len(v) - n)
+    between = n * (len(v) - n) * (high - low).pow(2)
+    split = int(between.argmax())
+    return float((v[split] + v[split + 1]) / 2)
