@@ -41,7 +41,7 @@ SPEC = AttackSpec(
                {"iterations": 63}),
     ),
     deviations=(LI_DATA, LI_MODEL,
-                Deviation("label accuracy", "none (the leak AUC only)", "positive where the norm relative to its "
-                          "round's median exceeds the two-means threshold", "a label accuracy beside the AUC, in the "
-                          "one metrics schema")),
+                Deviation("label accuracy", "none (the leak AUC only)", "positive where the round's min-max scaled "
+                          "norm exceeds 1/2 (VFLAIR's rule for norm scoring)", "a label accuracy beside the AUC, in "
+                          "the one metrics schema")),
 )

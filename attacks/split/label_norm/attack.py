@@ -11,12 +11,12 @@ difference). On an imbalanced task the model gives most examples a low positive 
 varies little between examples: the gradient's norm ranks the positives first.
 
     score_j = ||g_j|| / median of its round's norms              (per round, the gradients received)
-    label_j = 1 where score_j exceeds the two-means (Otsu) threshold of all the scores
+    label_j = 1 where ||g_j||, min-max scaled within its round, exceeds 1/2
 
 Within a round the score ranks as the norm does, which is what Li et al. evaluate (leak AUC, within each
 round); dividing by the round's median (a negative's norm on an imbalanced task) puts the rounds on one
-scale, so that one threshold serves them all. The threshold is the lab's, for a label accuracy beside the
-AUC (the paper gives none). Nothing is optimised.
+scale for the pooled AUC. The label rule is VFLAIR's for norm scoring (Li et al. give the AUC only); it calls
+the largest norms of a round without a positive positive. Nothing is optimised.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import torch
 
 from attacks.result import Reconstruction
 from attacks.split.label_norm.settings import NormSettings
-from attacks.split.labels.answer import answer, relative_to_round, two_means_threshold
+from attacks.split.labels.answer import answer, minmax_per_round, relative_to_round
 from attacks.split.labels.observation import LabelObservation, Needs, require
 from attacks.split.labels.victim import require_binary
 
@@ -54,8 +54,8 @@ class NormScoring:
         norms = torch.cat([g.flatten(1).double().norm(dim=1) for g in record.gradients])
         rounds = record.rounds
         relative = relative_to_round(norms, rounds)
-        margin = relative - two_means_threshold(relative)
-        scores = torch.stack([-margin, margin], dim=1)
-        return answer(self.name, self.settings.preset, scores, labels=(margin > 0).long(), rounds=rounds,
+        scores = torch.stack([-relative, relative], dim=1)
+        labels = (minmax_per_round(norms, rounds) > 0.5).long()
+        return answer(self.name, self.settings.preset, scores, labels=labels, rounds=rounds,
                       seconds=time.perf_counter() - start, steps=len(record.steps), rule="norm",
                       extras={"rounds_scored": len(record.steps)})

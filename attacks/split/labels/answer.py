@@ -8,7 +8,7 @@ import torch
 
 from attacks.result import Reconstruction
 
-__all__ = ["answer", "relative_to_round", "two_means_threshold"]
+__all__ = ["answer", "relative_to_round", "minmax_per_round"]
 
 
 def answer(attack: str, preset: str, scores: torch.Tensor, *, labels: torch.Tensor | None = None,
@@ -37,15 +37,11 @@ def relative_to_round(values: torch.Tensor, rounds: torch.Tensor) -> torch.Tenso
     return values / medians.clamp_min(tiny).repeat_interleave(counts)[torch.argsort(order)]
 
 
-def two_means_threshold(values: torch.Tensor) -> float:
-    """The threshold that splits 1-D `values` into two groups of the largest between-group variance (Otsu's
-    rule, exact over the sorted values)."""
-    v = values.double().sort().values
-    if len(v) < 2 or v[0] == v[-1]:
-        return float("inf")
-    n = torch.arange(1, len(v), dtype=v.dtype)
-    low = v.cumsum(0)[:-1] / n
-    high = (v.sum() - v.cumsum(0)[:-1]) / (len(v) - n)
-    between = n * (len(v) - n) * (high - low).pow(2)
-    split = int(between.argmax())
-    return float((v[split] + v[split + 1]) / 2)
+def minmax_per_round(values: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
+    """`values` scaled to [0, 1] within each round (a round of equal values: 0.5)."""
+    count = int(rounds.max()) + 1
+    low = torch.full((count,), float("inf"), dtype=values.dtype).scatter_reduce(0, rounds, values, "amin")
+    high = torch.full((count,), float("-inf"), dtype=values.dtype).scatter_reduce(0, rounds, values, "amax")
+    span = (high - low)[rounds]
+    return torch.where(span > 0, (values - low[rounds]) / span.clamp_min(torch.finfo(values.dtype).tiny),
+                       torch.full_like(values, 0.5))
