@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from splitlab.claims import LEDGER, PAPER_PRESETS, PAPERS, judge
-from splitlab.claims import awa, bounds, fedleak, jast, tgias
+from splitlab.claims import awa, bounds, fedleak, jast, label_inference, label_leakage, tgias, unsplit_labels
 from splitlab.claims.model import VERDICTS, AtLeast, Beats, Claim, Matches, Measure, Select, Trend
 from splitlab.sweep_file import parse_sweep, shipped
 
-MODULES = (jast, fedleak, awa, tgias, bounds)
+MODULES = (jast, fedleak, awa, tgias, bounds, label_leakage, label_inference, unsplit_labels)
 MEASURED = [c for c in LEDGER if c.measure is not None]
 ID = re.compile(r"^(?P<paper>[a-z]+)\.[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -76,7 +76,7 @@ def selects(claim: Claim) -> list[Select]:
 
 def test_at_least_45_claims_over_the_five_papers():
     assert len(LEDGER) >= 45
-    assert set(PAPERS) == {"jast", "fedleak", "awa", "tgias", "bounds"}
+    assert set(PAPERS) == {"jast", "fedleak", "awa", "tgias", "bounds", "li", "fu", "unsplit"}
     for module in MODULES:
         assert module.CITATION and module.CLAIMS, module.PAPER
         assert any(c.measure is not None for c in module.CLAIMS), f"{module.PAPER} has no measured claim"

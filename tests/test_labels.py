@@ -75,7 +75,7 @@ def test_direction_scoring_reads_the_sign_of_the_cosine_to_a_known_positive():
     rec = attack("label-direction")(LabelObservation(2, record.targets, record, hints=hints))
     m = score(rec, None, labels)
     assert m["leak_auc"] == 1.0 and m["label_accuracy"] == 1.0
-    with pytest.raises(SplitlabError, match="needs the observation's hints"):
+    with pytest.raises(SplitlabError, match="no scored round holds"):
         attack("label-direction")(LabelObservation(2, record.targets, record))
 
 

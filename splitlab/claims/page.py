@@ -14,7 +14,7 @@ __all__ = ["claims_page"]
 INTRO = """\
 # Claims
 
-Every headline claim of the five papers (a table, figure or theorem a reader would cite), the paper's own
+Every headline claim of the papers (a table, figure or theorem a reader would cite), the paper's own
 numbers beside the lab's, and a verdict computed from the results shipped in `splitlab/results/`:
 
 - **reproduced**: the lab's measurement meets the paper's number (or, for a claim about a direction only,

@@ -21,9 +21,9 @@ FU_VICTIM = {"task": "multiclass", "optimizer": "momentum", "lr": 0.05}
 """Fu et al. train every party with SGD and momentum 0.9 (their scripts: lr 0.05-0.1 on images); at 0.1 the lab's
 CNN on mnist5k does not train in two epochs, at 0.05 it does."""
 SSL = Deviation("training of the completed model", "MixMatch semi-supervised learning on the labelled and the "
-                "unlabelled samples", "supervised fine-tuning on the labelled samples only", "the task's own "
-                "statement of the attack (fine-tune the bottom model and a head on a few labelled samples); "
-                "MixMatch's augmentations are image-specific and long")
+                "unlabelled samples", "supervised fine-tuning on the labelled samples only", "the attack as the lab "
+                "states it: fine-tune the bottom model and a head on the few labelled samples; MixMatch's "
+                "augmentations are image-specific and its training long on a CPU")
 
 
 @dataclass(frozen=True, kw_only=True)

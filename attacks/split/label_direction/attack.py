@@ -25,6 +25,7 @@ from attacks.split.label_direction.settings import DirectionSettings
 from attacks.split.labels.answer import answer
 from attacks.split.labels.observation import LabelObservation, Needs, require
 from attacks.split.labels.victim import require_binary
+from vfl.errors import SplitlabError
 
 __all__ = ["DirectionScoring"]
 
@@ -43,7 +44,10 @@ class DirectionScoring:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0, mode: str = "auto",
                  progress: bool = False) -> Reconstruction:
-        require(self.name, observation, "record", "hints")
+        require(self.name, observation, "record")
+        if not observation.hints:
+            raise SplitlabError(f"{self.name}: no scored round holds a sample whose label the attacker knows (no "
+                                "positive sample in them); score more rounds (--iterations 0: all)")
         start = time.perf_counter()
         record, hints = observation.record, observation.hints
         first = min(hints)
