@@ -9,8 +9,9 @@ with it, and refuses, in one line and leaving no files behind, a result it canno
 Every command (`hfl`, `attack unsplit`, `attack fsha`, `compare`) and script goes through here, so every
 run directory has the same files: `metrics.json` (the schema in `attacks.metrics.METRICS_SCHEMA`),
 `reconstruction.png` (targets above the attack's answer) and `loss_curve.png` (the attack's loss
-history), and whatever the attack's spec adds through its `evaluate` and `write` hooks. Ground truth
-enters only the scoring and the evaluation, after the attack has returned.
+history), and whatever the attack's spec adds through its `evaluate` and `write` hooks. A label-inference
+attack draws `labels.png` (its scores against the private labels) in place of `reconstruction.png`.
+Ground truth enters only the scoring and the evaluation, after the attack has returned.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import torch
 
 from attacks import registry
 from attacks.engine.options import EngineOptions
-from attacks.figures import image_grid, loss_curve_figure
+from attacks.figures import image_grid, label_figure, loss_curve_figure
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable, minmax_normalise, score
 from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
@@ -37,8 +38,8 @@ __all__ = ["Truth", "Outcome", "attack_and_score", "write_outputs", "shown"]
 @dataclass(frozen=True, eq=False)
 class Truth:
     """The private side of a run, for scoring and evaluation only: never handed to an attack."""
-    images: torch.Tensor
-    """The targets, [0,1], (N, C, H, W)."""
+    images: torch.Tensor | None
+    """The targets, [0,1], (N, C, H, W); None for a label-inference attack (its targets are `labels`)."""
     labels: torch.Tensor | None = None
     context: Mapping[str, Any] = field(default_factory=dict)
     """What the spec's evaluation needs beside the targets (the victim's client, its private data, ...)."""
@@ -49,7 +50,8 @@ class Outcome:
     reconstruction: Reconstruction
     metrics: dict[str, Any]
     targets: torch.Tensor
-    """The private targets ([0,1], CPU), for figures that put several runs side by side."""
+    """The private targets ([0,1], CPU), for figures that put several runs side by side (label inference: the
+    private labels, (N,))."""
 
     @property
     def shown(self) -> torch.Tensor:
@@ -90,9 +92,13 @@ def attack_and_score(spec, attack, observation, truth: Truth, *, run: Run | None
             run.discard()                           # a refused result is no run: nothing of it stays
         raise SplitlabError(f"attack {spec.name}'s result is refused: {exc}") from None
     metrics.update(facts or {})
+    for key, value in (facts or {}).items():        # a fact the command measured has a value, not a reason
+        if value is not None:
+            metrics["unavailable"].pop(key, None)
     if spec.evaluate is not None:
         metrics.update(spec.evaluate(reconstruction, metrics, truth))
-    outcome = Outcome(reconstruction, metrics, truth.images.detach().float().cpu())
+    targets = truth.labels.detach().cpu() if reconstruction.infers_labels else truth.images.detach().float().cpu()
+    outcome = Outcome(reconstruction, metrics, targets)
     if run is not None:
         write_outputs(run, outcome, title=title, display=spec.display)
         if spec.write is not None:
@@ -150,6 +156,9 @@ def staged_write(spec, run: Run, outcome: Outcome) -> None:
 def write_outputs(run: Run, outcome: Outcome, *, title: str = "", display: str = "clamp") -> None:
     rec, m = outcome.reconstruction, outcome.metrics
     run.write_metrics(m)
+    if rec.infers_labels:
+        _write_label_outputs(run, outcome, title)
+        return
     headline = (f"PSNR {m['psnr']:.1f} dB, SSIM {m['ssim']:.3f}, MSE {m['image_mse']:.4f}"
                 if m["psnr"] is not None else "every trial diverged")
     answer = shown(rec, m, display)
@@ -161,3 +170,17 @@ def write_outputs(run: Run, outcome: Outcome, *, title: str = "", display: str =
     run.save_figure("loss_curve.png", loss_curve_figure(rec.history, f"{rec.attack} ({rec.preset}) loss per step"))
     run.log(f"{rec.attack} ({rec.preset}): {headline}; {rec.steps} steps in {rec.seconds:.1f} s"
             + (f"; diverged trials {m['diverged_trials']}" if m["diverged_trials"] else ""))
+
+
+def _write_label_outputs(run: Run, outcome: Outcome, title: str) -> None:
+    """A label-inference attack's figures: its scores against the private labels, and its loss where it has one."""
+    rec, m = outcome.reconstruction, outcome.metrics
+    auc = "-" if m["leak_auc"] is None else f"{m['leak_auc']:.3f}"
+    accuracy = "-" if m["label_accuracy"] is None else f"{m['label_accuracy']:.3f}"
+    headline = f"leak AUC {auc}, label accuracy {accuracy} over {m['n_targets']} samples"
+    trial = rec.best_trial if rec.best_trial is not None else 0
+    run.save_figure("labels.png", label_figure(rec.label_scores[trial], rec.labels[trial], outcome.targets,
+                                               f"{title or rec.attack} ({rec.preset}): {headline}"))
+    if any(v.numel() for v in rec.history.values()):
+        run.save_figure("loss_curve.png", loss_curve_figure(rec.history, f"{rec.attack} ({rec.preset}) loss per step"))
+    run.log(f"{rec.attack} ({rec.preset}): {headline}; {rec.steps} steps in {rec.seconds:.1f} s")

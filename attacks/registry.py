@@ -46,6 +46,12 @@ BUILTIN: dict[str, dict[str, str]] = {
     "split": {
         "unsplit": "attacks.split.unsplit:SPEC",
         "fsha": "attacks.split.fsha:SPEC",
+        "label-norm": "attacks.split.label_norm:SPEC",
+        "label-direction": "attacks.split.label_direction:SPEC",
+        "label-direct": "attacks.split.label_direct:SPEC",
+        "label-completion": "attacks.split.label_completion:SPEC",
+        "label-active": "attacks.split.label_completion:ACTIVE_SPEC",
+        "label-unsplit": "attacks.split.label_unsplit:SPEC",
     },
 }
 """setting -> attack name -> where its spec is."""

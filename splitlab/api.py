@@ -7,6 +7,7 @@ directory only when `out` is given (the same files the command would write there
     print(outcome.metrics["image_mse_minmax"], outcome.metrics["baselines"]["zero"])
     api.hfl("dlg", arch="lenet", preset="dlg.quick", out="runs/dlg-notebook")
     api.attack("fedleak", preset="quick", ratio=0.3)                # any registered attack, plug-ins included
+    api.attack("label-norm", defence="marvell:scale=1").metrics["leak_auc"]  # the feature party infers labels
 
 Every call validates its inputs like the command does (a `vfl.errors.SplitlabError` names the fix).
 """

@@ -29,6 +29,20 @@ runner = CliRunner()
 SPECS = registry.specs()
 
 
+def initial_guess(metrics: dict) -> tuple[str, str, object]:
+    """(the score, the baseline that is the attack's initial guess, how the score beats it). An image attack starts
+    from its initial guess (`baselines.initial`) and must end at a lower image MSE; a label-inference attack
+    reconstructs no image, and the answer it starts from, knowing nothing, is the majority class for every sample
+    (`baselines.majority`, leak AUC 0.5: chance), which its leak AUC (or, where no round holds both classes, its
+    label accuracy) must beat."""
+    if set(metrics["baselines"]) == {"majority"}:
+        assert metrics["image_mse"] is None and 0 <= metrics["accuracy"] <= 1
+        score = "leak_auc" if metrics["leak_auc"] is not None else "label_accuracy"
+        return score, "majority", lambda value, initial: value > initial
+    assert set(metrics["baselines"]) == {"zero", "mean", "initial"}
+    return "image_mse", "initial", lambda value, initial: value < initial
+
+
 def command_words(spec) -> list[str]:
     return ["hfl", "--attack", spec.name] if spec.setting == "hfl" else ["attack", spec.name]
 
@@ -114,18 +128,19 @@ def test_no_attack_writes_its_cli_options_by_hand():
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_every_attack_at_its_smoke_options_beats_its_initial_guess_and_writes_the_schema(spec, tmp_path, one_thread):
     """Behaviour, not only structure: through the one front door (`splitlab.api.attack`), on a one-image observation
-    for an HFL attack (a split attack's ten class targets), seed 0."""
+    for an HFL attack (a split attack's ten class targets; a label attack's training samples), seed 0."""
     outcome = api.attack(spec.name, seed=0, out=tmp_path / "run", **spec.smoke)
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert set(m) >= set(METRICS_SCHEMA), set(METRICS_SCHEMA) - set(m)
     assert m["attack"] == spec.name and m["preset"] == spec.default
-    assert set(m["baselines"]) == {"zero", "mean", "initial"}
     assert spec.setting == "split" or m["n_targets"] == 1
-    assert m["image_mse"] < m["baselines"]["initial"]["image_mse"], (m["image_mse"], m["baselines"]["initial"])
-    assert outcome.metrics["image_mse"] == m["image_mse"] and m["trials_mode"]
+    score, initial, better = initial_guess(m)
+    assert better(m[score], m["baselines"][initial][score]), (score, m[score], m["baselines"][initial])
+    assert outcome.metrics[score] == m[score] and m["trials_mode"]
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert config["attack_origin"]["attack"] == spec.name
-    for name in ("reconstruction.png", "loss_curve.png", "config.json"):
+    drawn = ("labels.png",) if initial == "majority" else ("reconstruction.png", "loss_curve.png")
+    for name in (*drawn, "config.json"):
         assert (tmp_path / "run" / name).exists()
 
 
