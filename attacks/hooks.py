@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from attacks.result import Reconstruction
     from vfl.runs import Run
 
-__all__ = ["Attack", "HFLAttack", "ObserveHook", "DiagnosticsHook", "EvaluateHook", "WriteHook", "ConfigureHook",
+__all__ = ["Attack", "HFLAttack", "LabelAttack", "ObserveHook", "DiagnosticsHook", "EvaluateHook", "WriteHook", "ConfigureHook",
            "CheckHook", "HOOK_ARGUMENTS"]
 
 
@@ -38,6 +38,23 @@ class HFLAttack(Attack, Protocol):
     def check(self, observation: Any) -> None:
         """Refuse, with a one-line `SplitlabError`, an observation that lacks what the attack needs
         (`attacks.kit.check_requirements`). Called by the HFL experiment before anything is written."""
+
+
+@runtime_checkable
+class LabelAttack(Attack, Protocol):
+    """A label-inference attack object (`splitlab attack label-*`): an `Attack` on what the feature party has
+    (`attacks.split.labels.observation.LabelObservation`) that says what that is and refuses a victim it does not
+    fit. It may also have `local_optimizer(params, lr)`, the party's own optimiser in training (Fu et al.'s
+    malicious one)."""
+
+    @property
+    def needs(self) -> Any:
+        """What the experiment gives the attacking party (`attacks.split.labels.observation.Needs`): the gradients
+        it received, the activations it sent, its own bottom model, a few labelled samples."""
+
+    def check_victim(self, victim: Any) -> None:
+        """Refuse, with a one-line `SplitlabError`, a victim (`attacks.split.labels.victim.LabelVictim`) the attack
+        does not fit (a multi-class task for norm scoring); called before anything is loaded or written."""
 
 
 class ObserveHook(Protocol):

@@ -16,8 +16,8 @@ from attacks.hfl.labels import count_labels, fedleak_labels, idlg_labels, recove
 from attacks.hfl.observations import (CAPABILITIES, FedAvgObservation, FedSGDObservation, ModelView, Observation,
                                       RoundLog, UploadAttack, check_requirements, upload_needs)
 from attacks.hfl.variables import engine_context, initial_variables
-from attacks.hooks import (Attack, CheckHook, ConfigureHook, DiagnosticsHook, EvaluateHook, HFLAttack, ObserveHook,
-                           WriteHook)
+from attacks.hooks import (Attack, CheckHook, ConfigureHook, DiagnosticsHook, EvaluateHook, HFLAttack, LabelAttack,
+                           ObserveHook, WriteHook)
 from attacks.result import Reconstruction
 from attacks.settings import (ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, RESTARTS, AttackSettings,
                               EngineSettings)
@@ -34,7 +34,7 @@ __all__ = [
     "option", "checked", "number", "integer", "choice", "text", "optional", "Check",
     "AttackSettings", "EngineSettings", "ITERATIONS", "RESTARTS", "LBFGS_LR", "LBFGS_INNER", "LBFGS_HISTORY",
     # the contract
-    "Attack", "HFLAttack", "ObserveHook", "DiagnosticsHook", "EvaluateHook", "WriteHook", "ConfigureHook", "CheckHook",
+    "Attack", "HFLAttack", "LabelAttack", "ObserveHook", "DiagnosticsHook", "EvaluateHook", "WriteHook", "ConfigureHook", "CheckHook",
     "Reconstruction", "Truth", "Outcome", "Run", "SplitlabError",
     # what an HFL server observes, and what attacks do with it
     "Observation", "FedSGDObservation", "FedAvgObservation", "RoundLog", "ModelView", "CAPABILITIES",

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from attacks import registry
 from attacks.metrics import METRICS_SCHEMA
-from attacks.hooks import Attack, HFLAttack
+from attacks.hooks import Attack, HFLAttack, LabelAttack
+from attacks.split.labels.experiment import LabelConfig
 from attacks.settings import AttackSettings
 from splitlab import api
 from splitlab.cli import app
@@ -64,7 +65,9 @@ def test_every_attack_declares_one_spec_with_settings_presets_and_a_contract_cal
     assert parameters["seed"].kind is parameters["engine"].kind is inspect.Parameter.KEYWORD_ONLY
     assert not {"mode", "progress", "compile"} & set(parameters), "the engine options come whole, as `engine`"
     assert "Reconstruction" in str(inspect.signature(spec.attack.__call__).return_annotation)
-    assert isinstance(spec.make(spec.preset().settings()), HFLAttack if spec.setting == "hfl" else Attack)
+    kind = HFLAttack if spec.setting == "hfl" else LabelAttack if issubclass(spec.experiment.config, LabelConfig) \
+        else Attack
+    assert isinstance(spec.make(spec.preset().settings()), kind), kind.__name__
     assert "iterations" in {f.name for f, _ in options_of(settings)}, "the iteration count is `iterations`"
     for cls in option_classes(spec):
         for field, opt in options_of(cls):

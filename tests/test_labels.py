@@ -203,12 +203,12 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(args, message, tm
 @pytest.mark.slow
 def test_the_api_and_the_command_agree_and_noise_stops_the_direct_attack(tmp_path):
     common = {"arch": "small-mlp", "epochs": 1, "batch_size": 200, "device": "cpu"}
-    outcome = api.label("label-direct", **common)
+    outcome = api.attack("label-direct", **common)
     assert outcome.metrics["label_accuracy"] == 1.0 and outcome.metrics["accuracy"] > 0.15          # chance: 0.1
     result = runner.invoke(app, ["attack", "label-direct", "--arch", "small-mlp", "--epochs", "1", "--batch-size",
                                  "200", "--device", "cpu", "--json", "--out", str(tmp_path / "cli")])
     assert json.loads(result.stdout)["metrics"]["accuracy"] == outcome.metrics["accuracy"]
-    noisy = api.label("label-direct", defence="gradient-noise:ratio=20", **common)
+    noisy = api.attack("label-direct", defence="gradient-noise:ratio=20", **common)
     assert noisy.metrics["label_accuracy"] < 0.6
-    with pytest.raises(SplitlabError, match="not a label-inference attack"):
-        api.label("unsplit")
+    with pytest.raises(SplitlabError, match="attacks a binary task"):
+        api.attack("label-norm", task="multiclass", cut_layer=1, **common)

@@ -8,7 +8,8 @@
 
 The driver (`attacks.driver.attack_and_score`) builds it from the command's `--mode`, the progress display
 and the attack's `--compile` setting, and writes its report into metrics.json (`trials_mode`,
-`extras.compile`). An attack that runs its own loop (FSHA) draws its progress with `engine.bar(...)`.
+`extras.compile`). An attack that runs its own loop (FSHA) draws its progress with `engine.bar(...)`, and
+hands `engine.within()` to the engine runs inside that loop.
 """
 from __future__ import annotations
 
@@ -83,6 +84,11 @@ class EngineOptions:
     def labelled(self, text: str) -> "EngineOptions":
         """The same options with `text` after the progress bar's label (one phase of a longer attack)."""
         return replace(self, description=f"{self.description} {text}")
+
+    def within(self) -> "EngineOptions":
+        """The same options drawing no bar of their own: for the engine runs inside an attack's own loop, whose
+        `bar(...)` counts the loop (UnSplit's label inference fits its clone once per training round)."""
+        return replace(self, progress=False)
 
     def recording(self) -> "EngineOptions":
         """The same options with a fresh report (for a caller that reads what its runs did)."""

@@ -11,9 +11,9 @@ from attacks.spec import AttackSpec, Deviation, Preset
 from attacks.split.experiment import Experiment
 from attacks.split.label_completion.attack import ActiveCompletion, ModelCompletion, completion_test_accuracy
 from attacks.split.label_completion.settings import ActiveSettings, CompletionSettings
-from attacks.split.label_direct import FU, FU_DATA
 from attacks.split.labels import experiment
 from attacks.split.labels.experiment import LabelConfig
+from attacks.split.labels.papers import FU, FU_DATA
 
 __all__ = ["SPEC", "ACTIVE_SPEC", "ModelCompletion", "ActiveCompletion", "CompletionSettings", "ActiveSettings"]
 
@@ -50,6 +50,7 @@ SPEC = AttackSpec(
         Preset("label-completion.binary", "ours: the binary task (one digit against the rest), 4 labelled samples "
                                           "a class", experiment={**FU_VICTIM, "task": "binary"}),
     ),
+    smoke={"arch": "small-mlp", "cut_layer": 1, "epochs": 1, "iterations": 30},
     deviations=(FU_DATA, SSL),
 )
 
@@ -64,6 +65,7 @@ ACTIVE_SPEC = AttackSpec(
         Preset("label-active.fu", "Fu et al. Sec. 4.2: the malicious SGD (momentum 0.9, scale-up up to 5x, Fu et "
                                   "al.'s code), then completion as label-completion.fu", experiment=FU_VICTIM),
     ),
+    smoke={"arch": "small-mlp", "cut_layer": 1, "epochs": 1, "iterations": 30},
     deviations=(FU_DATA, SSL,
                 Deviation("scale-up rule", "the ratio of this step's gradient to the last scaled one (their code)",
                           "the ratio of this step's momentum direction to the last unscaled one", "the scale-up "

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from attacks.engine.options import QUIET, EngineOptions
 from attacks.result import Reconstruction
 from attacks.split.label_completion.optimizer import MaliciousSGD
 from attacks.split.label_completion.settings import ActiveSettings, CompletionSettings
@@ -58,8 +59,8 @@ class ModelCompletion:
     def check_victim(self, victim) -> None:
         pass                                            # any task, any top model
 
-    def __call__(self, observation: LabelObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False) -> Reconstruction:
+    def __call__(self, observation: LabelObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET) -> Reconstruction:
         require(self.name, observation, "bottom", "train_inputs", "labelled")
         s = self.settings
         start = time.perf_counter()
@@ -74,14 +75,17 @@ class ModelCompletion:
         for p in bottom.parameters():
             p.requires_grad_(s.finetune)
         optimizer = torch.optim.Adam(params, lr=s.finetune_lr)
-        losses = torch.empty(s.iterations)
+        losses = torch.empty(s.iterations, device=device)              # kept on the device: no read per step
         model.train()
-        for step in range(s.iterations):
-            optimizer.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            losses[step] = loss.detach()
+        with engine.bar(s.iterations, f"{engine.description} fine-tuning") as bar:
+            for step in range(s.iterations):
+                optimizer.zero_grad(set_to_none=True)
+                loss = nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                losses[step] = loss.detach()
+                bar.advance()
+        losses = losses.cpu()
         logits = _predict(model, observation.train_inputs[observation.targets], device)
         artefacts = {"test_scores": _predict(model, observation.test_inputs, device)} \
             if observation.test_inputs is not None else {}

@@ -7,20 +7,15 @@ attacks' shared one (`attacks.split.labels`), its victim without a top model by 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.spec import AttackSpec, Preset
 from attacks.split.experiment import Experiment
 from attacks.split.label_direct.attack import DirectInference
 from attacks.split.label_direct.settings import DirectSettings
 from attacks.split.labels import experiment
 from attacks.split.labels.experiment import LabelConfig
+from attacks.split.labels.papers import FU, FU_DATA
 
-__all__ = ["SPEC", "DirectInference", "DirectSettings", "DirectConfig", "FU", "FU_DATA"]
-
-FU = "Fu, Zhang, Ji, Chen, Wu, Li, Chen, Wang. Label Inference Attacks Against Vertical Federated Learning. " \
-     "USENIX Security 2022"
-FU_DATA = Deviation("data", "CIFAR-10/100, CINIC-10, Tiny ImageNet, Yahoo Answers, Criteo, breast histopathology; "
-                    "two to four parties, each a slice of the features", "mnist5k, one feature party holding the "
-                    "whole image", "no download on a fresh machine; the lab's split is two-party")
+__all__ = ["SPEC", "DirectInference", "DirectSettings", "DirectConfig"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,5 +35,6 @@ SPEC = AttackSpec(
         Preset("label-direct.binary", "ours: the same on the binary task (one digit against the rest)",
                experiment={"top": "none", "task": "binary"}),
     ),
+    smoke={"arch": "small-mlp", "epochs": 1, "iterations": 1},
     deviations=(FU_DATA,),
 )

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attacks.engine.options import QUIET, EngineOptions
 from attacks.result import Reconstruction
 from attacks.split.label_direct.settings import DirectSettings
 from attacks.split.labels.answer import answer
@@ -44,8 +45,8 @@ class DirectInference:
     def check_victim(self, victim) -> None:
         require_top(self.name, victim, "none", "it reads the labels off the gradient of the class scores")
 
-    def __call__(self, observation: LabelObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False) -> Reconstruction:
+    def __call__(self, observation: LabelObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET) -> Reconstruction:
         require(self.name, observation, "record")
         start = time.perf_counter()
         record = observation.record

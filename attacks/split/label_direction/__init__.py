@@ -11,9 +11,9 @@ from attacks.spec import AttackSpec, Deviation, Preset
 from attacks.split.experiment import Experiment
 from attacks.split.label_direction.attack import DirectionScoring
 from attacks.split.label_direction.settings import DirectionSettings
-from attacks.split.label_norm import LI, LI_DATA, LI_MODEL
 from attacks.split.labels import experiment
 from attacks.split.labels.experiment import LabelConfig
+from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL
 
 __all__ = ["SPEC", "DirectionScoring", "DirectionSettings", "DirectionConfig"]
 
@@ -36,6 +36,7 @@ SPEC = AttackSpec(
         Preset("label-direction.last-epoch", "ours: only the last 63 rounds (the last epoch of mnist5k at batch 64)",
                {"iterations": 63}),
     ),
+    smoke={"arch": "small-mlp", "cut_layer": 1, "epochs": 1, "iterations": 1},
     deviations=(LI_DATA, LI_MODEL,
                 Deviation("reference gradient", "the known positive's gradient recomputed without the defence's "
                           "noise (the paper's code)", "the known positive's gradient as the party received it, "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attacks.engine.options import QUIET, EngineOptions
 from attacks.result import Reconstruction
 from attacks.split.label_direction.settings import DirectionSettings
 from attacks.split.labels.answer import answer
@@ -42,8 +43,8 @@ class DirectionScoring:
     def check_victim(self, victim) -> None:
         require_binary(self.name, victim)
 
-    def __call__(self, observation: LabelObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False) -> Reconstruction:
+    def __call__(self, observation: LabelObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET) -> Reconstruction:
         require(self.name, observation, "record")
         if not observation.hints:
             raise SplitlabError(f"{self.name}: no scored round holds a sample whose label the attacker knows (no "

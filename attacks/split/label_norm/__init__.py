@@ -12,16 +12,9 @@ from attacks.split.label_norm.attack import NormScoring
 from attacks.split.label_norm.settings import NormSettings
 from attacks.split.labels import experiment
 from attacks.split.labels.experiment import LabelConfig
+from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL
 
 __all__ = ["SPEC", "NormScoring", "NormSettings", "NormConfig"]
-
-LI = ("Li, Sun, Yang, Gao, Zhang, Xie, Smith, Wang. Label Leakage and Protection in Two-party Split Learning. "
-      "ICLR 2022")
-LI_DATA = Deviation("data", "click-through data (Criteo, Avazu) and ISIC skin lesions, binary, imbalanced",
-                    "mnist5k, one digit against the rest (10% positive)", "no download on a fresh machine")
-LI_MODEL = Deviation("model", "a wide-and-deep network (Criteo, Avazu), a CNN (ISIC), cut below the last layers",
-                     "the lab's CNN cut after its first dense layer (cut 6, 120 values per example)",
-                     "the lab's split architectures")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,6 +33,7 @@ SPEC = AttackSpec(
         Preset("label-norm.last-epoch", "ours: only the last 63 rounds (the last epoch of mnist5k at batch 64)",
                {"iterations": 63}),
     ),
+    smoke={"arch": "small-mlp", "cut_layer": 1, "epochs": 1, "iterations": 1},
     deviations=(LI_DATA, LI_MODEL,
                 Deviation("label accuracy", "none (the leak AUC only)", "positive where the round's min-max scaled "
                           "norm exceeds 1/2 (VFLAIR's rule for norm scoring)", "a label accuracy beside the AUC, in "

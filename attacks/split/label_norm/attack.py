@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attacks.engine.options import QUIET, EngineOptions
 from attacks.result import Reconstruction
 from attacks.split.label_norm.settings import NormSettings
 from attacks.split.labels.answer import answer, minmax_per_round, relative_to_round
@@ -46,8 +47,8 @@ class NormScoring:
     def check_victim(self, victim) -> None:
         require_binary(self.name, victim)
 
-    def __call__(self, observation: LabelObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False) -> Reconstruction:
+    def __call__(self, observation: LabelObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET) -> Reconstruction:
         require(self.name, observation, "record")
         start = time.perf_counter()
         record = observation.record

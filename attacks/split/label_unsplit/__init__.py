@@ -36,6 +36,7 @@ SPEC = AttackSpec(
                                          "rounds come; the clone's steps, rate and window of 4 rounds are ours",
                experiment={"top": "linear", "task": "multiclass"}),
     ),
+    smoke={"arch": "small-mlp", "epochs": 1, "iterations": 1, "batch_size": 256},
     deviations=(
         Deviation("what is matched", "the gradient of the label party's output-layer weights (the UnSplit code "
                   "compares it for each candidate label)", "the gradient with respect to the attacker's own output, "

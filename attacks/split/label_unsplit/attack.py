@@ -27,7 +27,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from attacks.engine import Adam, Block, Objective, Schedule, SquaredL2, compile_extras, run
+from attacks.engine import QUIET, Adam, Block, EngineOptions, Objective, Schedule, SquaredL2, run
 from attacks.result import Reconstruction
 from attacks.split.label_unsplit.settings import UnsplitLabelSettings
 from attacks.split.labels.answer import answer
@@ -91,8 +91,8 @@ class UnsplitLabels:
         """(B, K) squared distance of the received (sum-scaled) gradient to each label's candidate."""
         return (candidate_gradients(head["weight"][0], head["bias"][0], a) - g.unsqueeze(0)).pow(2).sum(-1).T
 
-    def __call__(self, observation: LabelObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False) -> Reconstruction:
+    def __call__(self, observation: LabelObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET) -> Reconstruction:
         require(self.name, observation, "record", "sent", "labelled")
         s = self.settings
         start = time.perf_counter()
@@ -103,32 +103,31 @@ class UnsplitLabels:
         head = {"weight": layer.weight.detach().unsqueeze(0), "bias": layer.bias.detach().unsqueeze(0)}
         objective = Objective(CandidateGradient(), SquaredL2())
         schedule = Schedule((Block(("head",), Adam(s.clone_lr), s.iterations),))
-        scores, fits, parts, window = [], [], [], []
-        for sent, received in zip(record.sent, record.gradients):
-            a = sent.flatten(1)
-            g = received.flatten(1).to(a.dtype) * len(a)                # the label party averages over the batch
-            window = (window + [(a, g)])[-s.window:]
-            a_w, g_w = torch.cat([w[0] for w in window]), torch.cat([w[1] for w in window])
-            distances = self._distances(head, a_w, g_w)
-            labels = distances.argmin(1)
-            head = _restart_unused(head, a_w, g_w, distances, labels)
-            labels = self._distances(head, a_w, g_w).argmin(1)
-            if s.iterations:
-                result = run(objective, {"head": head}, {"observed": [g_w], "context": {"a": a_w, "labels": labels}},
-                             schedule, mode="batched", keep=(), progress=False, compile=s.compile,
-                             description="unsplit labels")
-                head = {k: v.detach() for k, v in result.final["head"].items()}
-                fits.append(result.trace["match"][-1])
-                parts.append(result)
-            scores.append(-self._distances(head, a, g))
+        scores, fits, window = [], [], []
+        with engine.bar(len(record.steps), f"{engine.description} rounds") as bar:
+            for sent, received in zip(record.sent, record.gradients):
+                a = sent.flatten(1)
+                g = received.flatten(1).to(a.dtype) * len(a)            # the label party averages over the batch
+                window = (window + [(a, g)])[-s.window:]
+                a_w, g_w = torch.cat([w[0] for w in window]), torch.cat([w[1] for w in window])
+                distances = self._distances(head, a_w, g_w)
+                labels = distances.argmin(1)
+                head = _restart_unused(head, a_w, g_w, distances, labels)
+                labels = self._distances(head, a_w, g_w).argmin(1)
+                if s.iterations:
+                    target = {"observed": [g_w], "context": {"a": a_w, "labels": labels}}
+                    result = run(objective, {"head": head}, target, schedule, engine.within(), keep=())
+                    head = {k: v.detach() for k, v in result.final["head"].items()}
+                    fits.append(result.trace["match"][-1])
+                scores.append(-self._distances(head, a, g))
+                bar.advance()
         scores = torch.cat(scores).detach().cpu()
         mapping = self._name_classes(scores.argmax(1), observation)
         history = {"match": torch.cat(fits).view(-1, 1)} if fits else {}
         return answer(self.name, s.preset, scores[:, mapping], rounds=record.rounds,
                       seconds=time.perf_counter() - start, steps=s.iterations * len(record.steps),
-                      rule="gradient matching", mode="engine, one clone carried over the rounds", history=history,
-                      extras={"rounds_scored": len(record.steps), "clone_classes_to_labels": mapping.tolist(),
-                              **(compile_extras(*parts) if parts else {})})
+                      rule="gradient matching", history=history,
+                      extras={"rounds_scored": len(record.steps), "clone_classes_to_labels": mapping.tolist()})
 
     @staticmethod
     def _name_classes(inferred: torch.Tensor, observation: LabelObservation) -> torch.Tensor:

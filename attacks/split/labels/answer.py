@@ -12,10 +12,11 @@ __all__ = ["answer", "relative_to_round", "minmax_per_round"]
 
 
 def answer(attack: str, preset: str, scores: torch.Tensor, *, labels: torch.Tensor | None = None,
-           rounds: torch.Tensor | None = None, seconds: float, steps: int, rule: str, mode: str = "the attack's own",
+           rounds: torch.Tensor | None = None, seconds: float, steps: int, rule: str, mode: str | None = None,
            history: dict[str, torch.Tensor] | None = None, extras: dict[str, Any] | None = None,
            artefacts: dict[str, Any] | None = None, loss: float = 0.0) -> Reconstruction:
-    """`scores` (N, K): higher is more likely; the labels are their argmax unless given."""
+    """`scores` (N, K): higher is more likely; the labels are their argmax unless given. `mode` None: the engine's
+    report says how the trials ran (the attack's own loop where it ran the engine not at all)."""
     scores = scores.detach().float().cpu()
     labels = scores.argmax(1) if labels is None else labels.detach().cpu().long()
     finite = bool(torch.isfinite(scores).all())

@@ -35,8 +35,8 @@ from vfl.runtime import resolve_device, seeded, stream_seed
 from vfl.send_back import SendBackDefence, check_send_back, parse_send_back
 from vfl.training import FitState, fit
 
-__all__ = ["LabelVictim", "TASKS", "TOPS", "require_binary", "require_top", "TaskData", "Trained", "ObservingClient", "task_data", "build_models",
-           "train_victim"]
+__all__ = ["LabelVictim", "TASKS", "TOPS", "require_binary", "require_top", "TaskData", "Trained", "ObservingClient",
+           "task_data", "build_models", "train_victim"]
 
 TASKS = ("binary", "multiclass")
 TOPS = ("model", "linear", "none")
