@@ -33,7 +33,7 @@ def summary(rows: list[dict]) -> dict[str, dict]:
     out = {}
     for defence, cells in by.items():
         values = {k: [float(c[k]) for c in cells if c.get(k) not in (None, "")] for k in ("accuracy", "leak_auc")}
-        out[defence] = {k: (statistics.fmean(v), statistics.pstdev(v) if len(v) > 1 else 0.0, len(v))
+        out[defence] = {k: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
                         for k, v in values.items() if v}
     return out
 
