@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.engine.compilation import COMPILE_MODES
-from vfl.options import Validated, choice, option
+from attacks.engine.compilation import compile_mode
+from vfl.options import Validated, option
 
 __all__ = ["AttackSettings", "EngineSettings"]
 
@@ -20,4 +20,4 @@ class AttackSettings(Validated):
 class EngineSettings(AttackSettings):
     """Base of the settings of an attack that runs the reconstruction engine (`attacks.engine.run`)."""
     compile: str = option("off", "torch.compile the engine's steps: off (eager, the reference), on, or auto "
-                          "(when the run is long enough to repay the compile).", choice(COMPILE_MODES))
+                          "(when the run is long enough to repay the compile).", compile_mode())
