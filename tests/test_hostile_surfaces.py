@@ -19,14 +19,11 @@ from typer.testing import CliRunner
 from attacks.engine import compilation
 from splitlab import api
 from splitlab.cli import app
-from vfl import runs
 from vfl.errors import SplitlabError
 from vfl.inductor_env import CACHE_VARIABLE, UNUSABLE_CACHE_VARIABLE, set_aside_unusable_cache
-from vfl.runs import Run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 runner = CliRunner()
-LIMIT_SECONDS = 120
 
 HQ = ["hfl", "--attack", "dlg", "--preset", "dlg.quick", "--restarts", "1", "--iterations", "2"]
 INVGRAD = ["hfl", "--attack", "invgrad", "--iterations", "2", "--restarts", "1"]
@@ -100,17 +97,6 @@ REFUSED = {    # name: (argv, a stable part of the one error line); "{tmp}" is t
     "out-path-over-the-limit": (HQ + ["--out", "{tmp}/" + "/".join(["x" * 250] * 20) + "/run"],
                                 "bytes long as an absolute path, over the"),
 }
-
-
-@pytest.fixture
-def time_limit():
-    def expire(signum, frame):
-        raise TimeoutError(f"the command ran past {LIMIT_SECONDS} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(LIMIT_SECONDS)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def _fixtures(tmp: Path) -> None:

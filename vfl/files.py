@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 from vfl.errors import SplitlabError
 
