@@ -133,6 +133,19 @@ def test_a_sweep_into_a_full_disk_ends_in_one_line(tmp_path, disk):
     _no_temporary_files(tmp_path)
 
 
+def test_a_run_directory_removed_mid_run_ends_in_one_line(tmp_path, monkeypatch):
+    import shutil
+
+    from attacks.hfl import cli as hfl_cli
+    real = hfl_cli.execute
+
+    def removing(prepared, run, **kwargs):
+        shutil.rmtree(run.path)
+        return real(prepared, run, **kwargs)
+    monkeypatch.setattr(hfl_cli, "execute", removing)
+    _progress_then_one_line(runner.invoke(app, HQ + ["--out", str(tmp_path / "run")]), "No such file or directory")
+
+
 # --- a run directory in use, a signal -------------------------------------------------------------------------
 
 def test_a_second_tcp_training_into_a_live_runs_directory_is_refused(tmp_path):

@@ -14,9 +14,9 @@ from vfl.errors import SplitlabError
 __all__ = ["shown", "check_path", "check_out_dir", "file_system_error", "file_system_errors"]
 
 RUN_TIME_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
-                             errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
+                             errno.ENOENT, errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.ELOOP})
 """The file-system failures a run can meet after its checks passed (the disk fills up, is remounted
-read-only, a folder is replaced): each ends the run in one line, not a traceback."""
+read-only, a folder is removed or replaced): each ends the run in one line, not a traceback."""
 ROOM_FOR_FILES = 256
 """Bytes of path kept free under a run directory for the files the run writes into it."""
 

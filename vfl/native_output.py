@@ -47,7 +47,11 @@ def capture_native_output(log: Path, owner: object) -> None:
         target = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except (OSError, ValueError):
         return                                   # the terminal keeps it: no worse than before
-    terminal = os.dup(2)
+    try:
+        terminal = os.dup(2)                     # fails where descriptor 2 is closed: nothing to keep apart
+    except OSError:
+        os.close(target)
+        return
     os.dup2(target, 2)
     os.close(target)
     _held.update(terminal=terminal, owner=owner, stderr=sys.stderr, replaced=None)
