@@ -414,6 +414,7 @@ class Run:
         if recorded != command:
             raise SplitlabError(f"--resume: {path} holds a {recorded!r} run, not a {command!r} one; pass the "
                                 f"--out of the {command} run to continue")
+        inputs_checked()
         fd, _ = _acquire(path)
         _write_pid(fd, path)
         run = cls(path, command, fd)
