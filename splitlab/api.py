@@ -47,7 +47,7 @@ def _door(call: str, out: Any, overwrite: Any, progress: Any, *, text: Mapping[s
             raise SplitlabError(f"api.{call}: {name} must be True or False, got {value!r:.80}")
     if out is not None:
         if not isinstance(out, (str, os.PathLike)) or not isinstance(os.fspath(out), str):
-            raise SplitlabError(f"api.{call}: out must be a folder path (str or pathlib.Path) or None, got "
+            raise SplitlabError(f"api.{call}: out must be a folder path (a str or a Path) or None, got "
                                 f"{type(out).__name__} {out!r:.80}")
         check_out_dir(Path(out))
 
