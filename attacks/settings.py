@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.engine.compilation import COMPILE_MODES
+from attacks.engine.compilation import COMPILE_MODES, compile_mode
 from vfl.options import Validated, choice, integer, number, option
 
 __all__ = ["AttackSettings", "EngineSettings", "ITERATIONS", "RESTARTS", "LBFGS_LR", "LBFGS_INNER", "LBFGS_HISTORY"]
@@ -33,4 +33,4 @@ class EngineSettings(AttackSettings):
     """Base of the settings of an attack that runs the reconstruction engine (`attacks.engine.run`): its `compile`
     goes into the engine options the driver hands the attack."""
     compile: str = option("off", "torch.compile the engine's steps: off (eager, the reference), on, or auto "
-                          "(when the run is long enough to repay the compile).", choice(COMPILE_MODES))
+                          "(when the run is long enough to repay the compile).", compile_mode())

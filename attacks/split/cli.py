@@ -18,6 +18,7 @@ from attacks import registry
 from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, shared_parameters, values
 from vfl.cli_output import emit, handles_errors
 from vfl.options import Runtime, options_of
+from vfl.preflight import inputs_checked
 from vfl.runs import Run
 
 __all__ = ["register", "split_command"]
@@ -34,6 +35,7 @@ def _run(name: str, given: dict[str, Any]) -> None:
     victim = {k: v for k, v in values(experiment.config.victim_options, given).items() if k not in RUNTIME}
     config = experiment.config.of(**values(experiment.config, given), victim=victim,
                                   options=values(spec.settings, given))
+    inputs_checked()
     prepared = experiment.prepare(config)
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
     run = Run.create(f"attack-{name}", {**prepared.record(), "attack_origin": registry.origin(name)},

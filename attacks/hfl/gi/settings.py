@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
+from vfl.errors import SplitlabError
 from vfl.options import number, option
 
 __all__ = ["GISettings"]
@@ -44,3 +45,8 @@ class GISettings(EngineSettings):
                              number(low=0, high=10))
     group_weight: float = option(0.0, "group consistency: pull of each restart toward their mean (0: off; needs "
                                  "--restarts > 1).", number(low=0))
+
+    def check(self) -> None:
+        if self.group_weight > 0 and self.restarts < 2:
+            raise SplitlabError(f"--group-weight pulls the restarts toward their mean, so it needs --restarts 2 or "
+                                f"more (got {self.restarts}); raise --restarts or drop --group-weight")
