@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from vfl.errors import SplitlabError
+from vfl.files import read_bounded
 
 Value = str | int | float | bool
 TOP_KEYS = ("command", "description", "fixed", "axes", "zip", "paper", "report")
@@ -335,15 +336,11 @@ def load_sweep(path: Optional[Path] = None, paper: Optional[str] = None, paper_s
             raise SplitlabError(f"unknown shipped sweep {paper!r}; choose one of: {', '.join(files)}")
         sweep = parse_sweep(files[paper], paper, f"{paper}.toml", paper_size)
     else:
+        data = read_bounded(path, limit=MAX_FILE_BYTES, what="sweep file")
         try:
-            size = Path(path).stat().st_size
-            if size > MAX_FILE_BYTES:
-                raise SplitlabError(f"sweep file {path} has {size:,} bytes, over the bound of {MAX_FILE_BYTES:,}; "
-                                    f"a sweep has at most {MAX_CELLS:,} cells, so split it into smaller sweeps")
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-            raise SplitlabError(f"cannot read sweep file {path}: {reason}") from None
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SplitlabError(f"cannot read sweep file {path}: not UTF-8 text") from None
         sweep = parse_sweep(text, Path(path).stem, str(path), paper_size)
     if paper_size and not sweep.has_paper:
         raise SplitlabError(f"{sweep.source} has no [paper] table; drop --paper-size")

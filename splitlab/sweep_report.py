@@ -20,7 +20,9 @@ from typing import Any
 from splitlab.sweep_cells import is_finished, read_record
 from splitlab.sweep_file import Cell, Sweep
 from splitlab.sweep_images import IMAGES as ATTACKED, images_of
-from vfl.runs import METRIC_KEYS, atomic_write_bytes, atomic_write_text
+from vfl.errors import SplitlabError
+from vfl.files import read_bounded
+from vfl.runs import METRIC_KEYS, RECORD_BYTES, atomic_write_bytes, atomic_write_text
 
 SEED = "seed"
 IMAGES = ("reconstruction.png", "reconstructions.png")
@@ -77,8 +79,9 @@ def collect(cells: list[Cell], sweep_dir: Path, curves: tuple[str, ...] = ()) ->
         metrics = {}
         if status == "ok":
             try:
-                metrics = flatten(json.loads((cell_dir / "metrics.json").read_text()), curves=curves)
-            except (OSError, ValueError):
+                metrics = flatten(json.loads(read_bounded(cell_dir / "metrics.json", limit=RECORD_BYTES,
+                                                          what="cell metrics")), curves=curves)
+            except (SplitlabError, ValueError):
                 status = "pending"
         image = next((f"cells/{cell.dirname}/{n}" for n in IMAGES if (cell_dir / n).is_file()), None)
         rows.append({"cell": cell.key, "name": cell.name, "status": status, "swept": dict(cell.swept),
@@ -219,8 +222,9 @@ def write_results(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> tuple[lis
     return rows, metric_columns
 
 
-def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> dict:
-    """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return counts."""
+def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path, counted: list[Cell] | None = None) -> dict:
+    """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return the counts of the
+    `counted` cells (default: all of them)."""
     rows, metric_columns = write_results(sweep, cells, sweep_dir)
     swept = sweep.swept_keys
     keys = [k for k in swept if k != SEED]
@@ -263,4 +267,8 @@ def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> dict:
                                    for r in members), ""]
     atomic_write_text(sweep_dir / "report.md", "\n".join(lines))
     console = [f"{sweep.name}: mean ± std over seeds"] + _markdown(table, [*keys, "n", *chosen])
+    if counted is not None:
+        keys_counted = {c.key for c in counted}
+        counts = {s: sum(r["status"] == s for r in rows if r["cell"] in keys_counted) for s in counts}
+        failures = [f for f in failures if f["cell"] in keys_counted]
     return {"counts": counts, "failures": failures, "lines": console}

@@ -1,4 +1,4 @@
-"""Reconstruction-error bounds (seed paper 003): constants, FedAvg rate, Lipschitz machinery, attacks, CLI."""
+"""The bounds of "Theoretically Understanding Data Reconstruction Leakage in FL": constants, rate, Lipschitz, CLI."""
 from __future__ import annotations
 
 import dataclasses

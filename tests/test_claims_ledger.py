@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from splitlab.claims import LEDGER, PAPER_PRESETS, PAPERS, judge
-from splitlab.claims import awa, bounds, fedleak, jast, tgias
+from splitlab.claims import awa, bounds, fedleak, jast, label_inference, label_leakage, tgias, unsplit_labels
 from splitlab.claims.model import CHECKS, VERDICTS, Claim, Select
 from splitlab.claims.rules import Beats, Close, Fails, Holds, Level, Trend
 from splitlab.claims.stats import at_or_below
 from splitlab.sweep_file import parse_sweep, shipped
 
-MODULES = (jast, fedleak, awa, tgias, bounds)
+MODULES = (jast, fedleak, awa, tgias, bounds, label_leakage, label_inference, unsplit_labels)
 MEASURED = [c for c in LEDGER if c.measure is not None]
 ID = re.compile(r"^(?P<paper>[a-z]+)\.[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -80,9 +80,9 @@ def _where_values(select: Select) -> dict:
 
 # --- the ledger's shape -------------------------------------------------------------------------------------------
 
-def test_at_least_130_claims_over_the_five_papers():
+def test_at_least_130_claims_over_the_eight_papers():
     assert len(LEDGER) >= 130
-    assert set(PAPERS) == {"jast", "fedleak", "awa", "tgias", "bounds"}
+    assert set(PAPERS) == {"jast", "fedleak", "awa", "tgias", "bounds", "li", "fu", "unsplit"}
     for module in MODULES:
         assert module.CITATION and module.CLAIMS, module.PAPER
         assert any(c.measure is not None for c in module.CLAIMS), f"{module.PAPER} has no measured claim"
@@ -308,9 +308,8 @@ def test_no_claim_is_reproduced_at_a_trivial_baseline(claim):
 
 def test_no_claim_is_reproduced_at_or_below_a_trivial_baseline_in_the_shipped_results():
     """Over the whole ledger as shipped: every reproduced claim's working side is above its trivial answer."""
-    from splitlab.claims.stats import DB, FACTOR, SSIM
+    from splitlab.claims.cells import GUARD_SCALES
 
-    scales = {"psnr": DB, "ssim": SSIM, "image_mse": FACTOR}
     checked = 0
     for claim in MEASURED:
         verdict = judge(claim)
@@ -321,7 +320,7 @@ def test_no_claim_is_reproduced_at_or_below_a_trivial_baseline_in_the_shipped_re
             continue                                  # a claim of failure: at the trivial answer is the claim
         guard = verdict.values["guard"]
         higher = guard != "image_mse"
-        assert not at_or_below(verdict.values["claimed"], verdict.values["trivial"], scales[guard], higher), claim.id
+        assert not at_or_below(verdict.values["claimed"], verdict.values["trivial"], GUARD_SCALES[guard], higher), claim.id
         checked += 1
     assert checked >= 9                               # reproduced claims with a trivial answer, as shipped
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attacks.engine import LBFGS, Block, Consensus, Objective, Schedule, SquaredL2, run
+from attacks.engine import LBFGS, Block, Consensus, EngineOptions, Objective, Schedule, SquaredL2, run
 from attacks import registry
 from attacks.hfl.dlg import DLG
 from attacks.hfl.experiment import HFLConfig
@@ -80,13 +80,13 @@ def test_a_consensus_overwrites_every_trial_and_can_reset_the_optimiser():
     start = {"x": torch.zeros(3, 2)}
     mean = Consensus(("x",), lambda v, alive: {"x": v["x"].mean(0).expand_as(v["x"])}, reset=True)
     result = run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), rounds=3, consensus=mean),
-                 per_trial_target=True, progress=False)
+                 per_trial_target=True)
     final = result.final["x"]
     assert torch.equal(final[0], final[1]) and torch.equal(final[1], final[2])
     torch.testing.assert_close(final[0], torch.tensor([3.0, 4.0]))     # the consensus of three exact solves
     with pytest.raises(ValueError, match="batched"):
-        run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), consensus=mean), mode="sequential",
-            per_trial_target=True, progress=False)
+        run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), consensus=mean),
+            EngineOptions(mode="sequential"), per_trial_target=True)
 
 
 def test_reset_rebuilds_the_optimiser_and_a_diverged_trial_does_not_vote():
@@ -103,14 +103,13 @@ def test_reset_rebuilds_the_optimiser_and_a_diverged_trial_does_not_vote():
     finals = {}
     for reset in (True, False):
         schedule = Schedule((Block(("x",), LBFGS(max_iter=2), 1),), rounds=3, consensus=Consensus(("x",), mean, reset))
-        finals[reset] = run(objective, {"x": torch.zeros(2, 2)}, target, schedule, per_trial_target=True,
-                            progress=False).final["x"]
+        finals[reset] = run(objective, {"x": torch.zeros(2, 2)}, target, schedule, per_trial_target=True).final["x"]
     assert not torch.allclose(finals[True], finals[False])
     nan_target = {"observed": [torch.tensor([[1.0, 2.0], [float("nan"), 4.0]])], "context": {}}
     seen.clear()
     result = run(objective, {"x": torch.zeros(2, 2)}, nan_target,
                  Schedule((Block(("x",), LBFGS(max_iter=2), 1),), rounds=2, consensus=Consensus(("x",), mean)),
-                 per_trial_target=True, progress=False)
+                 per_trial_target=True)
     assert seen[0] == [True, False]                      # the diverged copy is offered as not alive
     assert torch.isfinite(result.final["x"]).all()       # and the agreed point comes from the live one
     points = torch.tensor([[0.0], [1.0], [100.0]])

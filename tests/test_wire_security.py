@@ -340,7 +340,7 @@ def test_tls_refuses_an_unknown_certificate_and_bad_options(certificate, tmp_pat
         (TlsFiles(cert=certificate.cert), server_context, "--tls-cert and --tls-key go together"),
         (TlsFiles(ca=certificate.ca), server_context, "it needs the server's own --tls-cert and --tls-key too"),
         (TlsFiles(cert=certificate.cert, key=certificate.key), client_context, "a client uses TLS with --tls-ca"),
-        (TlsFiles(ca=str(tmp_path / "missing.pem")), client_context, "--tls-ca .*missing.pem: cannot read it"),
+        (TlsFiles(ca=str(tmp_path / "missing.pem")), client_context, "cannot read --tls-ca .*missing.pem: No such file"),
     ]:
         with pytest.raises(SplitlabError, match=message):
             side(files)

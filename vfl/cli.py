@@ -18,6 +18,7 @@ from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.models import describe, describe_hfl
 from vfl.options import Validated, choice, option
+from vfl.preflight import inputs_checked
 from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -40,6 +41,7 @@ def _train(given: dict[str, Any]) -> None:
         from vfl.wire.launch import check_local_parties
 
         check_local_parties(config.parties)
+    inputs_checked()
     train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
                                "device": str(resolve_device(config.device)),

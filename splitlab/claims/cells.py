@@ -13,9 +13,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 from scipy.special import stdtrit
 
-from splitlab.claims.stats import DB, FACTOR, PLAIN, SSIM, Scale, at_or_below, interval, trivial, value_of
+from splitlab.claims.stats import DB, FACTOR, PLAIN, SHARE, SSIM, Scale, at_or_below, interval, trivial, value_of
 
-__all__ = ["Rows", "Select", "Verdict", "level", "shown", "Guard", "guard_of", "Paired", "SUMMARY", "matches"]
+__all__ = ["Rows", "Select", "Verdict", "level", "shown", "Guard", "guard_of", "GUARD_SCALES", "Paired", "SUMMARY",
+           "matches"]
 
 SUMMARY = "cells_summarised"
 """The column of an earlier run's summary row: how many cells its mean and std summarise."""
@@ -102,7 +103,8 @@ def shown(scale: Scale, mean: float, low: float, high: float) -> str:
     return f"{to(mean):.4g}{scale.unit} [{to(low):.4g}, {to(high):.4g}]"
 
 
-GUARD_SCALES = {"psnr": DB, "ssim": SSIM, "image_mse": FACTOR}
+GUARD_SCALES = {"psnr": DB, "ssim": SSIM, "image_mse": FACTOR, "label_accuracy": SHARE, "leak_auc": SHARE}
+"""The scale whose margin says how close to a trivial answer counts as at it, per guard metric."""
 
 
 @dataclass(frozen=True)

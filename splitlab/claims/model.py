@@ -8,7 +8,8 @@ printed on docs/claims.md from here), whatever the rule:
 - a claim is an *experiment* (the lab reruns what the paper ran, usually smaller) or an *exact check* (a
   theorem's step, or the lab's own formula, checked to float64 precision); the scoreboard counts them apart;
 - no measurement at or below a trivial baseline (the all-zero image, the mean image, the attack's initial
-  guess) is reproduced, for any rule; the side a claim calls worse may fail outright;
+  guess; for label inference, the majority class for every sample) is reproduced, for any rule; the side a
+  claim calls worse may fail outright;
 - a reduced setting (a smaller model, dataset or budget than the paper's) never caps a result that meets the
   paper's size, and turns a contradiction of the paper's size alone into partly, for every rule; it never
   softens a contradiction of the paper's direction;

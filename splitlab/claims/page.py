@@ -14,7 +14,7 @@ __all__ = ["claims_page", "scoreboard_lines"]
 INTRO = """\
 # Claims
 
-Every headline claim of the five papers (a table, figure or theorem a reader would cite), the paper's own
+Every headline claim of the papers (a table, figure or theorem a reader would cite), the paper's own
 numbers beside the lab's, and a verdict computed from the results shipped in `splitlab/results/`. A claim is
 an **experiment** (the lab reruns what the paper ran, usually smaller) or an **exact check** (a theorem's step,
 or the lab's own formula, checked in float64); the two are counted apart. What each verdict means, as the code
@@ -25,7 +25,8 @@ RULES_TEXT = """\
 Comparisons are judged on paired seeds (the mean difference and its 95% t-interval; errors and times as
 ratios), trends on their ends paired the same way, levels on their mean's interval, yes/no properties on the
 share of cells with its exact interval. No measurement at or below a trivial baseline (the all-zero image, the
-mean image, the attack's initial guess: `baselines` in each cell's metrics.json) makes a claim reproduced;
+mean image, the attack's initial guess; for label inference, the majority class for every sample: `baselines`
+in each cell's metrics.json) makes a claim reproduced;
 the side a claim calls worse may fail outright (an ablation that destroys the attack confirms the paper's
 direction). A reduced setting turns a contradiction of the paper's size alone into partly, for every rule,
 and never softens a contradiction of its direction. Each claim says how many distinct images stand behind

@@ -10,8 +10,8 @@
 
 Every rule answers with a `Verdict` in the words `model.VERDICTS` defines, and records in its values the
 mean of the side the claim calls working (`claimed`) beside the best trivial answer of its cells (`trivial`)
-where the cells record baselines: a side no better than the all-zero image, the mean image or the attack's
-initial guess never makes a claim reproduced. The side the claim calls worse may fail outright: an
+where the cells record baselines: a side no better than the all-zero image, the mean image, the attack's
+initial guess (or, for label inference, the majority class) never makes a claim reproduced. The side the claim calls worse may fail outright: an
 ablation that destroys the attack confirms the paper's direction. The contradiction test comes first, so a
 failed winner beaten by the other side reads as contradicted. `magnitude_only` in a verdict's values marks a
 contradiction of the paper's size alone (the direction held or could not be told), which a reduced setting

@@ -5,9 +5,10 @@ the images behind a measurement. Pure Python (scipy's t quantile only), so `spli
   exact (Clopper-Pearson) interval of a share of yes/no cells.
 - `Scale`: how a metric is compared with the paper's number: a band in its own units (1 dB of PSNR, 1
   accuracy point, a factor 2 in MSE), and whether it is read on a log scale (ratios, not differences).
-- `trivial`: the best of the trivial answers the cells record under `baselines.{zero,mean,initial}` (the
-  all-zero image, the per-target mean image, the attack's initial guess); no attack that does no better
-  than these has reconstructed anything.
+- `trivial`: the best of the trivial answers the cells record under `baselines.{zero,mean,initial,majority}`
+  (the all-zero image, the per-target mean image, the attack's initial guess; for label inference, the
+  majority class for every sample, leak AUC 0.5); no attack that does no better than these has
+  reconstructed (or inferred) anything.
 - `images_behind`: how many distinct images the selected cells attacked (the `images` column, or for
   results written before it, the batch from `index` on, the same on every seed).
 """
@@ -24,8 +25,11 @@ __all__ = ["interval", "welch", "share_interval", "Scale", "DB", "POINTS", "FACT
            "value_of", "trivial", "BASELINES", "images_behind"]
 
 LEVEL = 0.95
-BASELINES = ("zero", "mean", "initial")
-"""The trivial answers every attack's metrics.json scores under `baselines` (docs/metrics.md)."""
+BASELINES = ("zero", "mean", "initial", "majority")
+"""The trivial answers an attack's metrics.json scores under `baselines` (docs/metrics.md): the first three for
+an image attack, `majority` for a label-inference attack."""
+BASELINE_WORDS = {"zero": "the all-zero image", "mean": "the mean image", "initial": "the attack's initial guess",
+                  "majority": "the majority class for every sample"}
 
 
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
@@ -124,8 +128,7 @@ def trivial(rows: Sequence[Mapping[str, Any]], metric: str, higher_is_better: bo
             continue
         mean = statistics.fmean(found)
         if best is None or (mean > best[0] if higher_is_better else mean < best[0]):
-            best = (mean, {"zero": "the all-zero image", "mean": "the mean image",
-                           "initial": "the attack's initial guess"}[name])
+            best = (mean, BASELINE_WORDS[name])
     return best
 
 

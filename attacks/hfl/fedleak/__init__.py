@@ -21,6 +21,7 @@ SPEC = AttackSpec(
                                 {"iterations": 600, "lr": 0.1}),
     ),
     model="convnet",
+    smoke={"iterations": 5},
     deviations=(
         Deviation("model and data", "ResNet10 pretrained on ImageNet, on CIFAR-10, ImageNet and medical images at "
                   "batch 16", "a width-16 ConvNet from random weights on mnist5k digits at batch 8",

@@ -74,8 +74,9 @@ class Langevin(Hook):
 class GroupConsistency(Hook):
     """Adds weight * grad ||x_r - mean_r x_r||^2 to each restart's image gradient, the mean held fixed: the pull of
     GradInversion's group consistency toward the restarts' consensus (its registration of each image to the
-    consensus is not done). It sees every restart only when the restarts run batched."""
+    consensus is not done). It sees every restart at once, so the restarts run batched."""
     weight: float
+    all_trials = True
 
     def on_grads(self, grads, params, grad_at):
         x = params[0].detach()

@@ -27,6 +27,7 @@ SPEC = AttackSpec(
                                  {"aggregator": "joint", "iterations": 20, "ramp": False, "label_gradients": "first"}),
     ),
     model="lenet-relu",
+    smoke={"temporal": 2, "iterations": 2, "clients": 1, "labels": "known"},
     deviations=(
         Deviation("models and data", "LeNet on MNIST, AlexNet with BatchNorm on CIFAR-10, ResNet-18 on ImageNet",
                   "its LeNet on mnist5k digits (its AlexNet as --arch alexnet-bn; no ResNet-18/ImageNet runs)",

@@ -23,8 +23,8 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (LBFGS, Block, Consensus, FedSGDGradient, Objective, Prior, Schedule, SquaredL2,
-                            compile_extras, run)
+from attacks.engine import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSGDGradient, Objective, Prior, Schedule,
+                            SquaredL2, run)
 from attacks.engine.priors import tv_l1
 from attacks.hfl.observations import RoundLog, check_requirements
 from attacks.hfl.tgias.aggregators import aggregator
@@ -76,7 +76,7 @@ class TGIAsRO:
         uploads = log.rounds[:s.temporal] if s.label_gradients == "all" else log.rounds[:1]
         return optimise_labels(uploads, steps=s.label_steps, seed=seed), "optimised"
 
-    def __call__(self, observation: RoundLog, *, seed: int = 0, mode: str = "auto", progress: bool = False,
+    def __call__(self, observation: RoundLog, *, seed: int = 0, engine: EngineOptions = QUIET,
                  init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
@@ -92,16 +92,15 @@ class TGIAsRO:
         distinct = s.copy_starts == "distinct" and s.aggregator != "joint"
         starts = initial_variables(observation, s.temporal if distinct else 1, seed, label_logits=False, init=init)
         first = {"x": starts["x"][:1]} if distinct else starts
-        description = f"{self.name} {s.preset} {s.aggregator} T={s.temporal} ({mode})"
+        engine = engine.labelled(f"{s.aggregator} T={s.temporal}")
         priors = (Prior("tv", "x", tv_l1, s.tv),) if s.tv > 0 else ()
-        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=mode != "sequential"),
+        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=not engine.sequential),
                                     TemporalSquaredL2([1.0 / s.temporal] * s.temporal, ramp), priors)
         joint_target = {"observed": observed, "context": {"params": params, "buffers": buffers, "labels": labels}}
         if s.aggregator == "joint":
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations)
-            result = run(joint_objective, first, joint_target, schedule, mode="batched", progress=progress,
-                         description=description, compile=s.compile)
-            answer, mode_run = result.best["x"], "batched" if mode != "sequential" else "sequential"
+            result = run(joint_objective, first, joint_target, schedule, engine)      # one trial
+            answer = result.best["x"]
         else:
             combine = aggregator(s.aggregator, beta=s.trim, f=s.f)
             copies = {"x": starts["x"].expand(s.temporal, *starts["x"].shape[1:]).clone()}
@@ -112,18 +111,17 @@ class TGIAsRO:
                                   reset=s.reset)
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations, consensus=consensus)
             objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp), priors)
-            # the engine refuses "sequential": the consensus needs every copy at once
-            result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
-                         per_trial_target=True, progress=progress, description=description, compile=s.compile)
-            answer, mode_run = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0), "batched"
+            # the copies run together: the consensus needs every copy at once (the check refuses sequential)
+            result = run(objective, copies, target, schedule, engine, per_trial_target=True)
+            answer = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0)
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
         diverged = ~torch.isfinite(loss)
         return Reconstruction(attack=self.name, preset=s.preset, trials=answer, loss=loss, history=result.trace,
                               diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
-                              labels=labels.expand(1, -1), label_rule=rule, mode=mode_run,
+                              labels=labels.expand(1, -1), label_rule=rule,
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,
-                                      "copies_diverged": int(result.diverged.sum()), **compile_extras(result)})
+                                      "copies_diverged": int(result.diverged.sum())})
 
 
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:

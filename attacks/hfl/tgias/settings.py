@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, EngineSettings
 from vfl.errors import SplitlabError
-from vfl.options import choice, integer, number, option, optional
+from vfl.options import checked, choice, integer, number, option, optional
 
 __all__ = ["TGIAsSettings", "FORMS", "LABEL_GRADIENTS", "COPY_STARTS"]
 
@@ -57,17 +57,16 @@ class TGIAsSettings(EngineSettings):
       gives neither the form nor the weight); `copy_starts="distinct"` gives every copy its own N(0, 1) start
       (Table VII's "Single + RA", restarts from different seeds aggregated robustly).
     """
-    temporal: int = option(10, "temporal gradients T of the target batch (preset 10).", integer(low=1, high=1000))
-    aggregator: str = option("median", "joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum "
-                             "(preset median).", choice(FORMS))
-    iterations: int = option(300, "R_g, global rounds (the joint form: R_g x R_l L-BFGS steps; preset 300).",
-                             integer(low=1, high=10_000_000))
-    local_steps: int = option(1, "R_l, L-BFGS steps per round (per copy in Algorithm 1; preset 1).",
+    temporal: int = option(10, "temporal gradients T of the target batch.", integer(low=1, high=1000))
+    aggregator: str = option("median", "joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum.", choice(FORMS))
+    iterations: int = option(300, "R_g, global rounds (the joint form: R_g x R_l L-BFGS steps).",
+                             ITERATIONS)
+    local_steps: int = option(1, "R_l, L-BFGS steps per round (per copy in Algorithm 1).",
                               integer(low=1, high=100_000))
-    lr: float = 1.0
-    max_iter: int = 20
-    history_size: int = 100
-    ramp: bool = option(True, "linearly increasing layer weights or uniform ones (preset: the ramp).",
+    lr: float = checked(1.0, LBFGS_LR)
+    max_iter: int = checked(20, LBFGS_INNER)
+    history_size: int = checked(100, LBFGS_HISTORY)
+    ramp: bool = option(True, "linearly increasing layer weights, or uniform ones.",
                         flag="--layer-ramp/--uniform-layers")
     beta: float | None = option(None, "trimmed mean: fraction dropped at each end (default 0.3).",
                                 optional(number(low=0, high=0.5, high_open=True)), flag="--trim-beta")

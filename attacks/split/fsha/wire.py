@@ -119,7 +119,7 @@ def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClie
                                       _EndsAfterTargets(session, end), victim.arch)
         return attack_and_score(
             SPEC, attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run, seed=seed,
-            mode="own loop", progress=progress, lpips=lpips, fid=fid,
+            progress=progress, lpips=lpips, fid=fid,
             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
             call={"monitor": monitor})
