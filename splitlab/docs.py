@@ -222,9 +222,14 @@ def readme_blocks(readme: str) -> str:
     from splitlab.claims.page import scoreboard_lines
 
     if all(m in readme for m in README_GRIDS):
+        rows = grid_rows()
+        ran = [r for r in rows if r["cpu"] != "not run"]
         readme = _between(readme, README_GRIDS, _table(
             ["grid", "cells", "CPU time (measured)", "paper-size cells", "GPU at paper size (estimate)"],
-            [[f"`{r['name']}`", r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in grid_rows()]))
+            [[f"`{r['name']}`", r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in ran])
+            + ["", f"{len(rows) - len(ran)} more grids have no shipped results yet: "
+                   + ", ".join(f"`{r['name']}`" for r in rows if r["cpu"] == "not run")
+                   + " ([docs/grids.md](docs/grids.md); each file states its reduced design and CPU estimate)."])
     if all(m in readme for m in README_CLAIMS):
         readme = _between(readme, README_CLAIMS, scoreboard_lines(list(scoreboard()), "docs/claims.md#"))
     return readme

@@ -19,6 +19,7 @@ axes; option names are the command's CLI options without the dashes, booleans ar
     [report]                    # optional: metrics in the report and the x axis of its figure
     metrics = ["image_mse_minmax", "accuracy"]
     x = "cut-layer"
+    curves = ["trajectory.psnr"]  # lists of numbers kept in results.csv, one column per entry (KEY.1, KEY.2, ...)
 
 A cell is the command with one value per axis; its identity is a hash of its resolved arguments.
 A grid may have at most `MAX_CELLS` cells (and its file `MAX_FILE_BYTES`): the size is computed from
@@ -44,7 +45,7 @@ Value = str | int | float | bool
 TOP_KEYS = ("command", "description", "fixed", "axes", "zip", "paper", "report")
 PAPER_KEYS = ("fixed", "axes", "zip", "estimate")
 ESTIMATE_KEYS = ("gpu_hours", "basis")
-REPORT_KEYS = ("metrics", "x")
+REPORT_KEYS = ("metrics", "x", "curves")
 RESERVED = {"out": "the sweep sets --out to the cell directory", "json": "the sweep always adds --json",
             "help": "not an experiment option"}
 MAX_CELLS = 2_000
@@ -302,6 +303,9 @@ def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> 
     if "metrics" in report and (not isinstance(report["metrics"], list)
                                 or not all(isinstance(m, str) for m in report["metrics"])):
         raise file_error(source, "[report] metrics must be a list of metric names")
+    if "curves" in report and (not isinstance(report["curves"], list)
+                               or not all(isinstance(m, str) for m in report["curves"])):
+        raise file_error(source, "[report] curves must be a list of metric names (lists in metrics.json)")
     if "x" in report and report["x"] not in [*axes, *zipped]:
         raise file_error(source, f"[report] x = {report['x']!r} is not a swept option")
     sweep = Sweep(name=name, source=source, command=tuple(command.split()), description=description,

@@ -1,7 +1,8 @@
 """A sweep's tables and report, recomputed from the cell files every time (never kept only in memory).
 
     results.csv   one row per cell: status, the swept values, the images it attacked (`images`, the
-                  train-split indices its config.json records, where it records them), every scalar metric
+                  train-split indices its config.json records, where it records them), every scalar metric,
+                  and each list of numbers the sweep file names under [report] curves as KEY.1, KEY.2, ...
     summary.csv   mean, std and n over `seed` for each setting of the other swept options
     report.md     the summary table, figures (a metric against a swept option, error bars over seeds,
                   one line per setting of the rest), failed cells, reconstruction grids per setting
@@ -27,15 +28,22 @@ SEED = "seed"
 IMAGES = ("reconstruction.png", "reconstructions.png")
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Scalars of a metrics record with dotted keys; lists are skipped."""
+def flatten(value: Any, prefix: str = "", curves: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Scalars of a metrics record with dotted keys; lists are skipped, except a list of numbers whose key is
+    one of `curves`: one column per entry, numbered from 1 (`trajectory.psnr.1`, the first point)."""
     out: dict[str, Any] = {}
     if isinstance(value, dict):
         for key, item in value.items():
-            out.update(flatten(item, f"{prefix}{key}."))
+            out.update(flatten(item, f"{prefix}{key}.", curves))
     elif isinstance(value, (str, int, float, bool)) or value is None:
         out[prefix[:-1]] = value
+    elif isinstance(value, list) and prefix[:-1] in curves and all(_number(v) for v in value):
+        out.update({f"{prefix}{i}": v for i, v in enumerate(value, 1)})
     return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _numeric(value: Any) -> bool:
@@ -59,8 +67,8 @@ def _csv(rows: list[dict], columns: list[str]) -> str:
     return buffer.getvalue()
 
 
-def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
-    """One row per cell of this sweep, read from its directory."""
+def collect(cells: list[Cell], sweep_dir: Path, curves: tuple[str, ...] = ()) -> list[dict]:
+    """One row per cell of this sweep, read from its directory (the lists named in `curves` spread out)."""
     rows = []
     for cell in cells:
         cell_dir = sweep_dir / "cells" / cell.dirname
@@ -72,7 +80,7 @@ def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
         if status == "ok":
             try:
                 metrics = flatten(json.loads(read_bounded(cell_dir / "metrics.json", limit=RECORD_BYTES,
-                                                          what="cell metrics")))
+                                                          what="cell metrics")), curves=curves)
             except (SplitlabError, ValueError):
                 status = "pending"
         image = next((f"cells/{cell.dirname}/{n}" for n in IMAGES if (cell_dir / n).is_file()), None)
@@ -203,7 +211,7 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
 
 def write_results(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> tuple[list[dict], list]:
     """results.csv from the cell files (rewritten after every cell, so it is current even after kill -9)."""
-    rows = collect(cells, sweep_dir)
+    rows = collect(cells, sweep_dir, tuple(sweep.report.get("curves", ())))
     swept = sweep.swept_keys
     attacked = [ATTACKED] if any(r[ATTACKED] for r in rows) and ATTACKED not in swept else []
     identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir", *attacked]

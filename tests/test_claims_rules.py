@@ -131,6 +131,25 @@ def test_a_trend_without_shared_seeds_uses_welchs_interval():
     assert verdict.verdict == "reproduced" and "unpaired" in verdict.lab
 
 
+def _phases(random: float, guided: float) -> list[dict]:
+    """One cell per seed with f(Q) per trial: three random trials around `random`, three guided around `guided`
+    (one guided trial an outlier that a mean would follow)."""
+    rows = []
+    for s in SEEDS:
+        f = [random * (1 + 0.1 * JITTER[s]), random, random * 1.05] + [guided * (1 + 0.1 * JITTER[s]), guided, 50.0]
+        rows.append({"seed": s, **{f"f.{i}": v for i, v in enumerate(f, 1)}})
+    return rows
+
+
+def test_a_trend_over_grouped_columns_reads_each_groups_median():
+    """awa.fig1.guided-lower: the guided trials' f(Q) against the random ones', each phase's median per seed."""
+    rule = Trend(select=ALL, x="mean trial", metric="f", direction=-1, higher_is_better=False, scale=FACTOR,
+                 columns={2: ("f.1", "f.2", "f.3"), 5: ("f.4", "f.5", "f.6")}, guard="")
+    lower = rule(_phases(0.2, 0.1))
+    assert lower.verdict == "reproduced" and lower.values["last"] == pytest.approx(0.1, rel=0.02)
+    assert rule(_phases(0.1, 0.2)).verdict == "contradicted"
+
+
 def test_bands_are_in_the_metrics_own_units():
     assert AtLeast(ALL, "psnr", 22.5)(_cells(21.6, 0.2)).verdict == "reproduced"       # within 1 dB
     assert AtLeast(ALL, "psnr", 22.5)(_cells(21.2, 0.2)).verdict == "contradicted"     # 1.3 dB short, ruled out

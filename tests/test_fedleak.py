@@ -125,6 +125,23 @@ def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
     torch.testing.assert_close(sequential.trials, few(double, seed=0).trials, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("logit", [10.0, 0.0])
+def test_refined_labels_start_on_the_inferred_class_or_uniform_without_inference(monkeypatch, logit):
+    import attacks.hfl.fedleak.attack as module
+    mnist = datasets.load("mnist5k")
+    x, y = mnist.images[:2], mnist.labels[:2]
+    obs = observe_fedsgd(build_hfl_model("convnet", seed=0), x, y, arch="convnet")
+    seen = []
+    real = module.run
+    monkeypatch.setattr(module, "run", lambda objective, variables, *a, **kw: seen.append(
+        variables["label_logits"].clone()) or real(objective, variables, *a, **kw))
+    FedLeak(replace(preset("fedleak.quick"), iterations=1, label_logit=logit))(obs, seed=0)
+    start = seen[0][0]                                           # (B, classes) of the first restart
+    inferred = torch.nn.functional.one_hot(infer_labels(obs, "count"), start.shape[-1]).to(start.dtype)
+    torch.testing.assert_close(start, logit * inferred)
+    assert bool((start == 0).all()) == (logit == 0)
+
+
 @pytest.mark.slow
 def test_fedleak_answer_final_is_algorithm_1s_last_iterate_and_best_the_lowest_loss_one():
     mnist = datasets.load("mnist5k")

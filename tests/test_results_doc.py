@@ -29,7 +29,8 @@ EARLIER = re.compile(r"\bearlier\b[^.]*?\bcommits? [0-9a-f]{7,40}", re.S)
 COLUMNS = re.compile(r"^(psnr|ssim|image_mse|image_mse_minmax|label_accuracy|leak_auc|accuracy|activation_mse|"
                      r"seconds_per_step|alignment_accuracy|interpolation\.update_error|extras\.f|bo_scores\.\w+|extras\.training_interval_mse_pm1_final|"
                      r"baselines\.(zero|mean)\.psnr|matched_by_check\..*|matched|total|all_mean_below_bound|"
-                     r"idlg_below_dlg_by_bound|attacks\.\w+\.(fit_mse|paper_fit_mse|L_R|bound_T|mean_error_T))$")
+                     r"idlg_below_dlg_by_bound|attacks\.\w+\.(fit_mse|paper_fit_mse|L_R|bound_T|mean_error_T)|"
+                     r"trajectory\.(psnr|ssim)\.\d+|extras\.bo\.f_per_trial\.\d+)$")
 """The columns whose values the page prints (a cell's other numbers would make almost any number admissible)."""
 COMPARED = ("psnr", "ssim", "image_mse_minmax", "image_mse", "label_accuracy", "leak_auc", "accuracy", "activation_mse",
             "seconds_per_step")
@@ -85,7 +86,9 @@ def _floats(row: dict) -> dict[str, float]:
 def admissible(grid: str) -> list[float]:
     """Every number the page may print under this grid's name."""
     rows = [r for r in read_csv(RESULTS / f"{grid}.csv") if r.get("status") == "ok"]
-    swept = [k for k in parse_sweep(shipped()[grid], grid, f"{grid}.toml").swept_keys if k != "seed"]
+    sweep = parse_sweep(shipped()[grid], grid, f"{grid}.toml")
+    with_seed = set(sweep.zipped) if "seed" in sweep.zipped else set()      # a key zipped with the seed is one
+    swept = [k for k in sweep.swept_keys if k != "seed" and k not in with_seed]
     values: list[float] = []
     groups: dict[tuple, list[dict]] = {}
     for row in rows:

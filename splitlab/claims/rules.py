@@ -19,6 +19,7 @@ softens to partly (`model.Claim.judge`).
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional
 
@@ -26,6 +27,10 @@ from splitlab.claims.cells import Guard, Paired, Rows, Select, Verdict, guard_of
 from splitlab.claims.stats import DB, Scale, at_or_below, interval, share_interval, trivial, value_of, welch
 
 __all__ = ["Beats", "Trend", "Level", "AtLeast", "AtMost", "Fails", "Close", "Holds", "RULES"]
+
+
+def _columns(column) -> tuple[str, ...]:
+    return column if isinstance(column, tuple) else (column,)
 
 
 def _failed(found: Optional[Guard]) -> bool:
@@ -134,7 +139,8 @@ class Trend(Paired):
     better end is above the trivial baselines and (with the paper's `gap`, its change over the same range)
     the change reaches it within the band; partly: otherwise in the claimed direction; contradicted: the
     ends move significantly the other way, or (a size only) the interval rules out the paper's change.
-    `columns` reads the points from columns of the same cells instead ({x: column})."""
+    `columns` reads the points from columns of the same cells instead ({x: column}; {x: (column, ...)}: the
+    median of those columns, a phase of a curve such as BO's guided trials)."""
     summary: ClassVar[str] = "a metric moves one way along a swept setting: its ends paired by seed, every step"
     select: Select = None  # type: ignore[assignment]
     x: str = ""
@@ -156,8 +162,9 @@ class Trend(Paired):
         for r in self.select.rows(rows):
             if self.columns is not None:
                 for x, column in self.columns.items():
-                    if value_of(r, column) is not None:
-                        points.setdefault(float(x), []).append({**r, self.metric: r[column]})
+                    found = [v for v in (value_of(r, c) for c in _columns(column)) if v is not None]
+                    if found:
+                        points.setdefault(float(x), []).append({**r, self.metric: statistics.median(found)})
             else:
                 x = value_of(r, self.x)
                 if x is not None and level([r], self.metric, self.scale) is not None:

@@ -45,7 +45,8 @@ class FedLeakSettings(EngineSettings):
       the column sums for B <= N; counts from the column sums minus "max W", read as the largest gradient
       entry, plus fill-in for B > N). `refine_labels`: optimise label logits with the images (softmax
       labels), started at `label_logit` on the inferred class and 0 elsewhere; the paper does not say
-      how it parameterises them.
+      how it parameterises them. `label_logit` 0 starts every slot uniform: the labels are optimised jointly
+      without the inference (Table 14's "without label inference" arm).
     - FedAvg (`fedavg`): the server's estimate g = (theta_0 - theta_E) / (lr * steps), matched against
       one FedSGD gradient of the whole batch ("gradient"; the paper's Delta w / lr, which we also divide
       by the number of local steps so it stays on a gradient's scale), or the update simulated by
@@ -82,7 +83,9 @@ class FedLeakSettings(EngineSettings):
                              choice(LABEL_RULES))
     refine_labels: bool = option(True, "keep the inferred labels fixed (default: refine them jointly).",
                                  flag="--no-refine", negate=True)
-    label_logit: float = 10.0
+    label_logit: float = option(10.0, "with --labels recovered and refinement: the starting logit of each slot's "
+                                "inferred class (0: a uniform start that ignores the inference, Table 14's arm "
+                                "without it; preset 10).", number(low=0, high=1e3))
     fedavg: str = "gradient"
     answer: str = option("best", "return each restart's lowest-loss iterate (best, the lab's convention) or its "
                          "last one (final, Alg. 1's x'_I).", choice(ANSWERS))
