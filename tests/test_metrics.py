@@ -135,6 +135,25 @@ def test_score_with_matching_equals_score_of_the_pre_permuted_batch():
     assert unmatched["image_mse"] > 2 * direct["image_mse"]
 
 
+def test_best_match_lets_two_targets_share_a_reconstruction_and_never_scores_below_one_to_one():
+    x_true = _images(3)
+    close = (x_true[0] + 0.01).clamp(0, 1)
+    # two reconstructions near target 0 and one far from everything: one-to-one must give target 1 or 2
+    # a poor partner, the best match gives every target its nearest reconstruction
+    x_rec = torch.stack([close, close, torch.zeros_like(close)])
+    score = metrics.score_reconstruction(x_rec, x_true, match=True)
+    nearest = [max(float(metrics.psnr(r[None], t[None])) for r in x_rec) for t in x_true]
+    assert score["per_image"]["psnr_best_match"] == pytest.approx(nearest)
+    assert score["psnr_best_match"] == pytest.approx(sum(nearest) / 3)
+    assert score["psnr_best_match"] > score["psnr"]
+    assert all(b >= p for b, p in zip(score["per_image"]["psnr_best_match"], score["per_image"]["psnr"]))
+    # a perfect batch in any order: the two rules agree (capped at 100 dB)
+    perfect = metrics.score_reconstruction(x_true.flip(0), x_true, match=True)
+    assert perfect["psnr_best_match"] == perfect["psnr"] == metrics.PSNR_CAP_DB
+    with pytest.raises(SplitlabError, match="cannot match"):
+        metrics.best_match_psnr(x_rec[:, :, :5], x_true)
+
+
 def test_score_keys_clamping_minmax_and_unavailable_reasons():
     x_true = _images(3)
     x_true = metrics.minmax_normalise(x_true)  # each target spans exactly [0,1]

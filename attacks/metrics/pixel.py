@@ -69,6 +69,16 @@ def psnr(
     return db if max_db is None else db.clamp(max=max_db)
 
 
+def best_match_psnr(x_rec: torch.Tensor, x_true: torch.Tensor, *, max_db: float | None = PSNR_CAP_DB) -> torch.Tensor:
+    """Per target, the PSNR of its most similar reconstruction, shape (N_true,): FedLeak's scoring ("for each
+    image, we find the most similar reconstructed image"), where two targets may pick the same reconstruction.
+    Each pair is scored by `psnr` itself, so this is never below the one-to-one (Hungarian) pairing's
+    per-image PSNR, which gives each reconstruction to one target only."""
+    if x_rec.dim() != 4 or x_rec.shape[1:] != x_true.shape[1:]:
+        raise SplitlabError(f"cannot match {tuple(x_rec.shape)} against {tuple(x_true.shape)}")
+    return torch.stack([psnr(x_rec, target.expand_as(x_rec), max_db=max_db).max() for target in x_true])
+
+
 def ssim(x_rec: torch.Tensor, x_true: torch.Tensor, *, gaussian_weights: bool = False) -> torch.Tensor:
     """Per-image SSIM, shape (N,), with scikit-image on [0,1]-clamped inputs (data_range 1).
 
