@@ -154,6 +154,22 @@ def test_best_match_lets_two_targets_share_a_reconstruction_and_never_scores_bel
         metrics.best_match_psnr(x_rec[:, :, :5], x_true)
 
 
+def test_global_ssim_is_the_awa_papers_formula_over_the_whole_image():
+    x_true = _images(3)
+    noisy = (x_true + 0.2 * torch.randn(x_true.shape, generator=torch.Generator().manual_seed(1))).clamp(0, 1)
+    a, b = noisy.flatten(1).double(), x_true.flatten(1).double()
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    cov = ((a - a.mean(1, keepdim=True)) * (b - b.mean(1, keepdim=True))).mean(1)
+    by_hand = ((2 * a.mean(1) * b.mean(1) + c1) * (2 * cov + c2)
+               / ((a.mean(1) ** 2 + b.mean(1) ** 2 + c1) * (a.var(1, unbiased=False) + b.var(1, unbiased=False) + c2)))
+    assert metrics.ssim_global(noisy, x_true).tolist() == pytest.approx(by_hand.tolist(), rel=1e-6)
+    assert metrics.ssim_global(x_true, x_true).tolist() == pytest.approx([1.0] * 3)
+    assert float(metrics.ssim_global(1 - x_true, x_true).max()) < 0            # anti-correlated
+    score = metrics.score_reconstruction(noisy, x_true)
+    assert score["ssim_global"] == pytest.approx(float(by_hand.mean()), rel=1e-6)
+    assert score["ssim_global"] != pytest.approx(score["ssim"], abs=1e-3)       # not the windowed SSIM
+
+
 def test_score_keys_clamping_minmax_and_unavailable_reasons():
     x_true = _images(3)
     x_true = metrics.minmax_normalise(x_true)  # each target spans exactly [0,1]

@@ -98,6 +98,22 @@ def ssim(x_rec: torch.Tensor, x_true: torch.Tensor, *, gaussian_weights: bool = 
     return torch.tensor(values, dtype=torch.float32, device=x_rec.device)
 
 
+def ssim_global(x_rec: torch.Tensor, x_true: torch.Tensor, *, data_range: float = 1.0) -> torch.Tensor:
+    """Per-image SSIM from the whole image's statistics, shape (N,): the formula as the AWA paper writes it,
+    (2 mu_x mu_y + c1)(2 sigma_xy + c2) / ((mu_x^2 + mu_y^2 + c1)(sigma_x^2 + sigma_y^2 + c2)), with c1 =
+    (0.01 H)^2, c2 = (0.03 H)^2, H the data range, means and (population) moments over every pixel and
+    channel, on [0,1]-clamped inputs. No sliding window: one value per image pair, which forgives local
+    noise that the windowed `ssim` (scikit-image, 7x7) penalises."""
+    check_pair(x_rec, x_true, images=True)
+    a, b = x_rec.detach().clamp(0, 1).flatten(1).double(), x_true.detach().clamp(0, 1).flatten(1).double()
+    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+    mu_a, mu_b = a.mean(1), b.mean(1)
+    var_a, var_b = a.var(1, correction=0), b.var(1, correction=0)
+    cov = ((a - mu_a[:, None]) * (b - mu_b[:, None])).mean(1)
+    value = (2 * mu_a * mu_b + c1) * (2 * cov + c2) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
+    return value.float()
+
+
 def _numpy_images(x: torch.Tensor) -> np.ndarray:
     """[0,1]-clamped float64 CPU copy laid out as skimage wants: (N, H, W, C), or (N, H, W) for grayscale."""
     x = x.detach().clamp(0, 1).double().cpu()
