@@ -19,8 +19,13 @@ COMMANDS = {
     "unsplit": ["attack", "unsplit", "--arch", "cnn", "--epochs", "2"],
 }
 """Each engine attack (the ones `--compile` applies to), in the setting the fixed-seed checks use."""
-SPLIT_ONLY = {"fsha": ["attack", "fsha"]}
-"""Attacks outside the engine (their own training loop; no `--compile`)."""
+LABELS = ("label-norm", "label-direction", "label-direct", "label-completion", "label-active", "label-unsplit")
+SPLIT_ONLY = {"fsha": ["attack", "fsha"], **{name: ["attack", name] for name in LABELS}}
+"""Attacks outside the engine (their own training loop, or a score over the training's messages; no `--compile`)."""
+PRESETS = {"label-norm": "label-norm.li", "label-direction": "label-direction.li", "label-direct": "label-direct.fu",
+           "label-completion": "label-completion.fu", "label-active": "label-active.fu",
+           "label-unsplit": "label-unsplit.original"}
+"""The preset each attack runs where it has no `.quick` one (the label attacks' paper presets take seconds)."""
 
 
 def with_options(argv: list[str], **options: object) -> list[str]:

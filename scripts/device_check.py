@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from device_plan import (ATTACKS, COMPILE_THREADS, DEVICE, PACK_RESERVE_S, REFERENCE, SMOKE, Profile,  # noqa: E402
+from device_plan import (ATTACKS, COMPILE_THREADS, DEVICE, PACK_RESERVE_S, REFERENCE, SMOKE, Profile, reference,  # noqa: E402
                          attack_argv, build, total)
 
 
@@ -65,7 +65,7 @@ def cell_of(argv: list[str]):
     return Cell(tuple(command), tuple(options), ())
 
 
-def run_attacks(folder: Path, profile: Profile) -> None:
+def run_attacks(folder: Path, profile: Profile, names: tuple[str, ...] = ATTACKS) -> None:
     """Each attack's quick preset in this process, one after another, each into folder/NAME (cell.json last)."""
     import torch
 
@@ -75,15 +75,15 @@ def run_attacks(folder: Path, profile: Profile) -> None:
         x = torch.randn(8, 1, 28, 28, device="cuda", requires_grad=True)
         torch.nn.functional.conv2d(x, torch.randn(4, 1, 3, 3, device="cuda")).sum().backward()
         torch.cuda.synchronize()
-    for name in ATTACKS:
+    for name in names:
         record = run_cell(cell_of(attack_argv(name, profile)), folder / name)
         print(json.dumps({"attack": name, "status": record["status"], "seconds": record["seconds"],
                           "error": record["error"]}), flush=True)
 
 
-def cpu_reference() -> None:
-    """Run every quick preset on this CPU and write device_reference_cpu.json (times mean what the load allows:
-    the hardware line says how busy the machine was)."""
+def cpu_reference(only: tuple[str, ...] = ()) -> None:
+    """Run every quick preset on this CPU (or only these attacks, the others' records kept) and write
+    device_reference_cpu.json (times mean what the load allows: the hardware line says how busy the machine was)."""
     import torch
 
     from device_report import attack_record
@@ -92,15 +92,22 @@ def cpu_reference() -> None:
 
     profile = Profile("reference", "cpu")
     before = hardware(torch.device("cpu"))
+    names = only or ATTACKS
+    kept = {k: v for k, v in reference()["attacks"].items() if k in ATTACKS and k not in names} if only else {}
     with tempfile.TemporaryDirectory(prefix="splitlab-reference-") as tmp:
-        run_attacks(Path(tmp) / "runs", profile)
-        attacks = {name: {"argv": attack_argv(name, profile), **attack_record(Path(tmp) / "runs" / name)}
-                   for name in ATTACKS}
-    record = {"what": "every attack's quick preset on the CPU, one process, one after another (device_check.py "
-                      "--cpu-reference): the numbers the GPU check puts its own beside",
-              "hardware_before": before, "hardware_after": hardware(torch.device("cpu")),
-              "torch": torch.__version__, "python": sys.version.split()[0], "git": git_state(),
-              "measured": datetime.date.today().isoformat(), "attacks": attacks}
+        run_attacks(Path(tmp) / "runs", profile, names)
+        measured = {name: {"argv": attack_argv(name, profile), **attack_record(Path(tmp) / "runs" / name)}
+                    for name in names}
+    attacks = {name: kept.get(name) or measured[name] for name in ATTACKS}
+    when = {"hardware_before": before, "hardware_after": hardware(torch.device("cpu")), "torch": torch.__version__,
+            "python": sys.version.split()[0], "git": git_state(), "measured": datetime.date.today().isoformat()}
+    if only:                                    # the earlier provenance stays; this run's is listed beside it
+        record = {**reference(), "attacks": attacks}
+        record["remeasured"] = [*record.get("remeasured", []), {"attacks": list(names), **when}]
+    else:
+        record = {"what": "every attack's quick preset on the CPU, one process, one after another (device_check.py "
+                          "--cpu-reference): the numbers the GPU check puts its own beside", **when,
+                  "attacks": attacks}
     REFERENCE.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {REFERENCE}")
 
@@ -177,6 +184,8 @@ def main() -> None:
     mode.add_argument("--cpu-smoke", action="store_true", help="the whole check on the CPU at toy sizes")
     mode.add_argument("--cpu-reference", action="store_true", help=f"write {REFERENCE.name} from this CPU")
     mode.add_argument("--run-attacks", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--only", nargs="+", choices=ATTACKS, default=(), metavar="ATTACK",
+                        help="with --cpu-reference: measure only these attacks, keep the others' records")
     parser.add_argument("--profile", default="device", choices=("device", "smoke"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "runs/device-check"),
                         help="where the packed files go (default $OUT, else runs/device-check)")
@@ -188,7 +197,7 @@ def main() -> None:
         run_attacks(args.run_attacks, profile)
         return
     if args.cpu_reference:
-        cpu_reference()
+        cpu_reference(tuple(args.only))
         return
     data_root = args.data_root or (ROOT / ".data" if (ROOT / ".data").is_dir() else None)
     if data_root is not None and not data_root.is_dir():

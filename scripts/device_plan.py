@@ -13,7 +13,8 @@ The estimates (seconds on one H100; nothing in the lab has been timed on a GPU y
   host launching kernels, not by the GPU's arithmetic: a forward, backward and double-backward pass of a 4-6 layer
   network launches about 200-300 kernels, and eager PyTorch spends about 10 us of host time on each, so
   SMALL_STEP_MS per Adam step, LBFGS_ITER_MS per L-BFGS iteration (the two-loop recursion and its one host read
-  on top), UNSPLIT_STEP_MS per UnSplit step (all ten targets in one batched step), TRAIN_STEP_MS per training batch,
+  on top), UNSPLIT_STEP_MS per UnSplit step (all ten targets in one batched step), TRAIN_STEP_MS per training batch
+  (a label attack's steps are its victim's training rounds),
   and FSHA_STEP_MS per FSHA round (four networks' forward and backward passes and a gradient penalty's double
   backward).
 - ResNet10 at batch 16 on 28 x 28 digits adds arithmetic: about 0.2 GMAC per image forward, so a FedLeak step (two
@@ -37,7 +38,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attack_commands import COMMANDS, SPLIT_ONLY, with_options
+from attack_commands import COMMANDS, LABELS, PRESETS, SPLIT_ONLY, with_options
 
 SCRIPTS = Path(__file__).resolve().parent
 REFERENCE = SCRIPTS / "device_reference_cpu.json"
@@ -135,12 +136,15 @@ def reference() -> dict:
 
 
 def attack_argv(name: str, profile: Profile) -> list[str]:
-    """`splitlab` arguments of attack `name`'s quick preset on the profile's device (without --out)."""
+    """`splitlab` arguments of attack `name`'s quick preset (or PRESETS') on the profile's device (without --out)."""
     argv = COMMANDS.get(name) or SPLIT_ONLY[name]
-    return with_options(argv, preset=f"{name}.quick", device=profile.device, **profile.sizes.get(name, {}))
+    return with_options(argv, preset=PRESETS.get(name, f"{name}.quick"), device=profile.device,
+                        **profile.sizes.get(name, {}))
 
 
 def _step_ms(name: str) -> float:
+    if name in LABELS:                          # a label attack's steps are the victim's training rounds
+        return TRAIN_STEP_MS
     return {"unsplit": UNSPLIT_STEP_MS, "fsha": FSHA_STEP_MS}.get(name, LBFGS_ITER_MS if name in LBFGS else
                                                                   SMALL_STEP_MS)
 
@@ -169,7 +173,7 @@ def grids(profile: Profile, mnist: bool, folder: Path) -> list[Group]:
                   {"attack": ("fedleak", "invgrad"), "seed": ("0", "1", "2")},
                   "FedLeak vs Inverting Gradients, ResNet10, batch 16, 10,000 iterations, seeds 0-2"),
             Group("tgias-algorithm1-paper", "tgias-algorithm1", True,
-                  {"iterations": ("300",), "carry-state": ("false",), "seed": ("0", "1", "2")},
+                  {"seed": ("0", "1", "2")},
                   "TGIAs-RO Algorithm 1 as the paper states it (median, a fresh L-BFGS state every round) at "
                   "R_g = 300 rounds of 20 L-BFGS iterations, T = 10 vs 1, seeds 0-2"),
             jast]

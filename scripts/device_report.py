@@ -12,7 +12,7 @@ from typing import Callable
 from attack_commands import with_options
 from device_plan import ATTACKS, ENGINE, Group, Job, Profile, attack_argv, reference
 
-METRICS = ("psnr", "ssim", "image_mse", "label_accuracy", "accuracy")
+METRICS = ("psnr", "ssim", "image_mse", "label_accuracy", "leak_auc", "accuracy")
 MEMBER_CAP = 15 * 2 ** 20
 """Bytes (uncompressed) a packed archive holds at most: the device brings back files of up to 16 MiB."""
 PACKED = ("summary.json", "report.md", "check.log", "results.tar.gz", "runs.tar.gz", "figures.tar.gz")

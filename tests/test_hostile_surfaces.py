@@ -207,7 +207,8 @@ def test_a_cache_torchs_import_could_not_create_is_set_aside(make, unusable, tmp
     path = {"file": tmp_path / "afile", "under-a-file": tmp_path / "afile" / "sub", "missing": tmp_path / "new" / "c",
             "folder": tmp_path / "folder"}[make]
     monkeypatch.setenv(CACHE_VARIABLE, str(path))
-    monkeypatch.delenv(UNUSABLE_CACHE_VARIABLE, raising=False)
+    monkeypatch.setenv(UNUSABLE_CACHE_VARIABLE, "")      # recorded, so the value set below is undone after the test
+    monkeypatch.delenv(UNUSABLE_CACHE_VARIABLE)
     set_aside_unusable_cache()
     assert (os.environ.get(UNUSABLE_CACHE_VARIABLE) == str(path)) is unusable
     assert (CACHE_VARIABLE in os.environ) is not unusable

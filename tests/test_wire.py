@@ -4,6 +4,7 @@ Runs with real processes are in tests/test_wire_runs.py; intruders and malicious
 tests/test_wire_security.py."""
 import os
 import re
+import socket
 import threading
 
 import pytest
@@ -219,6 +220,18 @@ def test_a_refused_frame_breaks_the_channel_and_an_abort_says_why(channels):
 def test_a_silent_peer_times_out_with_one_line(channels):
     server, _ = channels
     with pytest.raises(SplitlabError, match=r"^party 0 sent nothing for 1 s \(--timeout\); it is stuck or gone$"):
+        server.receive(ACTIVATIONS)
+
+
+@pytest.mark.parametrize("cut", ["at a frame's start", "inside a frame"])
+def test_a_peer_that_closes_is_one_line_whether_at_or_inside_a_frame(channels, cut):
+    server, client = channels
+    if cut == "inside a frame":                                    # the header and part of the payload, then gone
+        frame = Frame(Kind.ACTIVATIONS, 3, torch.randn(4, 10))
+        client.sock.sendall(frame.header() + bytes(40))
+    client.sock.shutdown(socket.SHUT_WR)                           # a clean close (FIN): recv returns 0, not an error
+    with pytest.raises(PeerStopped, match=r"^party 0 closed the connection \(its process ended or the network "
+                                          r"dropped\)$"):
         server.receive(ACTIVATIONS)
 
 

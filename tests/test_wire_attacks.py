@@ -154,7 +154,7 @@ def test_a_killed_victim_ends_the_attack_with_one_line(tmp_path, args, victim_lo
         if attack.poll() is None:
             attack.kill()
             attack.communicate()
-    assert attack.returncode == 2
+    assert attack.returncode == 2, err
     assert _error_lines(err) == [message.format(out=out)]
     assert "Traceback" not in err
 
@@ -233,5 +233,5 @@ def test_ctrl_c_on_the_attack_ends_it_and_its_victim_with_one_line(tmp_path, arg
             if Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text():
                 os.kill(pid, signal.SIGKILL)
                 pytest.fail("the victim process outlived the attack")
-    assert attack.returncode == 2
+    assert attack.returncode == 2, err
     assert _error_lines(err) == [message.format(out=out)]

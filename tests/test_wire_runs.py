@@ -212,7 +212,7 @@ def test_ctrl_c_on_the_server_ends_both_sides_with_one_line_each(tmp_path, secre
         (server_code, server_err), (client_code, client_err) = _finish(server, 30), _finish(client, 30)
     finally:
         _kill_all(server, client)
-    assert server_code == client_code == 2
+    assert server_code == client_code == 2, (server_err, client_err)
     assert _error_lines(server_err) == [f"error: interrupted; saved through epoch 1 in {tmp_path / 'server'}; "
                                         "continue both sides with --resume"]
     assert _error_lines(client_err) == ["error: the server stopped: the server was interrupted; saved through epoch 1 "
@@ -229,7 +229,7 @@ def test_a_client_without_the_secret_is_refused_before_any_tensor(tmp_path, secr
         (client_code, client_err), (server_code, server_err) = _finish(client), _finish(server)
     finally:
         _kill_all(server, client)
-    assert server_code == client_code == 2
+    assert server_code == client_code == 2, (server_err, client_err)
     assert _error_lines(server_err) == [
         f"error: no client joined as party 0 within 8 s (--timeout); 1 connection(s) did not prove party 0's key "
         f"(another --secret-file?); start `splitlab client --connect 127.0.0.1:{port} --party 0` with its key; no "

@@ -147,22 +147,52 @@ def cuda_provenance() -> dict | None:
             "count": torch.cuda.device_count()}
 
 
+class Uninterrupted:
+    """`with UNINTERRUPTED:` a block that a Ctrl-C or `kill` must not cut in two (a frame's bytes and the count of
+    what was written): under `terminate_as_interrupt` the interrupt waits for the block's end. Blocks never wait
+    on a peer inside, so the wait is microseconds."""
+    depth = 0
+    pending = False
+
+    def __enter__(self) -> None:
+        Uninterrupted.depth += 1
+
+    def __exit__(self, *exc) -> None:
+        Uninterrupted.depth -= 1
+        if Uninterrupted.pending and not Uninterrupted.depth:
+            Uninterrupted.pending = False
+            raise KeyboardInterrupt
+
+
+UNINTERRUPTED = Uninterrupted()
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt():
     """`kill PID` stops a run as Ctrl-C does: an attack still writes what it reached, a wire program tells its
-    peers and keeps its saved epochs.
+    peers and keeps its saved epochs. Either waits for an `UNINTERRUPTED` block to end.
 
-    Only the first: it puts the previous handler back, so a second `kill` ends a run that hangs while writing.
+    Only the first: it puts the previous handler back, so a second `kill` or Ctrl-C ends a run that hangs while
+    writing. A Ctrl-C the process ignores (started in the background) stays ignored.
     """
+    watched = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler
+                                  else [])
+    previous: dict[int, object] = {}
+
     def interrupt(signum, frame):
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signum, previous[signum])
+        if Uninterrupted.depth:
+            Uninterrupted.pending = True
+            return
         raise KeyboardInterrupt
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        for signum in watched:
+            previous[signum] = signal.signal(signum, interrupt)
     except ValueError:                      # not the main thread (an embedding app): leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -11,12 +11,14 @@ Cost: a frame is written in one pass with no wait between header and payload (sm
 large ones in slices hashed as they go, so the receiver hashes the slice before while the sender hashes the
 next), read straight into the tensor's memory, and no thread or queue sits between the caller and the socket.
 Blocking calls are bounded by the socket's timeout (`--timeout`: a silent peer is reported) and Ctrl-C
-reaches the caller at once (a blocking socket call returns to Python for every signal).
+reaches the caller at once (a blocking wait returns to Python for every signal), between writes: a frame that
+Ctrl-C stopped part way is finished before the ABORT that says why, so the peer reads whole frames to the end.
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
+import select
 import socket
 import ssl
 import struct
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from vfl.errors import SplitlabError
+from vfl.runtime import UNINTERRUPTED
 from vfl.wire.frames import HEADER, Expect, Frame, Kind, reason_of
 
 MAC_BYTES = 32
@@ -91,6 +94,38 @@ def _payload_view(tensor: torch.Tensor) -> memoryview:
     return memoryview(t.numpy()).cast("B") if t.numel() else memoryview(b"")
 
 
+class _Outgoing:
+    """A frame being written and how far it got: small frames as one piece, large ones as the header, payload
+    slices (each hashed as it is queued, so the receiver hashes one slice while the sender hashes the next) and
+    the MAC."""
+
+    def __init__(self, header: bytes, payload: memoryview, mac: "hmac.HMAC | None"):
+        self.payload, self.at, self.mac = payload, 0, mac
+        if len(payload) <= SMALL:
+            if mac is not None:
+                mac.update(payload)
+            self.queue = [memoryview(b"".join((header, payload, mac.digest() if mac is not None else b"")))]
+            self.at = len(payload)
+        else:
+            self.queue = [memoryview(header)]
+
+    def head(self) -> memoryview | None:
+        """The bytes to write next (at most a slice), or None once the frame is out."""
+        if not self.queue and self.at < len(self.payload):
+            piece = self.payload[self.at:self.at + SLICE]
+            if self.mac is not None:
+                self.mac.update(piece)
+            self.at += len(piece)
+            self.queue = [piece] + ([memoryview(self.mac.digest())]
+                                    if self.mac is not None and self.at == len(self.payload) else [])
+        return self.queue[0][:SLICE] if self.queue else None
+
+    def wrote(self, n: int) -> None:
+        self.queue[0] = self.queue[0][n:]
+        if not self.queue[0]:
+            self.queue.pop(0)
+
+
 class Channel:
     """Frames to and from the peer on `sock` (connected, handshake done); `name` says who it is in errors
     ("party 0"). `keys` = (the key of frames this side sends, the key of frames it receives), or None over
@@ -103,43 +138,49 @@ class Channel:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._send_mac, self._receive_mac = (None, None) if keys is None else (_Mac(keys[0]), _Mac(keys[1]))
         self._broken: SplitlabError | None = None           # nothing more is received after a failure
-        self._send_broken = False                            # a send stopped mid-frame: nothing more is sent
+        self._send_broken = False                            # a send failed mid-frame: nothing more is sent
+        self._outgoing: _Outgoing | None = None              # a frame a Ctrl-C stopped part way
+        self._writable = select.poll()
+        self._writable.register(sock, select.POLLOUT)
         self.traffic = Traffic()
 
     # --- sending -------------------------------------------------------------------------------------------
 
     def send(self, frame: Frame) -> None:
-        """Write `frame` (header, payload, MAC); returns once the kernel took it. A failure is one line."""
+        """Write `frame` (header, payload, MAC); returns once the kernel took it. A failure is one line. A frame
+        a Ctrl-C stopped part way is finished first, so the peer still reads whole frames (an ABORT after it)."""
         if self._send_broken:
             raise self._broken or PeerStopped(f"{self.name}: the connection broke while sending")
-        header = frame.header()
         payload = _payload_view(frame.tensor) if frame.tensor is not None else memoryview(b"")
-        self._send_broken = True
         try:
-            self._write(header, payload)
+            self._flush()
+            with UNINTERRUPTED:                                     # the MAC's sequence number counts this frame
+                header = frame.header()
+                mac = self._send_mac.start(header) if self._send_mac is not None else None
+                self._outgoing = _Outgoing(header, payload, mac)
+            self._flush()
         except (OSError, ssl.SSLError) as exc:
+            self._send_broken = True
             error = self._failed(exc, "took no frame")
             self._broken = self._broken or error
             raise error from None
-        self._send_broken = False
         self.traffic.frames_sent += 1
-        self.traffic.bytes_sent += len(header) + len(payload) + (MAC_BYTES if self._send_mac else 0)
+        self.traffic.bytes_sent += len(header) + len(payload) + (MAC_BYTES if mac is not None else 0)
 
-    def _write(self, header: bytes, payload: memoryview) -> None:
-        mac = self._send_mac.start(header) if self._send_mac is not None else None
-        if len(payload) <= SMALL:
-            if mac is not None:
-                mac.update(payload)
-            self.sock.sendall(b"".join((header, payload, mac.digest() if mac is not None else b"")))
-            return
-        self.sock.sendall(header)
-        for start in range(0, len(payload), SLICE):
-            piece = payload[start:start + SLICE]
-            if mac is not None:
-                mac.update(piece)
-            self.sock.sendall(piece)
-        if mac is not None:
-            self.sock.sendall(mac.digest())
+    def _flush(self) -> None:
+        """Write what is left of the frame under way. An interrupt comes between writes, never inside the
+        bookkeeping of one, so what is left stays exact."""
+        out = self._outgoing
+        while out is not None:
+            with UNINTERRUPTED:
+                view = out.head()
+            if view is None:
+                self._outgoing = None
+                return
+            if not self._writable.poll(self.timeout * 1000):     # the wait is outside: Ctrl-C ends it at once
+                raise socket.timeout("timed out")
+            with UNINTERRUPTED:
+                out.wrote(self.sock.send(view))
 
     # --- receiving -----------------------------------------------------------------------------------------
 
@@ -153,7 +194,7 @@ class Channel:
         except SplitlabError as exc:
             self._broken = exc
             raise
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, EOFError, ssl.SSLError) as exc:      # EOFError: the peer closed at or inside a frame
             self._broken = self._failed(exc, "sent nothing")
             raise self._broken from None
 
