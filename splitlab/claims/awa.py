@@ -134,6 +134,16 @@ CLAIMS: list[Claim] = [
                   "AWA's SSIM after 1,500 iterations in case 4 (the approximated case, the hardest), mean over "
                   "seeds 0-4"),
           reduced=HORIZON),
+    Claim("awa.fig4.ssim-1500-resnet18", PAPER, "Sec. 5.2, Figures 3-4",
+          "Within 1,500 attack iterations AWA's SSIM exceeds 0.9 on the paper's ResNet18.",
+          "'SSIM values exceeding 0.9 within 1500 attack iterations for all four cases'; ResNet18, CIFAR-10",
+          Measure("awa-ssim-gap", AtLeast(Select({"arch": "resnet18", "batch-size": 2}, "AWA, ResNet18, N = 2"),
+                                          "ssim", 0.9, SSIM),
+                  "AWA's SSIM (windowed, 7x7) after 1,500 iterations on the CIFAR-style ResNet18 in case 1 (E = 1, "
+                  "B = 1) with N = 2 images, mean over seeds 0-2 (the ConvNet's: awa.fig4.ssim-1500)"),
+          reduced="the paper's ResNet18 (CIFAR-style) on mnist5k 1x28x28, case 1 only, N = 2 images (the paper's "
+                  "4), 1,500 Adam steps at lr 0.1, Table III's case-4 Q without BO (awa.quick), seeds 0-2; the paper: "
+                  "CIFAR-10, four cases, Q tuned by 50 BO trials per case"),
     Claim("awa.fig3.ssim-3000", PAPER, "Sec. 5.2, Figure 3",
           "After 3,000 iterations AWA's SSIM exceeds its 1,000-iteration value in Table IV.",
           "ResNet18, CIFAR-10: SSIM after 3,000 iterations above Table IV's 0.88-0.94",
