@@ -449,8 +449,9 @@ def test_engine_call_equals_functional_call_and_restores_the_module():
     assert torch.equal(call(tied, params, z), functional_call(tied, params, (z,)))
 
 
-def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results():
+def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results(monkeypatch):
     from attacks.engine import auto_mode
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)        # the rule for one CPU thread
     sim, target, variables, _ = _gradient_problem()
     assert auto_mode(variables) == "batched"                        # dummy inputs against a shared model
     big = nn.Linear(300, 300)                                        # per-trial weights above the threshold
@@ -471,6 +472,8 @@ def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results():
     assert auto.mode == "sequential"
     with pytest.raises(ValueError, match="unknown trials mode 'fast'; use batched, sequential, auto"):
         run(objective, variables, target, schedule, mode="fast", progress=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)        # more threads: batched throughout
+    assert auto_mode({"x": torch.zeros(2, 1, 300), "clone": clones}) == "batched"
 
 
 def test_a_sum_of_matches_on_one_subset_selects_it_once_with_the_same_values():
