@@ -1,12 +1,20 @@
+import os
+
 import pytest
 import torch
+
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+"""Set in each worker process of `pytest -n N` (pytest-xdist): N workers share the cores, so each runs torch
+on one thread, and so do the programs its tests start (they inherit the environment)."""
+if WORKER:
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
 @pytest.fixture(autouse=True)
 def _few_threads():
-    """Keep CPU tests predictable on small CI machines."""
+    """Keep CPU tests predictable on small CI machines: at most two threads, one per parallel worker."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(min(threads, 2))
+    torch.set_num_threads(1 if WORKER else min(threads, 2))
     yield
     torch.set_num_threads(threads)
 

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from attacks.engine.allocator import keep_large_blocks
 from attacks.engine.compilation import COMPILE_MODES, Compilation
 from attacks.engine.compiled import step_signature
 from attacks.engine.matches import subset_of
@@ -266,6 +267,7 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
         raise ValueError(f"unknown compile mode {compile!r}; use {', '.join(COMPILE_MODES)}")
     if mode == "auto":
         mode = auto_mode(variables)
+    keep_large_blocks()
     if mode == "sequential" and schedule.consensus is not None:
         raise ValueError("a consensus between rounds needs all trials together; run it batched")
     for block in schedule.blocks:                   # a misspelt term name fails here, before any work
