@@ -122,8 +122,10 @@ class BatchedLBFGS:
         coefficients.scatter_(1, torch.cat([order, order + slots], 1), torch.cat([c[:, :, 0], -gamma * alpha[:, :, 0]], 1))
         return q * gamma + (coefficients[:, None] @ self.pairs)[:, 0]
 
+    @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
-        """One `torch.optim.LBFGS.step` per trial. `closure` fills `.grad` and returns per-trial losses."""
+        """One `torch.optim.LBFGS.step` per trial. `closure` fills `.grad` and returns per-trial losses (it runs
+        with gradients enabled; the optimiser's own arithmetic records no graph, as torch's)."""
         with torch.enable_grad():
             orig_loss = closure().detach()
         loss = orig_loss
