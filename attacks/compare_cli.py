@@ -17,6 +17,7 @@ from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, sh
 from vfl.cli_output import emit, handles_errors, table
 from vfl.defences import split_specs
 from vfl.errors import SplitlabError
+from vfl.preflight import inputs_checked
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_data
@@ -76,6 +77,7 @@ def _compare(given: dict[str, Any]) -> None:
     for arch in arch_list:                      # every row's config is checked before anything is written
         for defence in defence_list:
             replace(base, arch=arch, defence=defence)
+    inputs_checked()
     provenance = load_data(base)[1].provenance
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
     run = Run.create("compare", {"base": base, "archs": arch_list, "defences": defence_list,

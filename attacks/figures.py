@@ -98,3 +98,40 @@ def loss_curve_figure(history: dict[str, torch.Tensor], title: str = "") -> Figu
         figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     return figure
+
+
+def label_figure(scores: torch.Tensor, predicted: torch.Tensor, labels: torch.Tensor, title: str = "") -> Figure:
+    """A label-inference attack's answer against the private labels. Binary: the distribution of its
+    positive-class score per true class, and the ROC curve. Multi-class: the confusion matrix (rows: true)."""
+    scores, predicted, labels = scores.detach().double().cpu(), predicted.cpu().long(), labels.cpu().long()
+    classes = scores.shape[-1]
+    figure = Figure(figsize=(9, 3.4))
+    left, right = figure.subplots(1, 2)
+    if classes == 2:
+        score = (scores[:, 1] - scores[:, 0]).numpy()
+        bins = np.histogram_bin_edges(score, bins=40)
+        for c, name in ((0, "negative"), (1, "positive")):
+            left.hist(score[(labels == c).numpy()], bins=bins, alpha=0.6, density=True, label=f"true {name}")
+        left.set(xlabel="attack's score for the positive class", ylabel="density", title="scores by true label")
+        left.legend(fontsize=8)
+        order = np.argsort(-score, kind="stable")
+        truth = (labels == 1).numpy()[order]
+        tpr = np.concatenate([[0], np.cumsum(truth) / max(truth.sum(), 1)])
+        fpr = np.concatenate([[0], np.cumsum(~truth) / max((~truth).sum(), 1)])
+        right.plot(fpr, tpr, lw=1.2)
+        right.plot([0, 1], [0, 1], "k:", lw=0.8)
+        right.set(xlabel="false positive rate", ylabel="true positive rate", title="ROC (pooled over rounds)")
+    else:
+        confusion = np.zeros((classes, classes))
+        np.add.at(confusion, (labels.numpy(), predicted.clamp(0, classes - 1).numpy()), 1)
+        left.imshow(confusion / np.maximum(confusion.sum(1, keepdims=True), 1), vmin=0, vmax=1, cmap="viridis")
+        left.set(xlabel="inferred label", ylabel="true label", title="confusion (row-normalised)")
+        recall = np.diag(confusion) / np.maximum(confusion.sum(1), 1)
+        right.bar(np.arange(classes), recall)
+        right.set(xlabel="class", ylabel="accuracy", ylim=(0, 1), title="label accuracy per class")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    return figure

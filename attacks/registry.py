@@ -1,8 +1,9 @@
 """The one registry of attacks: where each attack's package is, and the presets they declare.
 
     spec("fedleak")            # imports attacks.hfl.fedleak only, returns its AttackSpec
-    names("hfl")               # the attacks `splitlab hfl --attack` takes (no attack is imported)
+    names("hfl")               # the attacks `splitlab hfl --attack` takes
     preset("dlg.original")     # a preset by its dotted name
+    origin("toy")              # where an attack comes from (a plug-in's distribution, version, entry point)
 
 The lab's own attacks are listed below, one line each; another package adds its attacks without editing
 this one, through the entry point group `splitlab.attacks` (name = "module:SPEC"):
@@ -10,18 +11,24 @@ this one, through the entry point group `splitlab.attacks` (name = "module:SPEC"
     [project.entry-points."splitlab.attacks"]
     toy = "my_package.toy:SPEC"
 
-Importing this module imports no attack; `spec(name)` imports the one asked for.
+Importing this module imports no attack; `spec(name)` imports the one asked for. A plug-in is loaded when it
+is asked for or listed, and its spec checked whole then (`attacks.spec_checks`): one that fails is a one-line
+error naming its entry point, and is listed as "name (failed to load: ...)". A plug-in named like one of the
+lab's attacks is not loaded; a line on stderr says so, once.
 """
 from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from importlib import metadata
+from typing import Any
 
-from attacks.spec import SETTINGS, AttackSpec, Preset
+from attacks.spec import SETTINGS, AttackSpec, Preset, SpecError
 from vfl.errors import SplitlabError
 
-__all__ = ["BUILTIN", "GROUP", "names", "spec", "specs", "preset", "presets"]
+__all__ = ["BUILTIN", "GROUP", "names", "spec", "specs", "preset", "presets", "origin", "failures", "listed",
+           "plugin_names"]
 
 GROUP = "splitlab.attacks"
 
@@ -39,54 +46,98 @@ BUILTIN: dict[str, dict[str, str]] = {
     "split": {
         "unsplit": "attacks.split.unsplit:SPEC",
         "fsha": "attacks.split.fsha:SPEC",
+        "label-norm": "attacks.split.label_norm:SPEC",
+        "label-direction": "attacks.split.label_direction:SPEC",
+        "label-direct": "attacks.split.label_direct:SPEC",
+        "label-completion": "attacks.split.label_completion:SPEC",
+        "label-active": "attacks.split.label_completion:ACTIVE_SPEC",
+        "label-unsplit": "attacks.split.label_unsplit:SPEC",
     },
 }
 """setting -> attack name -> where its spec is."""
 
 
+def _builtin(name: str) -> str | None:
+    return next((table[name] for table in BUILTIN.values() if name in table), None)
+
+
+def _described(entry: metadata.EntryPoint) -> str:
+    """`entry point NAME = module:ATTR in DIST VERSION`, for messages."""
+    dist = getattr(entry, "dist", None)
+    where = f" in {dist.metadata['Name']} {dist.version}" if dist is not None else ""
+    return f"entry point {entry.name} = {entry.value}{where}"
+
+
 @functools.cache
-def _plugins() -> dict[str, metadata.EntryPoint]:
-    found = {}
+def _entries() -> dict[str, metadata.EntryPoint]:
+    """The group's entry points by name (nothing imported). One named like a lab attack is left out, with a line
+    on stderr (once per process): the lab's own wins."""
+    found: dict[str, metadata.EntryPoint] = {}
     for entry in metadata.entry_points(group=GROUP):
-        if any(entry.name in table for table in BUILTIN.values()):
-            continue                                    # the lab's own name wins; `spec` says so when asked
-        found[entry.name] = entry
+        if _builtin(entry.name) is not None:
+            print(f"splitlab: plug-in attack {entry.name!r} ({_described(entry)}) is not loaded: {entry.name} is one "
+                  "of the lab's own attacks; rename the entry point", file=sys.stderr)
+            continue
+        found.setdefault(entry.name, entry)
     return found
 
 
-def _load(reference: str) -> AttackSpec:
-    module, _, attribute = reference.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+def plugin_names() -> list[str]:
+    """The plug-ins' names, from their entry points (none is imported)."""
+    return list(_entries())
 
 
-@functools.cache
+_FAILED: dict[str, str] = {}
+"""plug-in name -> why it failed to load (its one-line error)."""
+
+
+def _load_plugin(name: str, entry: metadata.EntryPoint) -> AttackSpec:
+    if name in _FAILED:
+        raise SplitlabError(_FAILED[name])
+    try:
+        found = entry.load()
+        if not isinstance(found, AttackSpec):
+            raise SplitlabError(f"it points at a {type(found).__name__}, not an attacks.kit.AttackSpec; point the "
+                                "entry point at the module's spec (module:SPEC)")
+        if found.name != name:
+            raise SplitlabError(f"its spec is named {found.name!r}; name the entry point {found.name} or the spec "
+                                f"{name}")
+    except Exception as exc:                            # noqa: BLE001 - a broken plug-in is a user's error, in one line
+        reason = str(exc) if isinstance(exc, (SplitlabError, SpecError)) else f"{type(exc).__name__}: {exc}"
+        _FAILED[name] = (f"plug-in attack {name!r} ({_described(entry)}) failed to load: {reason.splitlines()[0]}; "
+                         "fix or uninstall it")
+        raise SplitlabError(_FAILED[name]) from None
+    return found
+
+
 def spec(name: str) -> AttackSpec:
     """The spec of attack `name` (imports its package only); a one-line error lists the attacks."""
-    for table in BUILTIN.values():
-        if name in table:
-            found = _load(table[name])
-            break
-    else:
-        entry = _plugins().get(name) if isinstance(name, str) else None
-        if entry is None:
-            raise SplitlabError(f"unknown attack {name!r}; choose one of: {', '.join(names())}")
-        try:
-            found = entry.load()
-        except Exception as exc:                        # noqa: BLE001 - a broken plug-in is a user's error
-            raise SplitlabError(f"attack {name!r} (entry point {entry.value}) failed to load: "
-                                f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(found, AttackSpec) or found.name != name:
-        raise SplitlabError(f"attack {name!r} must be registered as an attacks.spec.AttackSpec named {name!r}")
-    return found
+    if not isinstance(name, str):
+        raise SplitlabError(f"an attack is named by a string, not {type(name).__name__}; choose one of: "
+                            f"{', '.join(names())}")
+    return _spec(name)
+
+
+@functools.cache
+def _spec(name: str) -> AttackSpec:
+    reference = _builtin(name)
+    if reference is not None:
+        module, _, attribute = reference.partition(":")
+        _entries()                                      # a plug-in under this name is reported, once
+        return getattr(importlib.import_module(module), attribute)
+    entry = _entries().get(name)
+    if entry is None:
+        raise SplitlabError(f"unknown attack {name!r}; choose one of: {', '.join(names())}")
+    return _load_plugin(name, entry)
 
 
 def names(setting: str | None = None) -> list[str]:
-    """Attack names, the lab's first; with `setting`, only those of that setting (a plug-in is loaded
-    to read its setting; the lab's own are not)."""
+    """Attack names, the lab's first; with `setting`, only those of that setting (a plug-in is loaded to read its
+    setting, and one that fails to load is left out: `failures` says why)."""
     if setting is not None and setting not in SETTINGS:
         raise ValueError(f"setting must be one of {SETTINGS}")
     own = [n for s, table in BUILTIN.items() if setting in (None, s) for n in table]
-    plugged = [n for n in _plugins() if setting is None or _plugin_setting(n) == setting]
+    plugged = [n for n in _entries() if setting is None or _plugin_setting(n) == setting]
     return own + plugged
 
 
@@ -94,12 +145,42 @@ def _plugin_setting(name: str) -> str | None:
     try:
         return spec(name).setting
     except SplitlabError:
-        return None                                     # listed nowhere; `spec(name)` reports why
+        return None
+
+
+def failures() -> dict[str, str]:
+    """Every plug-in that fails to load (loading each): name -> its one-line error."""
+    for name in _entries():
+        _plugin_setting(name)
+    return {n: _FAILED[n] for n in _entries() if n in _FAILED}
+
+
+def listed(setting: str) -> list[str]:
+    """The attacks of `setting` for a help text, then each plug-in that failed to load as "name (failed to load:
+    why)" (its setting is unknown, so it is listed under every one)."""
+    broken = failures()
+    return names(setting) + [f"{n} (failed to load: {why.split(' failed to load: ', 1)[-1]})"
+                             for n, why in broken.items()]
+
+
+def origin(name: str) -> dict[str, Any]:
+    """Where attack `name` comes from, for config.json: the lab's own module, or a plug-in's entry point,
+    distribution and version."""
+    reference = _builtin(name)
+    if reference is not None:
+        return {"attack": name, "source": reference, "entry_point": None}
+    entry = _entries().get(name)
+    if entry is None:
+        raise SplitlabError(f"unknown attack {name!r}; choose one of: {', '.join(names())}")
+    dist = getattr(entry, "dist", None)
+    return {"attack": name, "source": entry.value, "entry_point": f"{entry.name} = {entry.value}",
+            "distribution": None if dist is None else dist.metadata["Name"],
+            "version": None if dist is None else dist.version}
 
 
 def specs(setting: str | None = None) -> list[AttackSpec]:
-    """Every registered spec (imports every attack package)."""
-    return [spec(n) for n in names(setting)]
+    """Every registered spec that loads (imports every attack package)."""
+    return [spec(n) for n in names(setting) if _builtin(n) is not None or _plugin_setting(n) is not None]
 
 
 def presets(setting: str | None = None) -> list[Preset]:

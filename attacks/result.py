@@ -7,6 +7,10 @@ image per target), so the answer is every target's own trial. `per_target` says 
 
 Images are on the lab's [0,1] reporting scale (an attack that works on another scale converts before
 returning) and unclamped; scoring clamps. Ground truth never enters a Reconstruction.
+
+A label-inference attack (a feature party inferring the label party's labels) reconstructs no images:
+its `trials` is None, and its answer is `labels` with the scores they come from (`label_scores`), one
+trial per attack run (T = 1) over the N samples it scored.
 """
 from __future__ import annotations
 
@@ -22,8 +26,9 @@ __all__ = ["Reconstruction"]
 class Reconstruction:
     attack: str
     preset: str
-    trials: torch.Tensor
-    """(T, B, C, H, W): each trial's reconstruction (its best iterate where the attack keeps one)."""
+    trials: torch.Tensor | None
+    """(T, B, C, H, W): each trial's reconstruction (its best iterate where the attack keeps one); None for a
+    label-inference attack, which reconstructs no images."""
     loss: torch.Tensor
     """(T,): each trial's final loss (the loss its reconstruction was selected by); +inf if it diverged at once."""
     history: dict[str, torch.Tensor]
@@ -40,12 +45,24 @@ class Reconstruction:
     """(T, B): the labels each trial used (recovered or known) or found (DLG's optimised logits)."""
     label_rule: str | None = None
     """How the labels were obtained: joint, idlg, count, known; None when the attack infers no labels."""
-    mode: str = "batched"
-    """How the engine ran the trials: batched, sequential, or the attack's own loop."""
+    mode: str | None = None
+    """How the trials ran: batched or sequential (the engine's report fills it in: `EngineReport.attach`), the
+    attack's own loop, or the attack's own words where it arranges its trials itself (UnSplit's clones)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Attack-specific quantities under names that say what they are (e.g. UnSplit's activation_mse)."""
     artefacts: dict[str, Any] = field(default_factory=dict, repr=False)
     """What the attacker holds afterwards (FSHA's trained networks), for evaluation hooks; never written."""
+    label_scores: torch.Tensor | None = None
+    """Label inference: (T, N, K) each trial's score of each sample for each class (higher: more likely),
+    from which `labels` are the argmax and the leak AUC is taken."""
+    label_rounds: torch.Tensor | None = None
+    """Label inference from the gradients of protocol rounds: (N,) the round each scored sample's gradient came
+    from, so the leak AUC is taken within each round, as Li et al. take it; None: one pool."""
+
+    @property
+    def infers_labels(self) -> bool:
+        """A label-inference attack: no images, labels and their scores instead."""
+        return self.trials is None
 
     @property
     def n_trials(self) -> int:
@@ -67,7 +84,8 @@ class Reconstruction:
         """(N,) bool over targets: which answers are results (a diverged target is not)."""
         if self.per_target:
             return ~self.diverged.cpu()
-        return torch.full((self.trials.shape[1],), self.best_trial is not None)
+        targets = self.labels.shape[1] if self.trials is None else self.trials.shape[1]
+        return torch.full((targets,), self.best_trial is not None)
 
     def _answer(self, per_trial: torch.Tensor | None) -> torch.Tensor | None:
         """The answer's rows of a per-trial tensor (T, B, ...): each target's own trial, or the best restart."""

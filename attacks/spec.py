@@ -4,32 +4,34 @@ A spec says everything the lab needs to run, document and judge an attack withou
 else: what it is and where it comes from, which setting it attacks (split learning or horizontal FL),
 which observations it takes, its settings class (whose option fields are its CLI options), its attack
 class, its named presets with their sources, the label knowledge it accepts, how it deviates from its
-paper, and optional hooks where it needs more than the generic experiment does (building its own
-observation, diagnostics of the observation, evaluation against the ground truth, extra files).
+paper, the arguments its smoke run takes, and optional hooks where it needs more than the generic
+experiment does (building its own observation, diagnostics of the observation, evaluation against the
+ground truth, extra files). The attack object and each hook, with the arguments the lab passes them, are
+the protocols of `attacks.hooks`.
 
-Hooks are plain functions; each receives what the experiment has at that point:
-
-- `observe(config, model, data, defence, reveal, settings) -> (observation, facts)`: build the
-  observation itself (a trace of FL rounds) instead of the experiment's one upload;
-- `diagnostics(observation, settings) -> dict`: facts of the observation for metrics.json, known
-  before the attack runs (they may read what only the evaluation knows, never the attack);
-- `evaluate(reconstruction, metrics, truth) -> dict`: evaluation-only additions after scoring;
-- `write(run, outcome)`: extra files and figures in the run directory, after the driver's own;
-- `configure(settings, config) -> settings`: settings that depend on the experiment (a prior's weight
-  per dataset);
-- `check(config, settings, observation_options)`: rules between the attack's settings, its observation
-  options and the experiment, checked before anything is loaded or written.
+The whole spec is checked when it is built (so when its module loads): a field of the wrong kind, a preset
+its settings refuse, a hook that cannot take its arguments, a split attack without its experiment is a
+one-line `SpecError` naming the spec and the field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-__all__ = ["AttackSpec", "Preset", "Deviation", "SETTINGS", "LABEL_KNOWLEDGE"]
+from attacks.hooks import CheckHook, ConfigureHook, DiagnosticsHook, EvaluateHook, ObserveHook, WriteHook
+
+__all__ = ["AttackSpec", "Preset", "Deviation", "SpecError", "SETTINGS", "LABEL_KNOWLEDGE", "UPLOADS", "DISPLAYS"]
 
 SETTINGS = ("hfl", "split")
 """hfl: `splitlab hfl --attack NAME`; split: `splitlab attack NAME`."""
 LABEL_KNOWLEDGE = ("recovered", "known")
+UPLOADS = ("fedsgd", "fedavg")
+"""The observations the HFL experiment builds itself; any other kind needs the spec's `observe` hook."""
+DISPLAYS = ("clamp", "minmax")
+
+
+class SpecError(ValueError):
+    """A spec that cannot work, found when it is built: one line naming the spec and the field."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,15 @@ class Preset:
     """Experiment fields this preset was written against (FSHA's victim dataset and client learning rate)."""
     cls: type | None = field(default=None, compare=False, repr=False)
     """The attack's settings class (set by its spec)."""
+    factory: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    """The earlier form `Preset(name, factory, source)`, still taken: its settings' fields that differ from the
+    defaults become `values` once the spec knows the settings class."""
+
+    def __post_init__(self) -> None:
+        if callable(self.source) and isinstance(self.values, str):     # Preset(name, factory, source)
+            object.__setattr__(self, "factory", self.source)
+            object.__setattr__(self, "source", self.values)
+            object.__setattr__(self, "values", {})
 
     @property
     def attack(self) -> str:
@@ -83,8 +94,9 @@ class AttackSpec:
     observes: tuple[str, ...]
     """Observation kinds it takes, the default first (fedsgd, fedavg, rounds, cut-activations, session)."""
     settings: type
+    """A frozen dataclass built on `attacks.settings.AttackSettings`, whose `option(...)` fields are its options."""
     attack: type
-    """`attack(settings)` is the attack object; `attack(observation, *, seed, mode, progress) -> Reconstruction`."""
+    """`attack(settings)` is the attack object (`attacks.hooks.Attack`): `attack(observation, *, seed, engine)`."""
     presets: tuple[Preset, ...]
     default: str
     """The preset run without --preset: the paper's where it fits a laptop, else a quick one."""
@@ -94,12 +106,12 @@ class AttackSpec:
     """Whether it can attack a secure aggregate of several clients' uploads."""
     observation_options: type | None = None
     """A dataclass of option fields for building its own observation (with `observe`)."""
-    observe: Callable[..., Any] | None = None
-    diagnostics: Callable[..., dict] | None = None
-    evaluate: Callable[..., dict] | None = None
-    write: Callable[..., None] | None = None
-    configure: Callable[..., Any] | None = None
-    check: Callable[..., None] | None = None
+    observe: ObserveHook | None = None
+    diagnostics: DiagnosticsHook | None = None
+    evaluate: EvaluateHook | None = None
+    write: WriteHook | None = None
+    configure: ConfigureHook | None = None
+    check: CheckHook | None = None
     model: str | None = None
     """HFL: the global model it runs on when no --arch is given (its paper's where it fits a CPU)."""
     experiment: Any = None
@@ -107,18 +119,14 @@ class AttackSpec:
     display: str = "clamp"
     """How reconstruction.png draws the answer: clamp, or minmax (per-image, as the JAST paper shows UnSplit's)."""
     deviations: tuple[Deviation, ...] = ()
+    smoke: Mapping[str, Any] = field(default_factory=dict)
+    """Options of its smoke run (`splitlab.api.attack(name, **smoke)`): small enough for a test, long enough to beat
+    its initial guess on a one-image observation (`tests/test_contract.py` runs every attack so)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "presets", tuple(replace(p, cls=self.settings) for p in self.presets))
-        if self.setting not in SETTINGS:
-            raise ValueError(f"spec {self.name}: setting must be one of {SETTINGS}")
-        names = [p.name for p in self.presets]
-        wrong = [n for n in names if n.split(".", 1)[0] != self.name]
-        if wrong or self.default not in names or len(set(names)) != len(names):
-            raise ValueError(f"spec {self.name}: presets must be distinct `{self.name}.*` names including the "
-                             f"default {self.default!r}, got {names}")
-        if not set(self.labels) <= set(LABEL_KNOWLEDGE):
-            raise ValueError(f"spec {self.name}: labels must be among {LABEL_KNOWLEDGE}")
+        from attacks.spec_checks import check_spec
+
+        check_spec(self)
 
     def preset(self, name: str | None = None) -> Preset:
         """A preset by its dotted or short name; None gives the default."""

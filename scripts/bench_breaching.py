@@ -69,6 +69,7 @@ def problems(steps_dlg: int, steps_ig: int, restarts: int) -> dict:
 
 def lab_run(name: str, problem: dict, compile_mode: str):
     """The lab's attack on the problem: its Reconstruction and the CPU seconds of the attack call."""
+    from attacks.engine import EngineOptions
     from attacks.hfl.dlg import DLG
     from attacks.hfl.invgrad import InvertingGradients
     from attacks.hfl.observations import observe_fedsgd
@@ -87,8 +88,9 @@ def lab_run(name: str, problem: dict, compile_mode: str):
         settings = replace(preset("invgrad.paper").settings(), iterations=problem["steps"],
                            restarts=problem["trials"], tv=IG_TV, compile=compile_mode)
         attack, init = InvertingGradients(settings), {"x": problem["starts"]["x"]}
+    engine = EngineOptions.of(settings, mode="auto")        # as the driver builds them: compile from settings
     start = time.process_time()
-    result = attack(observation, seed=0, init=init)
+    result = engine.report.attach(attack(observation, seed=0, engine=engine, init=init))
     return result, time.process_time() - start
 
 

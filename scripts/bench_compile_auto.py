@@ -26,20 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vfl.runtime import hardware  # noqa: E402
 
-FEDAVG = ["--observe", "fedavg", "--batch-size", "4", "--local-epochs", "2", "--local-batch-size", "2",
-          "--local-lr", "1e-3", "--labels", "known"]
-COMMANDS = {
-    "dlg": ["hfl", "--attack", "dlg"],
-    "idlg": ["hfl", "--attack", "idlg"],
-    "invgrad": ["hfl", "--attack", "invgrad", "--arch", "convnet"],
-    "gi": ["hfl", "--attack", "gi"],
-    "fedleak": ["hfl", "--attack", "fedleak", "--arch", "convnet", "--batch-size", "8", "--labels", "known"],
-    "awa": ["hfl", "--attack", "awa", "--arch", "convnet", *FEDAVG],
-    "agic": ["hfl", "--attack", "agic", "--arch", "convnet", *FEDAVG],
-    "tgias-ro": ["hfl", "--attack", "tgias-ro", "--observe", "rounds", "--batch-size", "4", "--labels", "known"],
-    "unsplit": ["attack", "unsplit", "--arch", "cnn", "--epochs", "2"],
-}
-"""Each engine attack with its default (quick) preset, in the setting the fixed-seed checks use."""
+from attack_commands import COMMANDS  # noqa: E402  (the attacks in the fixed-seed setting, default presets)
+
 MODES = ("off", "auto", "on")
 METRICS = ("psnr", "ssim", "image_mse")
 

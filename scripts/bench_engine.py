@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attacks.engine import L1, Adam, Block, BoxClamp, Cosine, FedSGDGradient, Objective, Prior, Schedule, Sum, run, tv_l1
+from attacks.engine import (L1, Adam, Block, BoxClamp, Cosine, EngineOptions, FedSGDGradient, Objective, Prior, Schedule,
+                            Sum, run, tv_l1)
 from attacks.hfl.dlg import DLG
 from attacks.hfl.fedleak import FedLeak
 from attacks.hfl.invgrad import InvertingGradients
@@ -202,7 +203,14 @@ def fedleak_engine(network: nn.Module, observation, x0: torch.Tensor, y: torch.T
     target = {"observed": list(observation.gradient),
               "context": {"params": params, "buffers": dict(observation.model.buffers), "labels": y}}
     schedule = Schedule((Block(("x",), Adam(s["lr"]), iterations, hooks=hooks),))
-    return run(objective, {"x": x0}, target, schedule, mode=mode, progress=False).mode
+    return run(objective, {"x": x0}, target, schedule, EngineOptions(mode=mode)).mode
+
+
+def ran(attack, observation, mode: str) -> str:
+    """Run `attack` in trials mode `mode`; the mode that ran."""
+    engine = EngineOptions(mode=mode).recording()
+    attack(observation, seed=0, engine=engine)
+    return engine.report.mode
 
 
 def workloads(device: torch.device, args) -> list[Workload]:
@@ -220,11 +228,11 @@ def workloads(device: torch.device, args) -> list[Workload]:
         Workload("DLG, LeNet, L-BFGS x20", args.dlg_steps,
                  lambda: plain_dlg(lenet.model.network, start_dlg["x"][0], start_dlg["label_logits"][0],
                                    lenet.gradient, args.dlg_steps),
-                 lambda n, mode: DLG(replace(dlg, restarts=n))(lenet, seed=0, mode=mode).mode),
+                 lambda n, mode: ran(DLG(replace(dlg, restarts=n)), lenet, mode)),
         Workload("Inverting Gradients, ConvNet", args.ig_iterations,
                  lambda: plain_invgrad(convnet.model.network, start_ig["x"][0], y, convnet.gradient,
                                        args.ig_iterations),
-                 lambda n, mode: InvertingGradients(replace(ig, restarts=n))(convnet, seed=0, mode=mode).mode),
+                 lambda n, mode: ran(InvertingGradients(replace(ig, restarts=n)), convnet, mode)),
     ]
     xb, yb = images.images[:8].to(device), images.labels[:8].to(device)
     batch = observe_fedsgd(build_hfl_model("convnet", seed=0).to(device), xb, yb, arch="convnet")
@@ -245,14 +253,14 @@ def workloads(device: torch.device, args) -> list[Workload]:
         "FedLeak attack B=8 (fedleak.quick)", args.fedleak_iterations,
         lambda: plain_fedleak(known.model.network, x0[0], yb, known.gradient, args.fedleak_iterations,
                               activations=True, blend=True, whole=True),
-        lambda n, mode: FedLeak(replace(quick, restarts=n))(known, seed=0, mode=mode).mode))
+        lambda n, mode: ran(FedLeak(replace(quick, restarts=n)), known, mode)))
     # Inverting Gradients on the same batch and iterations: FedLeak's cost per iteration relative to it
     ig8 = replace(ig, iterations=args.fedleak_iterations)
     start_ig8 = initial_variables(known, 1, 0, label_logits=False)
     rows.append(Workload(
         "Inverting Gradients B=8 (same batch)", args.fedleak_iterations,
         lambda: plain_invgrad(known.model.network, start_ig8["x"][0], yb, known.gradient, args.fedleak_iterations),
-        lambda n, mode: InvertingGradients(replace(ig8, restarts=n))(known, seed=0, mode=mode).mode))
+        lambda n, mode: ran(InvertingGradients(replace(ig8, restarts=n)), known, mode)))
     return rows
 
 
@@ -319,12 +327,18 @@ def compiled_workloads(device: torch.device, args) -> dict[str, tuple[int, Calla
     ig = replace(preset("invgrad.paper"), iterations=args.ig_iterations, tv=1e-4, restarts=r)
     quick = replace(preset("fedleak.quick"), iterations=args.fedleak_iterations, restarts=1)
     return {
-        "DLG, LeNet, L-BFGS x20, 1 restart": (args.dlg_steps, lambda c: DLG(replace(dlg, compile=c))(lenet, seed=0)),
+        "DLG, LeNet, L-BFGS x20, 1 restart": (args.dlg_steps, lambda c: driven(DLG(replace(dlg, compile=c)), lenet)),
         f"Inverting Gradients, ConvNet, {r} restarts": (
-            args.ig_iterations, lambda c: InvertingGradients(replace(ig, compile=c))(convnet, seed=0)),
+            args.ig_iterations, lambda c: driven(InvertingGradients(replace(ig, compile=c)), convnet)),
         "FedLeak attack B=8 (fedleak.quick), 1 restart": (
-            args.fedleak_iterations, lambda c: FedLeak(replace(quick, compile=c))(known, seed=0)),
+            args.fedleak_iterations, lambda c: driven(FedLeak(replace(quick, compile=c)), known)),
     }
+
+
+def driven(attack, observation):
+    """The attack as the driver runs it: engine options from its settings (their `compile`), the report attached."""
+    engine = EngineOptions.of(attack.settings)
+    return engine.report.attach(attack(observation, seed=0, engine=engine))
 
 
 def compiled_child(steps: int, attack: Callable[[str], object], repeats: int, device: torch.device) -> dict:

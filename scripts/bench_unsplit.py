@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from attacks.engine import auto_mode
+from attacks.engine import EngineOptions, auto_mode
 from attacks.registry import preset as registry_preset
 from attacks.split.unsplit import CutObservation, UnSplit, UnsplitSettings
 from attacks.split.unsplit.attack import observe
@@ -90,7 +90,9 @@ def preset(name: str, **overrides) -> UnsplitSettings:
 
 
 def unsplit(observation: CutObservation, settings: UnsplitSettings, clone: str, mode: str = "batched", **kwargs):
-    return UnSplit(replace(settings, clone=clone))(observation, mode=mode, **kwargs)
+    """UnSplit as the driver runs it: its engine options from the settings, the engine's report attached."""
+    engine = EngineOptions.of(settings, mode=mode, **kwargs)
+    return engine.report.attach(UnSplit(replace(settings, clone=clone))(observation, engine=engine))
 
 
 def _per_target(observation, settings, mode: str):
@@ -140,7 +142,7 @@ def compiled_child(name: str, settings: UnsplitSettings, device: torch.device, r
     observation = _observation(arch, device, targets)
 
     def attack(compile_mode: str):
-        return unsplit(observation, replace(settings, compile=compile_mode), clone, mode="auto", progress=False)
+        return unsplit(observation, replace(settings, compile=compile_mode), clone, mode="auto")
 
     attack("off")
     eager = statistics.median(timed(lambda: attack("off"), device) for _ in range(repeats))

@@ -1,11 +1,13 @@
-"""Time per epoch of split learning over TCP against in process, for the CNN and MLP clients, with the
-bytes and frames that cross the wire per epoch. The in-process run is `splitlab train`'s epoch loop; the TCP
-run is `splitlab train --transport tcp`'s: the server in this process, the client in a `splitlab client`
-process on 127.0.0.1 at the same torch thread count. An epoch is its training rounds, its test-set
-inference queries and (over TCP) the epoch-end checkpoint exchange. Both runs must end with the same
-weights; the script checks it. Run it on a quiet machine: timings on a shared one mean little.
+"""Time per epoch of split learning over TCP against in process, for the CNN and MLP clients, plain (every
+frame HMAC-SHA256-authenticated) and over TLS, with the bytes and frames that cross the wire per epoch. The
+in-process run is `splitlab train`'s epoch loop; the TCP runs are `splitlab train --transport tcp`'s: the
+server in this process, the client in a `splitlab client` process on 127.0.0.1 at the same torch thread
+count (TLS with a throwaway self-signed certificate; needs the `openssl` program, else `--no-tls`). An
+epoch is its training rounds and its test-set inference queries (the epoch-end checkpoints are outside it,
+as in process). Every run must end with the in-process run's weights; the script checks it. Run it on a
+quiet machine: timings on a shared one mean little.
 
-    python scripts/bench_wire.py                                    # cnn and mlp, 3 epochs each
+    python scripts/bench_wire.py --threads 2                        # cnn and mlp, 3 epochs each
     python scripts/bench_wire.py --archs small-mlp --epochs 1       # a check that it works
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from vfl.runs import Run  # noqa: E402
 from vfl.runtime import generator, hardware, resolve_device  # noqa: E402
 from vfl.training import TrainConfig, build_parties, fit, load_data  # noqa: E402
 from vfl.wire.launch import train_over_tcp  # noqa: E402
+from vfl.wire.tls import TlsFiles, self_signed  # noqa: E402
 
 
 def in_process(config: TrainConfig) -> tuple[list[float], dict[str, torch.Tensor]]:
@@ -35,10 +38,11 @@ def in_process(config: TrainConfig) -> tuple[list[float], dict[str, torch.Tensor
     return state.epoch_seconds, {**client.model.state_dict(), **{f"top.{k}": v for k, v in server.model.state_dict().items()}}
 
 
-def over_tcp(config: TrainConfig, folder: Path) -> tuple[list[float], list[dict], dict[str, torch.Tensor]]:
+def over_tcp(config: TrainConfig, folder: Path, tls: TlsFiles = TlsFiles()) -> tuple[list[float], list[dict],
+                                                                                   dict[str, torch.Tensor]]:
     """Seconds, traffic (as the server counts it) of each epoch over TCP, and the final weights."""
     with Run.create("train", {"train": config, "transport": "tcp"}, folder) as run:
-        trained, wire = train_over_tcp(config, run, progress=False)
+        trained, wire = train_over_tcp(config, run, progress=False, tls=tls)
     weights = {**trained.client.model.state_dict(), **{f"top.{k}": v for k, v in trained.server.model.state_dict().items()}}
     return wire["epoch_seconds"], wire["traffic_per_epoch"], weights
 
@@ -49,28 +53,33 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3; the median is reported)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None, help="torch threads, both sides (default: torch's)")
+    parser.add_argument("--no-tls", action="store_true", help="skip the runs over TLS")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(hardware(torch.device("cpu")))
     print(f"torch threads: {torch.get_num_threads()} (the TCP client process runs with the same count)")
-    header = ("arch", "in process s/epoch", "TCP s/epoch", "TCP/in process", "MiB to server", "MiB to client",
-              "frames to server", "frames to client", "same weights")
+    header = ("arch", "in process s/epoch", "TCP s/epoch", "TCP/in process", "TLS s/epoch", "TLS/in process",
+              "MiB to server", "MiB to client", "frames to server", "frames to client", "same weights")
     rows = []
-    for arch in args.archs.split(","):
-        config = TrainConfig(arch=arch, epochs=args.epochs, batch_size=args.batch_size, device="cpu")
-        local_seconds, local_weights = in_process(config)
-        with tempfile.TemporaryDirectory(prefix="bench-wire-") as tmp:
-            tcp_seconds, traffic, tcp_weights = over_tcp(config, Path(tmp) / "run")
-        same = local_weights.keys() == tcp_weights.keys() and all(torch.equal(local_weights[k], tcp_weights[k])
-                                                                  for k in local_weights)
-        local, tcp = statistics.median(local_seconds), statistics.median(tcp_seconds)
-        last = traffic[-1]
-        rows.append((arch, f"{local:.3f}", f"{tcp:.3f}", f"{tcp / local:.2f}x", f"{last['bytes_received'] / 2**20:.1f}",
-                     f"{last['bytes_sent'] / 2**20:.1f}", str(last["frames_received"]), str(last["frames_sent"]),
-                     "yes" if same else "NO"))
-        print(f"{arch}: in process {['%.3f' % s for s in local_seconds]} s, TCP {['%.3f' % s for s in tcp_seconds]} s",
-              flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-wire-") as tmp:
+        tls = None if args.no_tls else self_signed(Path(tmp))
+        for arch in args.archs.split(","):
+            config = TrainConfig(arch=arch, epochs=args.epochs, batch_size=args.batch_size, device="cpu")
+            local_seconds, local_weights = in_process(config)
+            tcp_seconds, traffic, tcp_weights = over_tcp(config, Path(tmp) / f"{arch}-tcp")
+            tls_seconds, _, tls_weights = over_tcp(config, Path(tmp) / f"{arch}-tls", tls) if tls else ([], {}, {})
+            same = all(local_weights.keys() == w.keys() and all(torch.equal(local_weights[k], w[k]) for k in w)
+                       for w in (tcp_weights, *([tls_weights] if tls else [])))
+            local, tcp = statistics.median(local_seconds), statistics.median(tcp_seconds)
+            over_tls = statistics.median(tls_seconds) if tls else None
+            last = traffic[-1]
+            rows.append((arch, f"{local:.3f}", f"{tcp:.3f}", f"{tcp / local:.2f}x",
+                         f"{over_tls:.3f}" if tls else "-", f"{over_tls / local:.2f}x" if tls else "-",
+                         f"{last['bytes_received'] / 2**20:.1f}", f"{last['bytes_sent'] / 2**20:.1f}",
+                         str(last["frames_received"]), str(last["frames_sent"]), "yes" if same else "NO"))
+            print(f"{arch}: in process {['%.3f' % s for s in local_seconds]} s, TCP {['%.3f' % s for s in tcp_seconds]}"
+                  f" s, TLS {['%.3f' % s for s in tls_seconds]} s", flush=True)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for line in (header, *rows):
         print(" | ".join(cell.ljust(w) for cell, w in zip(line, widths)))

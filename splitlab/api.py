@@ -6,23 +6,52 @@ directory only when `out` is given (the same files the command would write there
     outcome = api.unsplit(victim, preset="quick")                  # attacks.driver.Outcome
     print(outcome.metrics["image_mse_minmax"], outcome.metrics["baselines"]["zero"])
     api.hfl("dlg", arch="lenet", preset="dlg.quick", out="runs/dlg-notebook")
+    api.attack("fedleak", preset="quick", ratio=0.3)                # any registered attack, plug-ins included
+    api.attack("label-norm", defence="marvell:scale=1").metrics["leak_auc"]  # the feature party infers labels
 
-Every call validates its inputs like the command does (a `vfl.errors.SplitlabError` names the fix).
+Every call validates its inputs like the command does (a `vfl.errors.SplitlabError` names the fix): the
+arguments of its own (the attack's name, `out`, `options`, ...) at the door, naming the argument, before
+anything is loaded; the settings when they are built, naming the option; a full disk at run time in one
+line, what was written so far kept.
 """
 from __future__ import annotations
 
 import contextlib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
 from attacks.driver import Outcome
 from attacks.metrics import score
 from vfl.errors import SplitlabError
+from vfl.filesystem import check_out_dir, file_system_errors
 from vfl.options import build
 from vfl.runs import Run
 from vfl.training import TrainConfig, TrainedSplit
+from vfl.validate import check_int
 
-__all__ = ["train", "unsplit", "fsha", "hfl", "score"]
+__all__ = ["attack", "train", "unsplit", "fsha", "hfl", "score"]
+
+
+def _door(call: str, out: Any, overwrite: Any, progress: Any, *, text: Mapping[str, Any] = {},
+          mappings: Mapping[str, Any] = {}) -> None:
+    """Check `call`'s own arguments before anything is loaded: each refusal names the argument."""
+    for name, value in text.items():
+        if not isinstance(value, str):
+            raise SplitlabError(f"api.{call}: {name} must be text (a name), got {type(value).__name__} {value!r:.80}")
+    for name, value in mappings.items():
+        if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+            raise SplitlabError(f"api.{call}: {name} must be a dict of option names to values (or None), got "
+                                f"{type(value).__name__} {value!r:.80}")
+    for name, value in (("overwrite", overwrite), ("progress", progress)):
+        if not isinstance(value, bool):
+            raise SplitlabError(f"api.{call}: {name} must be True or False, got {value!r:.80}")
+    if out is not None:
+        if not isinstance(out, (str, os.PathLike)) or not isinstance(os.fspath(out), str):
+            raise SplitlabError(f"api.{call}: out must be a folder path (a str or a Path) or None, got "
+                                f"{type(out).__name__} {out!r:.80}")
+        check_out_dir(Path(out))
 
 
 @contextlib.contextmanager
@@ -30,7 +59,7 @@ def _run(command: str, config: dict[str, Any], out: str | Path | None, overwrite
     if out is None:
         yield None
         return
-    with Run.create(command, config, Path(out), overwrite=overwrite) as run:
+    with file_system_errors(lambda: [Path(out)]), Run.create(command, config, Path(out), overwrite=overwrite) as run:
         yield run
 
 
@@ -39,6 +68,7 @@ def train(arch: str = "cnn", *, out: str | Path | None = None, overwrite: bool =
     """Train a split model (`TrainConfig` fields as keywords: dataset, cut_layer, epochs, defence, seed, ...)."""
     from vfl.training import load_data, save_trained, train_split, training_metrics
 
+    _door("train", out, overwrite, progress, text={"arch": arch})
     settings = build(TrainConfig, "train", arch=arch, **config)
     train_data, test_data = load_data(settings)
     with _run("train", {"train": settings}, out, overwrite) as run:
@@ -58,6 +88,8 @@ def unsplit(victim: TrainedSplit | str | Path, *, preset: str = "jast", seed: in
     from attacks.split.unsplit.experiment import Victim, attack_victim, load_victim
     from vfl.training import load_data
 
+    _door("unsplit", out, overwrite, progress, text={"preset": preset})
+    check_int("api.unsplit: seed", seed, low=0, high=2**63 - 1)
     attack = UnSplit(registry.spec("unsplit").settings_for(preset, **overrides))
     if isinstance(victim, TrainedSplit):
         victim = Victim(victim.config, *load_data(victim.config), victim)
@@ -80,6 +112,8 @@ def fsha(arch: str = "resnet", *, preset: str = "quick", seed: int = 0, out: str
     from attacks.split.fsha import FSHA
     from attacks.split.fsha.experiment import run_fsha, victim_for
 
+    _door("fsha", out, overwrite, progress, text={"arch": arch, "preset": preset}, mappings={"victim": victim})
+    check_int("api.fsha: seed", seed, low=0, high=2**63 - 1)
     attack = FSHA(registry.spec("fsha").settings_for(preset, **overrides))
     client = victim_for(attack.settings, arch=arch, seed=seed, **(victim or {}))
     with _run("attack-fsha", {"settings": attack.settings, "victim": client, "seed": seed}, out, overwrite) as run:
@@ -93,6 +127,25 @@ def hfl(attack: str = "dlg", *, out: str | Path | None = None, overwrite: bool =
     observation_options=)."""
     from attacks.hfl.experiment import HFLConfig, execute, prepare
 
+    _door("hfl", out, overwrite, progress, text={"attack": attack},
+          mappings={k: config.get(k) for k in ("options", "observation_options")})
     prepared = prepare(HFLConfig.of(attack=attack, **config))
     with _run("hfl", prepared.record(), out, overwrite) as run:
         return execute(prepared, run, progress=progress)
+
+
+def attack(name: str, *, out: str | Path | None = None, overwrite: bool = False, progress: bool = False,
+           **options: Any) -> Outcome:
+    """The one front door: any registered attack (the lab's, split attacks and plug-ins alike) with the options its
+    command takes, as keywords (`splitlab hfl --attack NAME` or `splitlab attack NAME`: the experiment's, the
+    victim's and the attack's own, flat)."""
+    from attacks import registry
+
+    spec = registry.spec(name)
+    if spec.setting == "hfl":
+        return hfl(name, out=out, overwrite=overwrite, progress=progress, **options)
+    experiment = spec.experiment
+    prepared = experiment.prepare(experiment.config.of(**options))
+    with _run(f"attack-{name}", {**prepared.record(), "attack_origin": registry.origin(name)}, out,
+              overwrite) as run:
+        return experiment.execute(prepared, run, progress=progress)

@@ -44,6 +44,8 @@ COMMANDS: dict[str, LazyCommand] = {
                          "clients that prove the shared secret, train the top model, record what it received."),
     "client": LazyCommand("vfl.wire.cli", "Run a feature party (client) of split learning over TCP: connect to "
                           "`splitlab serve`, prove the shared secret, train the bottom model on its features."),
+    "keys": LazyCommand("vfl.wire.cli", "Write each feature party's own key, derived from the shared secret; party "
+                        "k's key proves slot k and no other, so give each party its own file only."),
     "weights": LazyCommand("attacks.weights_cli", "List where the LPIPS and FID pretrained weights are looked for "
                            "and whether they are there; --download fetches them."),
     "compare": LazyCommand("attacks.compare_cli", "Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit "
@@ -144,7 +146,9 @@ class LazyGroup(TyperGroup):
             sys.exit(exc.exit_code)
         except click_errors.UsageError as exc:
             where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-            typer.echo(f"error: {exc.format_message()}{where}", err=True)
+            argv = list(kwargs.get("args") or (args[0] if args else None) or sys.argv[1:])
+            owner = _owner(exc.option_name, argv) if isinstance(exc, click_errors.NoSuchOption) else ""
+            typer.echo(f"error: {exc.format_message()}{owner}{where}", err=True)
             sys.exit(exc.exit_code)
         except click_errors.ClickException as exc:
             typer.echo(f"error: {exc.format_message()}", err=True)
@@ -187,6 +191,26 @@ class LazyGroup(TyperGroup):
                      if name in COMMANDS else self.commands[name].get_short_help_str(limit)) for name in names]
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+def _owner(flag: str, argv: list[str]) -> str:
+    """For an option the named attack lacks but others declare: which attacks' it is (their packages are loaded to
+    say so, on this error path only)."""
+    if not argv or argv[0] not in ("hfl", "attack") or not flag.startswith("--"):
+        return ""
+    from attacks import registry
+    from attacks.hfl.cli import attack_in
+    from vfl.options import flag_of, options_of
+
+    current = (attack_in(argv[1:]) or "dlg") if argv[0] == "hfl" else (argv[1] if len(argv) > 1 else "")
+    owners = [s for s in registry.specs() if s.name != current and any(
+        flag in (flag_of(f, o), *(o.flag or "").split("/")) for cls in (s.settings, s.observation_options)
+        if cls is not None for f, o in options_of(cls))]
+    if not owners:
+        return ""
+    runs = " or ".join(f"`splitlab {'hfl --attack' if s.setting == 'hfl' else 'attack'} {s.name} {flag}`"
+                       for s in owners[:3])
+    return f": it is an option of {', '.join(s.name for s in owners)}, not of {current} ({runs})"
 
 
 def version() -> str:

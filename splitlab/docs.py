@@ -6,14 +6,18 @@ written from the registry, the schema and the claims ledger so they cannot drift
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import inspect
 import sys
+import textwrap
 from pathlib import Path
 
 from attacks import registry
 from attacks.metrics import METRICS_SCHEMA
 from attacks.spec import AttackSpec
+from vfl.cli_options import shown_value
 from vfl.options import flag_of, options_of
 
 __all__ = ["pages", "write", "stale", "DOCS"]
@@ -37,12 +41,14 @@ def _command(spec: AttackSpec) -> str:
     return f"splitlab hfl --attack {spec.name}" if spec.setting == "hfl" else f"splitlab attack {spec.name}"
 
 
-def _options(cls: type) -> list[list]:
+def _options(cls: type, values) -> list[list]:
+    """One row per option field: its flag, field, the value `values` (the default preset's settings) give it,
+    what it accepts and its help."""
     rows = []
     for field, opt in options_of(cls):
         accepted = "on/off" if opt.check is None else opt.check.describe
-        default = field.default if field.default is not dataclasses.MISSING else "-"
-        rows.append([f"`{flag_of(field, opt)}`", f"`{field.name}`", default, accepted, opt.help])
+        rows.append([f"`{flag_of(field, opt)}`", f"`{field.name}`", shown_value(getattr(values, field.name)), accepted,
+                     opt.help])
     return rows
 
 
@@ -68,11 +74,13 @@ def attack_page(spec: AttackSpec) -> str:
                                               else "") + f"; default preset `{spec.default}`.", "",
              "## The attack", "", "```text", inspect.cleandoc(module.__doc__ or spec.attack.__doc__ or ""), "```", "",
              "## Options", "", "Declared on the settings fields (`" + spec.settings.__module__ + "." +
-             spec.settings.__qualname__ + "`); `-` means the preset's value.", ""]
-    lines += _table(["option", "field", "default", "accepts", "meaning"], _options(spec.settings))
+             spec.settings.__qualname__ + f"`), with the value of its default preset `{spec.default}`.", ""]
+    lines += _table(["option", "field", spec.default, "accepts", "meaning"],
+                    _options(spec.settings, spec.preset().settings()))
     if spec.observation_options is not None:
         lines += ["", "Options of its observation:", ""]
-        lines += _table(["option", "field", "default", "accepts", "meaning"], _options(spec.observation_options))
+        lines += _table(["option", "field", "default", "accepts", "meaning"],
+                        _options(spec.observation_options, spec.observation_options()))
     lines += ["", "## Presets", ""]
     lines += _table(["preset", "settings (beside the defaults)", "experiment", "source"], _preset_values(spec))
     lines += ["", "## Deviations from the paper", ""]
@@ -111,6 +119,67 @@ def metrics_page() -> str:
              "(`attacks/metrics/schema.py`); images are scored on the [0,1] scale after matching the batch "
              "one-to-one.", ""]
     lines += _table(["key", "meaning"], [[f"`{k}`", v] for k, v in METRICS_SCHEMA.items()])
+    return "\n".join(lines) + "\n"
+
+
+OBSERVATION_KINDS = {
+    "fedsgd": "attacks.hfl.observations:FedSGDObservation",
+    "fedavg": "attacks.hfl.observations:FedAvgObservation",
+    "rounds": "attacks.hfl.observations:RoundLog",
+    "cut-activations": "attacks.split.unsplit.attack:CutObservation",
+    "session": "attacks.split.fsha.attack:FshaObservation",
+}
+"""Each observation kind an attack's spec may name in `observes`, and the class that holds it."""
+PARTS = {"model": "attacks.hfl.observations:ModelView"}
+"""Records the kinds hold, listed after them."""
+
+
+def _class(reference: str) -> type:
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _notes(cls: type) -> dict[str, str]:
+    """Each field's note in the source: the string after it, else its comment on the same line."""
+    notes: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or not dataclasses.is_dataclass(klass):
+            continue
+        source = textwrap.dedent(inspect.getsource(klass))
+        lines = source.splitlines()
+        body = ast.parse(source).body[0].body
+        for node, after in zip(body, body[1:] + [None]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                comment = lines[node.end_lineno - 1].partition("#")[2].strip()
+                text = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
+                    and isinstance(after.value.value, str) else comment
+                notes[node.target.id] = " ".join(text.split())
+    return notes
+
+
+def _kind_rows(cls: type) -> list[list]:
+    notes = _notes(cls)
+    rows = [[f"`{f.name}`", f"`{f.type}`", notes.get(f.name, "")] for f in dataclasses.fields(cls)]
+    for name, member in inspect.getmembers(cls, lambda m: isinstance(m, property)):
+        if not name.startswith("_"):
+            doc = inspect.getdoc(member) or ""
+            rows.append([f"`{name}`", "property", " ".join(doc.split())])
+    return rows
+
+
+def observations_page() -> str:
+    lines = [GENERATED, "", "# Observations", "", "What an attack receives: each kind a spec may name in `observes`, "
+             "the class that holds it (all importable from `attacks.kit` or their module) and its fields. Ground "
+             "truth is in none of them. An HFL observation lists what it `provides`; an attack declares what it "
+             "needs and `check_requirements` refuses, in one line, an observation that lacks it.", ""]
+    for kind, reference in {**OBSERVATION_KINDS, **PARTS}.items():
+        cls = _class(reference)
+        title = f"`{kind}`" if kind in OBSERVATION_KINDS else f"the `{kind}` field"
+        lines += [f"## {title}: `{reference.replace(':', '.')}`", "", " ".join((inspect.getdoc(cls) or "").split()), ""]
+        lines += _table(["field", "type", "meaning"], _kind_rows(cls)) + [""]
+    lines += ["Capabilities an HFL observation may provide (`CAPABILITIES`):", ""]
+    from attacks.hfl.observations import CAPABILITIES
+    lines += _table(["capability", "meaning"], [[f"`{k}`", v] for k, v in CAPABILITIES.items()])
     return "\n".join(lines) + "\n"
 
 
@@ -153,9 +222,14 @@ def readme_blocks(readme: str) -> str:
     from splitlab.claims.page import scoreboard_lines
 
     if all(m in readme for m in README_GRIDS):
+        rows = grid_rows()
+        ran = [r for r in rows if r["cpu"] != "not run"]
         readme = _between(readme, README_GRIDS, _table(
             ["grid", "cells", "CPU time (measured)", "paper-size cells", "GPU at paper size (estimate)"],
-            [[f"`{r['name']}`", r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in grid_rows()]))
+            [[f"`{r['name']}`", r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in ran])
+            + ["", f"{len(rows) - len(ran)} more grids have no shipped results yet: "
+                   + ", ".join(f"`{r['name']}`" for r in rows if r["cpu"] == "not run")
+                   + " ([docs/grids.md](docs/grids.md); each file states its reduced design and CPU estimate)."])
     if all(m in readme for m in README_CLAIMS):
         readme = _between(readme, README_CLAIMS, scoreboard_lines(list(scoreboard()), "docs/claims.md#"))
     return readme
@@ -181,7 +255,7 @@ def pages() -> dict[str, str]:
     from splitlab.claims.page import claims_page
 
     out = {"attacks.md": index_page(specs), "presets.md": presets_page(specs), "metrics.md": metrics_page(),
-           "claims.md": claims_page(), "grids.md": grids_page()}
+           "claims.md": claims_page(), "grids.md": grids_page(), "observations.md": observations_page()}
     out["../README.md"] = readme_blocks((ROOT / "README.md").read_text())
     out |= {f"attacks/{s.name}.md": attack_page(s) for s in specs}
     return out

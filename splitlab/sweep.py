@@ -144,6 +144,13 @@ def sweep_command(
     from vfl.cli_output import emit, table
 
     if list_:
+        given = [flag for flag, value in (("FILE", file), ("--paper", paper), ("--paper-size", paper_size),
+                                          ("--dry-run", dry_run), ("--where", where), ("--out", out),
+                                          ("--concurrency", concurrency), ("--threads", threads),
+                                          ("--address", address), ("--executor", executor != "ray")) if value]
+        if given:
+            raise SplitlabError(f"--list lists the shipped grids and runs nothing, so {given[0]} does not apply; "
+                                "drop one or the other")
         rows = _list_rows()
         emit({"command": "sweep --list", "sweeps": rows}, as_json, lambda c: c.print(table(
             "shipped sweeps (splitlab sweep --paper NAME [--paper-size])", rows,
@@ -185,6 +192,9 @@ def sweep_command(
         return
 
     pending = [(c, d) for c, d, f in zip(cells, dirs, finished) if not f]
+    # the report covers this run's cells and every other finished cell of the grid: a narrowed run (--where)
+    # adds to what the sweep directory holds, it does not hide it
+    reported = [c for c in sweep.cells() if c.has(chosen) or is_finished(sweep_dir / "cells" / c.dirname)]
     with _sigterm_stops():
         try:
             plan = _start_ray(address, concurrency, threads) if executor == "ray" and pending else None
@@ -199,9 +209,9 @@ def sweep_command(
                         "already_finished": sum(finished)}
                 atomic_write_text(sweep_dir / "sweep.json", dumps(meta) + "\n")
                 display = Display(len(pending), sum(finished), enabled=progress,
-                                  after_cell=lambda: write_results(sweep, cells, sweep_dir))
+                                  after_cell=lambda: write_results(sweep, reported, sweep_dir))
                 interrupted = _run(plan, pending, threads, display)
-                summary = aggregate(sweep, cells, sweep_dir)
+                summary = aggregate(sweep, reported, sweep_dir, counted=cells)
         finally:
             stop_ray()
     seconds = time.time() - started

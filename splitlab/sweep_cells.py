@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from splitlab.sweep_file import Cell
-from vfl.runs import atomic_write_text, dumps
+from vfl.errors import SplitlabError
+from vfl.files import read_bounded
+from vfl.runs import RECORD_BYTES, atomic_write_text, dumps
 
 
 def is_finished(cell_dir: Path) -> bool:
@@ -32,8 +34,8 @@ def is_finished(cell_dir: Path) -> bool:
 
 def read_record(cell_dir: Path) -> Optional[dict]:
     try:
-        return json.loads((cell_dir / "cell.json").read_text())
-    except (OSError, ValueError):
+        return json.loads(read_bounded(cell_dir / "cell.json", limit=RECORD_BYTES, what="cell record"))
+    except (SplitlabError, ValueError):
         return None
 
 
@@ -92,7 +94,8 @@ def _run_cell(cell: Cell, cell_dir: Path, threads: Optional[int], where: Optiona
             status, error = "failed", (message.removeprefix("error: ") if message else f"exit code {code}")
         elif not (cell_dir / "metrics.json").is_file():
             status, error = "failed", "the command wrote no metrics.json"
-        elif json.loads((cell_dir / "metrics.json").read_text()).get("interrupted") is True:
+        elif json.loads(read_bounded(cell_dir / "metrics.json", limit=RECORD_BYTES,
+                                     what="cell metrics")).get("interrupted") is True:
             status, error = "failed", "interrupted"      # a command that caught the signal itself (FSHA)
     except KeyboardInterrupt:
         raise

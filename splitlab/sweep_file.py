@@ -19,6 +19,7 @@ axes; option names are the command's CLI options without the dashes, booleans ar
     [report]                    # optional: metrics in the report and the x axis of its figure
     metrics = ["image_mse_minmax", "accuracy"]
     x = "cut-layer"
+    curves = ["trajectory.psnr"]  # lists of numbers kept in results.csv, one column per entry (KEY.1, KEY.2, ...)
 
 A cell is the command with one value per axis; its identity is a hash of its resolved arguments.
 A grid may have at most `MAX_CELLS` cells (and its file `MAX_FILE_BYTES`): the size is computed from
@@ -38,12 +39,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from vfl.errors import SplitlabError
+from vfl.files import read_bounded
 
 Value = str | int | float | bool
 TOP_KEYS = ("command", "description", "fixed", "axes", "zip", "paper", "report")
 PAPER_KEYS = ("fixed", "axes", "zip", "estimate")
 ESTIMATE_KEYS = ("gpu_hours", "basis")
-REPORT_KEYS = ("metrics", "x")
+REPORT_KEYS = ("metrics", "x", "curves")
 RESERVED = {"out": "the sweep sets --out to the cell directory", "json": "the sweep always adds --json",
             "help": "not an experiment option"}
 MAX_CELLS = 2_000
@@ -301,6 +303,9 @@ def parse_sweep(text: str, name: str, source: str, paper_size: bool = False) -> 
     if "metrics" in report and (not isinstance(report["metrics"], list)
                                 or not all(isinstance(m, str) for m in report["metrics"])):
         raise file_error(source, "[report] metrics must be a list of metric names")
+    if "curves" in report and (not isinstance(report["curves"], list)
+                               or not all(isinstance(m, str) for m in report["curves"])):
+        raise file_error(source, "[report] curves must be a list of metric names (lists in metrics.json)")
     if "x" in report and report["x"] not in [*axes, *zipped]:
         raise file_error(source, f"[report] x = {report['x']!r} is not a swept option")
     sweep = Sweep(name=name, source=source, command=tuple(command.split()), description=description,
@@ -331,15 +336,11 @@ def load_sweep(path: Optional[Path] = None, paper: Optional[str] = None, paper_s
             raise SplitlabError(f"unknown shipped sweep {paper!r}; choose one of: {', '.join(files)}")
         sweep = parse_sweep(files[paper], paper, f"{paper}.toml", paper_size)
     else:
+        data = read_bounded(path, limit=MAX_FILE_BYTES, what="sweep file")
         try:
-            size = Path(path).stat().st_size
-            if size > MAX_FILE_BYTES:
-                raise SplitlabError(f"sweep file {path} has {size:,} bytes, over the bound of {MAX_FILE_BYTES:,}; "
-                                    f"a sweep has at most {MAX_CELLS:,} cells, so split it into smaller sweeps")
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-            raise SplitlabError(f"cannot read sweep file {path}: {reason}") from None
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SplitlabError(f"cannot read sweep file {path}: not UTF-8 text") from None
         sweep = parse_sweep(text, Path(path).stem, str(path), paper_size)
     if paper_size and not sweep.has_paper:
         raise SplitlabError(f"{sweep.source} has no [paper] table; drop --paper-size")

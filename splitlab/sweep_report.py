@@ -1,6 +1,8 @@
 """A sweep's tables and report, recomputed from the cell files every time (never kept only in memory).
 
-    results.csv   one row per cell: status, the swept values, every scalar metric (dotted keys)
+    results.csv   one row per cell: status, the swept values, the images it attacked (`images`, the
+                  train-split indices its config.json records, where it records them), every scalar metric,
+                  and each list of numbers the sweep file names under [report] curves as KEY.1, KEY.2, ...
     summary.csv   mean, std and n over `seed` for each setting of the other swept options
     report.md     the summary table, figures (a metric against a swept option, error bars over seeds,
                   one line per setting of the rest), failed cells, reconstruction grids per setting
@@ -17,21 +19,31 @@ from typing import Any
 
 from splitlab.sweep_cells import is_finished, read_record
 from splitlab.sweep_file import Cell, Sweep
-from vfl.runs import METRIC_KEYS, atomic_write_bytes, atomic_write_text
+from splitlab.sweep_images import IMAGES as ATTACKED, images_of
+from vfl.errors import SplitlabError
+from vfl.files import read_bounded
+from vfl.runs import METRIC_KEYS, RECORD_BYTES, atomic_write_bytes, atomic_write_text
 
 SEED = "seed"
 IMAGES = ("reconstruction.png", "reconstructions.png")
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """Scalars of a metrics record with dotted keys; lists are skipped."""
+def flatten(value: Any, prefix: str = "", curves: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Scalars of a metrics record with dotted keys; lists are skipped, except a list of numbers whose key is
+    one of `curves`: one column per entry, numbered from 1 (`trajectory.psnr.1`, the first point)."""
     out: dict[str, Any] = {}
     if isinstance(value, dict):
         for key, item in value.items():
-            out.update(flatten(item, f"{prefix}{key}."))
+            out.update(flatten(item, f"{prefix}{key}.", curves))
     elif isinstance(value, (str, int, float, bool)) or value is None:
         out[prefix[:-1]] = value
+    elif isinstance(value, list) and prefix[:-1] in curves and all(_number(v) for v in value):
+        out.update({f"{prefix}{i}": v for i, v in enumerate(value, 1)})
     return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _numeric(value: Any) -> bool:
@@ -55,8 +67,8 @@ def _csv(rows: list[dict], columns: list[str]) -> str:
     return buffer.getvalue()
 
 
-def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
-    """One row per cell of this sweep, read from its directory."""
+def collect(cells: list[Cell], sweep_dir: Path, curves: tuple[str, ...] = ()) -> list[dict]:
+    """One row per cell of this sweep, read from its directory (the lists named in `curves` spread out)."""
     rows = []
     for cell in cells:
         cell_dir = sweep_dir / "cells" / cell.dirname
@@ -67,14 +79,15 @@ def collect(cells: list[Cell], sweep_dir: Path) -> list[dict]:
         metrics = {}
         if status == "ok":
             try:
-                metrics = flatten(json.loads((cell_dir / "metrics.json").read_text()))
-            except (OSError, ValueError):
+                metrics = flatten(json.loads(read_bounded(cell_dir / "metrics.json", limit=RECORD_BYTES,
+                                                          what="cell metrics")), curves=curves)
+            except (SplitlabError, ValueError):
                 status = "pending"
         image = next((f"cells/{cell.dirname}/{n}" for n in IMAGES if (cell_dir / n).is_file()), None)
         rows.append({"cell": cell.key, "name": cell.name, "status": status, "swept": dict(cell.swept),
                      "error": (record or {}).get("error"), "cell_seconds": (record or {}).get("seconds"),
                      "where": (record or {}).get("where", {}), "metrics": metrics, "image": image,
-                     "dir": f"cells/{cell.dirname}"})
+                     "dir": f"cells/{cell.dirname}", ATTACKED: images_of(cell_dir) if status == "ok" else ""})
     return rows
 
 
@@ -198,18 +211,20 @@ def _markdown(rows: list[dict], columns: list[str]) -> list[str]:
 
 def write_results(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> tuple[list[dict], list]:
     """results.csv from the cell files (rewritten after every cell, so it is current even after kill -9)."""
-    rows = collect(cells, sweep_dir)
+    rows = collect(cells, sweep_dir, tuple(sweep.report.get("curves", ())))
     swept = sweep.swept_keys
-    identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir"]
+    attacked = [ATTACKED] if any(r[ATTACKED] for r in rows) and ATTACKED not in swept else []
+    identity = ["cell", "name", "status", *swept, "cell_seconds", "error", "dir", *attacked]
     metric_columns = _metric_columns(rows, set(identity))
-    flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir")}, **r["swept"],
+    flat = [{**{k: r[k] for k in ("cell", "name", "status", "cell_seconds", "error", "dir", ATTACKED)}, **r["swept"],
              **{column: r["metrics"].get(key) for key, column in metric_columns}} for r in rows]
     atomic_write_text(sweep_dir / "results.csv", _csv(flat, identity + [c for _, c in metric_columns]))
     return rows, metric_columns
 
 
-def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> dict:
-    """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return counts."""
+def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path, counted: list[Cell] | None = None) -> dict:
+    """Write results.csv, summary.csv, report.md (and figures/) from the cell files; return the counts of the
+    `counted` cells (default: all of them)."""
     rows, metric_columns = write_results(sweep, cells, sweep_dir)
     swept = sweep.swept_keys
     keys = [k for k in swept if k != SEED]
@@ -252,4 +267,8 @@ def aggregate(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> dict:
                                    for r in members), ""]
     atomic_write_text(sweep_dir / "report.md", "\n".join(lines))
     console = [f"{sweep.name}: mean ± std over seeds"] + _markdown(table, [*keys, "n", *chosen])
+    if counted is not None:
+        keys_counted = {c.key for c in counted}
+        counts = {s: sum(r["status"] == s for r in rows if r["cell"] in keys_counted) for s in counts}
+        failures = [f for f in failures if f["cell"] in keys_counted]
     return {"counts": counts, "failures": failures, "lines": console}

@@ -4,7 +4,10 @@ Every cell's argv goes through its command's own parser (`make_context`, as `spl
 it), so an unknown option or a value of the wrong type is refused exactly as the command would
 refuse it, with the cell named. Each cell is parsed on its own: a command's options may depend on
 the other values of the same argv (an attack's own options under `hfl --attack NAME`), so nothing
-is learnt from one cell and reused for another. `MAX_CELLS` keeps this fast.
+is learnt from one cell and reused for another. Then each cell's command runs its own checks and stops
+before its work (`vfl.preflight`), so a value the command refuses (a `compile` it does not know, a
+party count out of range) refuses the sweep, not one cell after the others ran. `MAX_CELLS` keeps this
+fast.
 """
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from typing import Any
 
 from splitlab.sweep_file import Cell, Sweep, arg_text, file_error
 from vfl.errors import SplitlabError
+from vfl.filesystem import check_path
+from vfl.preflight import Checked, checking_only
 
 
 def _root() -> Any:
@@ -111,8 +116,24 @@ def _check_booleans(sweep: Sweep, cell: Cell, ctx: Any, where: str, path: str) -
                                  f"does not turn it off; {fix}")
 
 
+def _check_values(sweep: Sweep, ctx: Any, where: str) -> None:
+    """Run the cell's command up to where its work would start: every check it makes on its values."""
+    from typer._click import exceptions as click_errors
+
+    with checking_only(), ctx:
+        try:
+            ctx.command.invoke(ctx)
+        except Checked:
+            pass
+        except SplitlabError as exc:
+            raise file_error(sweep.source, f"{where}: {exc}") from None
+        except Exception:            # noqa: BLE001 - not a refusal of a value (an Exit, a fault): the cell
+            pass                     # meets it when it runs, as before
+
+
 def check_cells(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> None:
-    """Refuse the sweep (one line naming the cell) unless every cell's argv parses as its command's."""
+    """Refuse the sweep (one line naming the cell) unless every cell's argv parses as its command's and
+    passes the command's own checks."""
     root = _root()
     path = _check_command(sweep, root)
     _check_sweepable(sweep, root, path)
@@ -120,10 +141,12 @@ def check_cells(sweep: Sweep, cells: list[Cell], sweep_dir: Path) -> None:
         where = f"cell {i + 1} of {len(cells)} ({cell.name})"
         ctx = _parse(sweep, root, cell.argv(sweep_dir / "cells" / cell.dirname), where, path)
         _check_booleans(sweep, cell, ctx, where, path)
+        _check_values(sweep, ctx, where)
 
 
 def check_sweep_dir(sweep_dir: Path) -> None:
     """The sweep directory is a directory, or can be made one (checked before anything is written)."""
+    check_path(sweep_dir, "sweep directory")
     if sweep_dir.exists():
         if not sweep_dir.is_dir():
             raise SplitlabError(f"--out {sweep_dir} is a file, not a directory; give a directory (new or a "

@@ -1,7 +1,11 @@
 import os
+import signal
 
 import pytest
 import torch
+
+HANG_SECONDS = 60
+"""A command still running after this long under `time_limit` is hung (no input may hang a command)."""
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # a worker of `pytest -n N` (pytest-xdist): N workers share the cores, so the programs its tests start
@@ -38,3 +42,16 @@ def lenet():
     """DLG's sigmoid LeNet, seed 0 (observations copy it; tests must not change it)."""
     from vfl.models.hfl import build_hfl_model
     return build_hfl_model("lenet", seed=0)
+
+
+@pytest.fixture
+def time_limit():
+    """A hung command fails its test (TimeoutError after HANG_SECONDS) instead of holding the suite; a test
+    that runs longer on purpose calls `signal.alarm(seconds)` itself."""
+    def expire(signum, frame):
+        raise TimeoutError(f"the command ran past {HANG_SECONDS} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(HANG_SECONDS)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

@@ -9,13 +9,13 @@ import torch
 from torch.func import vmap
 from typer.testing import CliRunner
 
-from attacks.engine import FedAvgUpdate, LayerGroups, SquaredL2, ramp
+from attacks.engine import EngineOptions, FedAvgUpdate, LayerGroups, SquaredL2, ramp
 from attacks.hfl.agic import AGIC, AGICSettings
 from attacks.hfl.agic.attack import agic_weights
 from attacks.hfl.awa import AWA, AWASettings
 from attacks.hfl.awa.bo import bayes_optimise, best_so_far
-from attacks.hfl.awa.diagnostics import _spearman, bo_scores, interpolation_errors
-from attacks.hfl.awa.interpolation import interpolated_path, plan_replication
+from attacks.hfl.awa.diagnostics import _spearman, bo_scores
+from attacks.hfl.fedavg import interpolated_path, interpolation_errors, plan_replication
 from attacks.hfl.awa.match import EnhancedSquaredL2, enhancement_counts
 from attacks.hfl.awa.settings import TABLE_III, UNWEIGHTED
 from attacks.hfl.experiment import HFLConfig
@@ -219,7 +219,8 @@ def test_the_trajectory_ends_at_each_trials_last_iterate_in_either_mode(batch, m
     from attacks.hfl.trajectory import evaluation
     x, y = batch
     obs = _observe(batch, epochs=2, local_batch=2)
-    rec = AWA(AWASettings(preset="t", iterations=7, restarts=2, answer="final", trajectory=3))(obs, seed=0, mode=mode)
+    attack = AWA(AWASettings(preset="t", iterations=7, restarts=2, answer="final", trajectory=3))
+    rec = attack(obs, seed=0, engine=EngineOptions(mode=mode))
     record = rec.artefacts["trajectory"]
     assert record["iterations"] == [3, 6, 7] and record["images"].shape == (2, 3, 4, 1, 28, 28)
     assert torch.equal(record["images"][:, -1], rec.trials)                 # answer "final": the last iterate

@@ -1,4 +1,4 @@
-"""Reconstruction-error bounds (seed paper 003): constants, FedAvg rate, Lipschitz machinery, attacks, CLI."""
+"""The bounds of "Theoretically Understanding Data Reconstruction Leakage in FL": constants, rate, Lipschitz, CLI."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +15,8 @@ from splitlab.sweep_report import flatten
 from theory_checks.bounds.attacks import AttackRun, AttackSettings, attack, matched
 from theory_checks.bounds.constants import heterogeneity
 from theory_checks.bounds.experiment import (BoundsConfig, convergence, curvature, eval_rounds, fit_pairs, fl_setting,
-                                             kendall_tau, measure, monotone, ordering_flags, surrogate_fit)
+                                             kendall_tau, lipschitz_step, measure, monotone, ordering_flags,
+                                             surrogate_fit)
 from theory_checks.bounds.figures import batch_figure, trends_figure
 from theory_checks.bounds.fedavg import schedule_gamma, split_evenly, step_sizes
 from theory_checks.bounds.lipschitz import Node, autolip, chain, power_iteration, spectral_norm
@@ -278,6 +279,15 @@ def _fake_run(P=3, M=4, R=5, d=64, steps=(5, 10), seed=0) -> AttackRun:
     iterates = torch.rand(len(steps), P, M, R, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     start = torch.randn(M, R, d, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
     return AttackRun("dlg", steps, iterates, iterates[-1], start, torch.zeros(P, M, R), None, 0.0)
+
+
+def test_the_lipschitz_step_takes_a_vacuous_l_r_past_the_float_range():
+    """A softmax surrogate's L_R reached 1e160 (8 classes): L_R ** 2 raised OverflowError mid-run."""
+    run, weights = _fake_run(P=3), gaussian(3, 64, seed=20)
+    huge = lipschitz_step(run, weights, 1e200)
+    assert huge == {"pass_rate": 1.0, "worst_ratio": 0.0}
+    small = lipschitz_step(run, weights, 1e-6)
+    assert small["pass_rate"] == 0.0 and small["worst_ratio"] > 1
 
 
 def test_the_surrogate_is_fitted_on_the_chosen_pairs_only_and_scored_on_the_rest():

@@ -16,8 +16,9 @@ from torch import nn
 
 import attacks.engine.compilation as policy
 import attacks.engine.compiled as compiled
-from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, Hook, MeanSquared, Objective, Prior, Schedule, SignedGradients, SquaredL2, StepDecay, Sum,
-                            l2, run, tv_l1, tv_squared)
+from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, EngineOptions, Hook,
+                            MeanSquared, Objective, Prior, Schedule, SignedGradients, SquaredL2, StepDecay, Sum, l2, run,
+                            tv_l1, tv_squared)
 from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
 from test_engine import _gradient_problem
 
@@ -50,8 +51,8 @@ def traced(monkeypatch):
 
 
 def _on(objective, variables, target, schedule, **kwargs):
-    eager = run(objective, variables, target, schedule, progress=False, **kwargs)
-    other = run(objective, variables, target, schedule, progress=False, compile="on", **kwargs)
+    eager = run(objective, variables, target, schedule, **kwargs)
+    other = run(objective, variables, target, schedule, EngineOptions(compile="on"), **kwargs)
     return eager, other
 
 
@@ -70,8 +71,8 @@ def test_off_is_the_eager_loop_and_never_compiles(monkeypatch):
     sim, target, variables, _ = _gradient_problem(torch.float32, trials=2)
     objective = Objective(sim, SquaredL2(), priors=(Prior("tv", "x", tv_l1, 0.01),))
     schedule = Schedule((Block(("x",), Adam(0.05), 6, hooks=(SignedGradients(), BoxClamp()), decay=StepDecay()),))
-    default = run(objective, variables, target, schedule, progress=False)
-    off = run(objective, variables, target, schedule, progress=False, compile="off")
+    default = run(objective, variables, target, schedule)
+    off = run(objective, variables, target, schedule, EngineOptions(compile="off"))
     for k in default.trace:
         assert torch.equal(default.trace[k].nan_to_num(7.0), off.trace[k].nan_to_num(7.0))
     assert torch.equal(default.best["x"], off.best["x"]) and torch.equal(default.final["x"], off.final["x"])
@@ -84,7 +85,7 @@ def test_an_unknown_compile_mode_is_a_one_line_error():
     sim, target, variables, _ = _gradient_problem(torch.float32, trials=1)
     with pytest.raises(ValueError, match="^unknown compile mode 'yes'; use off, on, auto$"):
         run(Objective(sim, SquaredL2()), variables, target, Schedule((Block(("x",), Adam(0.1), 1),)),
-            progress=False, compile="yes")
+            EngineOptions(compile="yes"))
 
 
 def test_the_attacks_take_compile_from_their_settings():
@@ -167,8 +168,8 @@ def test_a_hook_with_state_runs_eagerly_after_the_compiled_step(traced):
     hooks = [(BoxClamp(), _Counted()), (BoxClamp(), _Counted())]
     schedule = [Schedule((Block(("x",), Adam(0.05), 5, hooks=h),)) for h in hooks]
     objective = Objective(sim, SquaredL2())
-    eager = run(objective, variables, target, schedule[0], progress=False)
-    other = run(objective, variables, target, schedule[1], progress=False, compile="on")
+    eager = run(objective, variables, target, schedule[0])
+    other = run(objective, variables, target, schedule[1], EngineOptions(compile="on"))
     assert hooks[0][1].calls == hooks[1][1].calls == 5
     assert _agreement(eager, other) < 1e-9
     _clean(other.extra["compile"])
@@ -194,11 +195,12 @@ def test_two_blocks_on_dict_variables_and_a_second_run_reuses_the_programs(trace
     eager, other = _on(objective, variables, target, schedule, per_trial_target=True, keep=())
     assert _agreement(eager, other) < 1e-9
     _clean(other.extra["compile"], compiles=2)          # one program per block
-    again = run(objective, variables, target, schedule, progress=False, compile="on", per_trial_target=True, keep=())
+    again = run(objective, variables, target, schedule, EngineOptions(compile="on"), per_trial_target=True, keep=())
     assert again.extra["compile"]["compiles"] == 0 and again.extra["compile"]["recompiles"] == 0
     assert _agreement(eager, again) < 1e-9
-    sequential = run(objective, variables, target, schedule, progress=False, compile="on", per_trial_target=True,
-                     keep=(), mode="sequential")
+    sequential = run(objective, variables, target, schedule, EngineOptions(compile="on", mode="sequential"),
+                     per_trial_target=True,
+                     keep=())
     assert _agreement(eager, sequential) < 1e-9
     assert sequential.extra["compile"]["recompiles"] == 0 and sequential.extra["compile"]["graph_breaks"] == 0
 
@@ -250,15 +252,15 @@ def test_without_a_compiler_auto_runs_eagerly_with_a_notice_and_on_refuses(monke
     assert policy.cxx_compiler() is None
     sim, target, variables, _ = _gradient_problem(torch.float32, trials=1)
     objective, schedule = Objective(sim, SquaredL2()), Schedule((Block(("x",), Adam(0.1), 12),))
-    result = run(objective, variables, target, schedule, progress=False, compile="auto")
+    result = run(objective, variables, target, schedule, EngineOptions(compile="auto"))
     notice = capsys.readouterr().err.strip().splitlines()
     assert notice == ["splitlab: --compile auto runs eagerly: no C++ compiler (inductor looks for $CXX or g++) "
                       "was found"]
     assert not result.extra["compile"]["compiled"] and result.extra["compile"]["reason"] == "no C++ compiler"
-    eager = run(objective, variables, target, schedule, progress=False)
+    eager = run(objective, variables, target, schedule)
     assert torch.equal(eager.final["x"], result.final["x"])
     with pytest.raises(ValueError) as error:
-        run(objective, variables, target, schedule, progress=False, compile="on")
+        run(objective, variables, target, schedule, EngineOptions(compile="on"))
     assert len(str(error.value).splitlines()) == 1 and "needs a C++ compiler" in str(error.value)
 
 
@@ -318,15 +320,13 @@ def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, t
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 0.0)
     objective, variables, target, schedule = _clone_problem()
-    eager = run(objective, variables, target, schedule, progress=False, per_trial_target=True, keep=())
-    auto = run(objective, variables, target, schedule, progress=False, per_trial_target=True, keep=(),
-               compile="auto")
+    eager = run(objective, variables, target, schedule, per_trial_target=True, keep=())
+    auto = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
     assert auto.extra["compile"]["compiled"] and "auto" in auto.extra["compile"]
     assert _agreement(eager, auto) < 1e-9
     monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 1e9)
     objective, variables, target, schedule = _clone_problem()          # no programs of its own yet
-    never = run(objective, variables, target, schedule, progress=False, per_trial_target=True, keep=(),
-                compile="auto")
+    never = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
     assert not never.extra["compile"]["compiled"]
     for k in eager.trace:
         assert torch.equal(eager.trace[k].nan_to_num(7.0), never.trace[k].nan_to_num(7.0))
@@ -372,8 +372,10 @@ def test_unsplit_compiled_follows_eager(clone):
     from test_unsplit import _observation
     observation, _ = _observation("cnn", n=2, dtype=torch.float32)
     settings = registry.preset("unsplit.quick", "unsplit").settings(iterations=1, clone=clone)
-    eager = UnSplit(settings)(observation, progress=False)
-    other = UnSplit(replaced_settings(settings, compile="on"))(observation, progress=False)
+    eager = UnSplit(settings)(observation)
+    compiled = replaced_settings(settings, compile="on")
+    engine = EngineOptions.of(compiled)                     # as the driver builds it: the report collects the runs'
+    other = engine.report.attach(UnSplit(compiled)(observation, engine=engine))
     worst = max(_rel(other.history[k], eager.history[k]) for k in eager.history)
     difference = max(worst, _rel(other.trials, eager.trials))
     report = other.extras["compile"]

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
-                            CutActivations, FedAvgUpdate, FedSGDGradient, MeanSquared, Objective,
+                            CutActivations, EngineOptions, FedAvgUpdate, FedSGDGradient, MeanSquared, Objective,
                             Schedule, SignedGradients, SquaredL2, StepDecay, Sum, run, tv_l1, tv_squared)
 from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
 
@@ -74,8 +74,7 @@ def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
 def test_engine_lbfgs_on_one_trial_follows_torch_lbfgs():
     sim, target, variables, _ = _gradient_problem(trials=1)
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 2),)),
-                 progress=False, mode="sequential")
+    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 2),)), EngineOptions(mode="sequential"))
     x = variables["x"][0].clone().requires_grad_()
     opt = torch.optim.LBFGS([x], lr=1)
 
@@ -96,8 +95,8 @@ def test_batched_adam_trials_equal_sequential_trials():
     objective = Objective(sim, Cosine(), priors=(Prior("tv", "x", tv_l1, 1e-2),))
     schedule = Schedule((Block(("x",), Adam(0.1), 30,
                                hooks=(SignedGradients(), BoxClamp()), decay=StepDecay()),))
-    batched = run(objective, variables, target, schedule, progress=False)
-    sequential = run(objective, variables, target, schedule, mode="sequential", progress=False)
+    batched = run(objective, variables, target, schedule)
+    sequential = run(objective, variables, target, schedule, EngineOptions(mode="sequential"))
     assert batched.mode == "batched" and sequential.mode == "sequential"
     torch.testing.assert_close(batched.final["x"], sequential.final["x"], rtol=0, atol=1e-10)
     torch.testing.assert_close(batched.best["x"], sequential.best["x"], rtol=0, atol=1e-10)
@@ -111,8 +110,8 @@ def test_batched_lbfgs_trials_equal_sequential_after_a_step():
     target = {"observed": target["observed"], "context": {"params": target["context"]["params"]}}
     schedule = Schedule((Block(("x", "label_logits"), LBFGS(), 1),))
     objective = Objective(sim, SquaredL2())
-    batched = run(objective, variables, target, schedule, progress=False, keep=("x", "label_logits"))
-    sequential = run(objective, variables, target, schedule, mode="sequential", progress=False,
+    batched = run(objective, variables, target, schedule, keep=("x", "label_logits"))
+    sequential = run(objective, variables, target, schedule, EngineOptions(mode="sequential"),
                      keep=("x", "label_logits"))
     torch.testing.assert_close(batched.final["x"], sequential.final["x"], rtol=1e-6, atol=1e-6)
 
@@ -128,9 +127,9 @@ def test_per_trial_clones_and_targets_batched_equal_sequential():
     objective = Objective(CutActivations(clone), MeanSquared(), priors=(Prior("tv", "x", tv_squared, 0.1),))
     schedule = Schedule((Block(("x",), Adam(1e-2, amsgrad=True), 5),
                          Block(("clone",), Adam(1e-2, amsgrad=True), 5, select=False, terms=("match",))), rounds=3)
-    batched = run(objective, variables, target, schedule, per_trial_target=True, progress=False, keep=("x", "clone"))
-    sequential = run(objective, variables, target, schedule, per_trial_target=True, mode="sequential",
-                     progress=False, keep=("x", "clone"))
+    batched = run(objective, variables, target, schedule, per_trial_target=True, keep=("x", "clone"))
+    sequential = run(objective, variables, target, schedule, EngineOptions(mode="sequential"), per_trial_target=True,
+                     keep=("x", "clone"))
     torch.testing.assert_close(batched.final["x"], sequential.final["x"], rtol=0, atol=1e-12)
     for k in clones:
         torch.testing.assert_close(batched.final["clone"][k], sequential.final["clone"][k], rtol=0, atol=1e-12)
@@ -146,7 +145,7 @@ def test_blocks_only_move_their_own_variables():
     target = {"observed": [torch.rand(2, 1, 3, dtype=torch.float64)]}
     objective = Objective(CutActivations(clone), MeanSquared())
     only_x = Schedule((Block(("x",), SGD(0.5), 3),))
-    result = run(objective, variables, target, only_x, per_trial_target=True, progress=False)
+    result = run(objective, variables, target, only_x, per_trial_target=True)
     assert not torch.equal(result.final["x"], variables["x"])
     for k, v in variables["clone"].items():
         assert torch.equal(result.final["clone"][k], v)
@@ -155,12 +154,10 @@ def test_blocks_only_move_their_own_variables():
 def test_best_iterate_is_the_lowest_loss_seen():
     sim, target, variables, _ = _gradient_problem()
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.3), 25),)),
-                 progress=False)
+    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.3), 25),)))
     lowest = torch.minimum(result.trace["match"].min(0).values, result.final_terms["match"])
     torch.testing.assert_close(result.best_loss, lowest)
-    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)),
-                   progress=False)
+    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)))
     torch.testing.assert_close(rescored.final_terms["match"], result.best_loss)
 
 
@@ -169,11 +166,11 @@ def test_a_diverging_trial_is_reported_and_the_others_finish():
     variables["x"][1] = float("nan")
     objective = Objective(sim, Cosine())
     schedule = Schedule((Block(("x",), Adam(0.1), 10),))
-    result = run(objective, variables, target, schedule, progress=False)
+    result = run(objective, variables, target, schedule)
     assert result.diverged.tolist() == [False, True, False]
     assert torch.isfinite(result.best_loss[[0, 2]]).all() and torch.isinf(result.best_loss[1])
     healthy = {"x": variables["x"][[0, 2]]}
-    reference = run(objective, healthy, target, schedule, progress=False)
+    reference = run(objective, healthy, target, schedule)
     torch.testing.assert_close(result.final["x"][[0, 2]], reference.final["x"], rtol=0, atol=1e-12)
 
 
@@ -181,8 +178,7 @@ def test_a_diverging_trial_is_reported_and_the_others_finish():
 def test_dlg_style_run_reconstructs_the_target():
     sim, target, variables, x_true = _gradient_problem(trials=2)
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 20),)),
-                 progress=False)
+    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 20),)))
     mse = ((result.best["x"][:, 0] - x_true) ** 2).flatten(1).mean(1)
     assert float(mse.min()) < 1e-4
 
@@ -244,11 +240,11 @@ def test_signed_adam_moves_every_pixel_by_lr_and_box_holds():
     objective = Objective(identity, SquaredL2())
     one = run(objective, variables, target, Schedule((Block(("x",), Adam(0.1), 1,
                                                             hooks=(SignedGradients(),)),)),
-              per_trial_target=True, progress=False)
+              per_trial_target=True)
     torch.testing.assert_close(one.final["x"], torch.full_like(variables["x"], 0.4))
     many = run(objective, variables, target, Schedule((Block(("x",), Adam(0.3), 20,
                                                              hooks=(SignedGradients(), BoxClamp(0.2, 1.0))),)),
-               per_trial_target=True, progress=False)
+               per_trial_target=True)
     assert float(many.final["x"].min()) >= 0.2 - 1e-12
 
 
@@ -260,7 +256,7 @@ def test_gradient_blend_reproduces_fedleaks_toy_example():
     target = {"observed": [torch.zeros(1, dtype=torch.float64)]}
     blend = GradientBlend(weight=0.3, k=1.0, lookahead=True)
     result = run(objective, variables, target,
-                 Schedule((Block(("x",), SGD(1.0), 1, hooks=(blend,)),)), progress=False)
+                 Schedule((Block(("x",), SGD(1.0), 1, hooks=(blend,)),)))
     torch.testing.assert_close(result.final["x"], torch.full((1, 1), 0.5 - 0.4, dtype=torch.float64))
 
 
@@ -319,7 +315,7 @@ def test_clone_steps_match_a_plain_adam_loop_even_with_transposed_gradients():
     variables = {"x": x.unsqueeze(0), "clone": {k: v.detach().unsqueeze(0).clone() for k, v in clone.named_parameters()}}
     schedule = Schedule((Block(("clone",), Adam(0.05, amsgrad=True), 15),))
     result = run(Objective(CutActivations(clone), MeanSquared()), variables, {"observed": [h.unsqueeze(0)]},
-                 schedule, per_trial_target=True, progress=False)
+                 schedule, per_trial_target=True)
     opt = torch.optim.Adam(clone.parameters(), lr=0.05, amsgrad=True, foreach=False)
     for _ in range(15):
         opt.zero_grad()
@@ -332,8 +328,7 @@ def test_a_misspelt_term_fails_before_any_step():
     objective = Objective(lambda v, c: [v["x"]], SquaredL2(), priors=(Prior("tv", "x", tv_l1, 1e-2),))
     schedule = Schedule((Block(("x",), SGD(0.1), 1, terms=("match", "vt")),))
     with pytest.raises(ValueError, match="unknown objective term.*'vt'.*match, tv"):
-        run(objective, {"x": torch.zeros(1, 1, 1, 4, 4)}, {"observed": [torch.zeros(1, 1, 4, 4)]}, schedule,
-            progress=False)
+        run(objective, {"x": torch.zeros(1, 1, 1, 4, 4)}, {"observed": [torch.zeros(1, 1, 4, 4)]}, schedule)
     with pytest.raises(ValueError, match="finite weight"):
         Prior("tv", "x", tv_l1, float("nan"))
 
@@ -380,10 +375,10 @@ def test_one_trial_runs_unbatched_and_equals_a_vmapped_trial():
     objective = Objective(simulator, Cosine(), priors=(Prior("tv", "x", tv_l1, 1e-2),))
     schedule = Schedule((Block(("x",), Adam(0.1), 12, hooks=(SignedGradients(), GradientBlend(0.5), BoxClamp()),
                                decay=StepDecay()),))
-    single = run(objective, variables, target, schedule, progress=False)
+    single = run(objective, variables, target, schedule)
     assert single.mode == "batched" and not any(transforms)          # one trial: no vmap
     transforms.clear()
-    batched = run(objective, _twice(variables), target, schedule, progress=False)
+    batched = run(objective, _twice(variables), target, schedule)
     assert all(transforms)
     _assert_same_trial(single, batched)
 
@@ -397,10 +392,10 @@ def test_one_clone_trial_equals_a_vmapped_clone_trial():
     objective = Objective(CutActivations(clone), MeanSquared(), priors=(Prior("tv", "x", tv_squared, 0.1),))
     schedule = Schedule((Block(("x",), Adam(1e-2, amsgrad=True), 4),
                          Block(("clone",), Adam(1e-2, amsgrad=True), 4, select=False, terms=("match",))), rounds=3)
-    single = run(objective, variables, {"observed": [observed]}, schedule, per_trial_target=True, progress=False,
+    single = run(objective, variables, {"observed": [observed]}, schedule, per_trial_target=True,
                  keep=("x", "clone"))
     batched = run(objective, _twice(variables), {"observed": [torch.cat([observed, observed])]}, schedule,
-                  per_trial_target=True, progress=False, keep=("x", "clone"))
+                  per_trial_target=True, keep=("x", "clone"))
     _assert_same_trial(single, batched, keep=("x", "clone"))
     # the clone block computes only its match: the TV trace is NaN at clone steps, recorded at input steps
     tv = single.trace["tv"][:, 0].view(3, 8)
@@ -418,16 +413,16 @@ def test_fedavg_update_without_vmap_equals_the_vmapped_update():
     variables = {"x": torch.rand(1, 4, 1, 14, 14, dtype=torch.float64, generator=torch.Generator().manual_seed(3))}
     schedule = Schedule((Block(("x",), Adam(0.05), 6),))
     objective = Objective(sim, SquaredL2())
-    _assert_same_trial(run(objective, variables, target, schedule, progress=False),
-                       run(objective, _twice(variables), target, schedule, progress=False))
+    _assert_same_trial(run(objective, variables, target, schedule),
+                       run(objective, _twice(variables), target, schedule))
 
 
 def test_one_lbfgs_trial_equals_a_vmapped_trial_after_a_step():
     sim, target, variables, _ = _gradient_problem(trials=1)
     objective = Objective(sim, SquaredL2())
     schedule = Schedule((Block(("x",), LBFGS(), 1),))
-    single = run(objective, variables, target, schedule, progress=False)
-    batched = run(objective, _twice(variables), target, schedule, progress=False)
+    single = run(objective, variables, target, schedule)
+    batched = run(objective, _twice(variables), target, schedule)
     torch.testing.assert_close(single.final["x"][0], batched.final["x"][0], rtol=0, atol=1e-10)
 
 
@@ -460,18 +455,18 @@ def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results(monkeypatch):
     assert auto_mode({"x": torch.zeros(1, 1, 300), "clone": {k: v[:1] for k, v in clones.items()}}) == "batched"
     objective = Objective(sim, Cosine())
     schedule = Schedule((Block(("x",), Adam(0.1), 5),))
-    auto = run(objective, variables, target, schedule, mode="auto", progress=False)
-    picked = run(objective, variables, target, schedule, mode=auto.mode, progress=False)
+    auto = run(objective, variables, target, schedule, EngineOptions(mode="auto"))
+    picked = run(objective, variables, target, schedule, EngineOptions(mode=auto.mode))
     assert auto.mode in ("batched", "sequential")
     assert torch.equal(auto.final["x"], picked.final["x"]) and torch.equal(auto.best_loss, picked.best_loss)
     clone_problem = Objective(CutActivations(big), MeanSquared())
     clone_vars = {"x": torch.rand(2, 1, 300), "clone": clones}
     clone_target = {"observed": [torch.rand(2, 1, 300)]}
     auto = run(clone_problem, clone_vars, clone_target, Schedule((Block(("clone",), Adam(0.01), 2),)),
-               mode="auto", per_trial_target=True, progress=False, keep=())
+               EngineOptions(mode="auto"), per_trial_target=True, keep=())
     assert auto.mode == "sequential"
     with pytest.raises(ValueError, match="unknown trials mode 'fast'; use batched, sequential, auto"):
-        run(objective, variables, target, schedule, mode="fast", progress=False)
+        run(objective, variables, target, schedule, EngineOptions(mode="fast"))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)        # more threads: batched throughout
     assert auto_mode({"x": torch.zeros(2, 1, 300), "clone": clones}) == "batched"
 
@@ -501,8 +496,8 @@ def test_the_best_loss_keeps_the_variables_precision(trials):
     # A lone trial's loss is 0-dim; it must not be rounded to a float32 record (a regression).
     sim, target, variables, _ = _gradient_problem(trials=trials)
     objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.5), 15),)), progress=False)
+    result = run(objective, variables, target, Schedule((Block(("x",), Adam(0.5), 15),)))
     assert result.best_loss.dtype == torch.float64
     assert (result.best_loss < result.final_terms["match"]).all()        # the best iterate is not the last
-    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)), progress=False)
+    rescored = run(objective, result.best, target, Schedule((Block(("x",), SGD(0.0), 0),)))
     torch.testing.assert_close(rescored.final_terms["match"], result.best_loss, rtol=0, atol=0)

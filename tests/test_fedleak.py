@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from attacks import registry
-from attacks.engine import L1, SGD, Block, FedSGDGradient, Objective, Schedule, run
+from attacks.engine import L1, SGD, Block, EngineOptions, FedSGDGradient, Objective, Schedule, run
 from attacks.hfl.defences import DPGaussian, parse_defence
 from attacks.hfl.experiment import HFLConfig
 from attacks.hfl.fedleak import FedLeak, FedLeakSettings
@@ -53,7 +53,7 @@ def test_the_probe_reuses_the_subset_chosen_at_x(trials, same_subset):
     objective = Objective(lambda v, c: [v["x"]], L1(subset=TopMagnitude(0.5)))
     blend = GradientBlend(weight=1.0, k=1.0, lookahead=True, same_subset=same_subset)
     result = run(objective, {"x": x.expand(trials, 4).clone()}, {"observed": [torch.zeros(4, dtype=torch.float64)]},
-                 Schedule((Block(("x",), SGD(0.1), 1, hooks=(blend,)),)), progress=False)
+                 Schedule((Block(("x",), SGD(0.1), 1, hooks=(blend,)),)))
     step = torch.tensor([1.0, 1.0, 0.0, 0.0] if same_subset else [1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
     torch.testing.assert_close(result.final["x"], (x - 0.1 * step).expand(trials, 4))
 
@@ -121,8 +121,25 @@ def test_fedleak_reconstructs_a_small_batch_and_refines_labels():
     # batched and sequential restarts are the same computation (float64: float32 rounding grows over steps)
     double = observe_fedsgd(model.double(), x.double(), y, arch="convnet")
     few = FedLeak(replace(preset("fedleak.quick"), iterations=3, restarts=2))
-    torch.testing.assert_close(few(double, seed=0, mode="sequential").trials, few(double, seed=0).trials,
-                               rtol=0, atol=1e-12)
+    sequential = few(double, seed=0, engine=EngineOptions(mode="sequential"))
+    torch.testing.assert_close(sequential.trials, few(double, seed=0).trials, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("logit", [10.0, 0.0])
+def test_refined_labels_start_on_the_inferred_class_or_uniform_without_inference(monkeypatch, logit):
+    import attacks.hfl.fedleak.attack as module
+    mnist = datasets.load("mnist5k")
+    x, y = mnist.images[:2], mnist.labels[:2]
+    obs = observe_fedsgd(build_hfl_model("convnet", seed=0), x, y, arch="convnet")
+    seen = []
+    real = module.run
+    monkeypatch.setattr(module, "run", lambda objective, variables, *a, **kw: seen.append(
+        variables["label_logits"].clone()) or real(objective, variables, *a, **kw))
+    FedLeak(replace(preset("fedleak.quick"), iterations=1, label_logit=logit))(obs, seed=0)
+    start = seen[0][0]                                           # (B, classes) of the first restart
+    inferred = torch.nn.functional.one_hot(infer_labels(obs, "count"), start.shape[-1]).to(start.dtype)
+    torch.testing.assert_close(start, logit * inferred)
+    assert bool((start == 0).all()) == (logit == 0)
 
 
 @pytest.mark.slow

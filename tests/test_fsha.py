@@ -75,7 +75,7 @@ def test_full_size_feature_shapes_and_parameter_counts():
         client4, client1 = build_client("mlp", 4), build_client("mlp", 1)
         mlp4, mlp1 = build_attacker("mlp", feature_shape(4)), build_attacker("mlp", feature_shape(1))
         resnet4 = build_client("resnet", 4)
-    # notes/papers/004 section 4.2: level 4 client ~22.0M, pilot ~31.5M, D ~50.3M; level 1 client ~59.8M, D ~100.7M
+    # JAST (arXiv 2412.11689) section 4.2: level 4 client ~22.0M, pilot ~31.5M, D ~50.3M; level 1 client ~59.8M, D ~100.7M
     millions = lambda m: round(_count(m) / 1e6, 1)
     assert (millions(client4), millions(mlp4.pilot), millions(mlp4.discriminator)) == (22.0, 31.5, 50.3)
     assert (millions(client1), millions(mlp1.discriminator)) == (59.8, 100.7)

@@ -2,7 +2,6 @@
 leave the output location untouched, and finish within a time limit (no input may hang a command).
 
 The table grows with every new option: add a row for each value an option must refuse."""
-import signal
 
 import pytest
 from typer.testing import CliRunner
@@ -10,7 +9,6 @@ from typer.testing import CliRunner
 from splitlab.cli import app
 
 runner = CliRunner()
-LIMIT_SECONDS = 60
 
 NAN, INF = "nan", "inf"
 TRAIN = ["train", "--arch", "small-mlp", "--epochs", "1"]
@@ -86,17 +84,6 @@ OUT_CASES = [
     (TRAIN, "{tmp}/afile/below", "file"),
     (TRAIN, "{tmp}/finished", "not empty"),
 ]
-
-
-@pytest.fixture
-def time_limit():
-    def expire(signum, frame):
-        raise TimeoutError(f"the command ran past {LIMIT_SECONDS} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(LIMIT_SECONDS)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def _files(tmp_path):

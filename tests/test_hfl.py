@@ -12,7 +12,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from attacks import registry
-from attacks.engine import FedSGDGradient
+from attacks.engine import EngineOptions, FedSGDGradient
 from attacks.hfl.defences import GaussianNoise, NoDefence, Quantise, TopK, parse_defence
 from attacks.hfl.dlg import DLG
 from attacks.hfl.experiment import HFLConfig
@@ -256,9 +256,9 @@ def _double_problem(mnist, name="convnet", batch=1):
 def test_inverting_gradients_batched_equals_sequential(mnist):
     obs, _, _ = _double_problem(mnist)
     attack = InvertingGradients(replace(preset("invgrad.quick"), iterations=12, restarts=3, tv=1e-2))
-    batched = attack(obs, seed=4)
-    sequential = attack(obs, seed=4, mode="sequential")
-    assert (batched.mode, sequential.mode) == ("batched", "sequential")
+    engines = EngineOptions().recording(), EngineOptions(mode="sequential").recording()
+    batched, sequential = (attack(obs, seed=4, engine=engine) for engine in engines)
+    assert [engine.report.mode for engine in engines] == ["batched", "sequential"]
     torch.testing.assert_close(batched.trials, sequential.trials, rtol=0, atol=1e-10)
     torch.testing.assert_close(batched.loss, sequential.loss, rtol=1e-9, atol=1e-12)
     assert batched.best_trial == sequential.best_trial
@@ -268,7 +268,7 @@ def test_dlg_batched_equals_sequential_after_one_step(mnist):
     # L-BFGS without a line search amplifies round-off chaotically, so compare after one step.
     obs, _, _ = _double_problem(mnist, "lenet")
     attack = DLG(replace(preset("dlg.quick"), iterations=1, restarts=3))
-    batched, sequential = attack(obs, seed=2), attack(obs, seed=2, mode="sequential")
+    batched, sequential = attack(obs, seed=2), attack(obs, seed=2, engine=EngineOptions(mode="sequential"))
     torch.testing.assert_close(batched.trials, sequential.trials, rtol=1e-6, atol=1e-6)
     assert torch.equal(batched.labels, sequential.labels)
 

@@ -14,7 +14,6 @@ import http.server
 import io
 import json
 import os
-import signal
 import socket
 import tarfile
 import threading
@@ -37,19 +36,6 @@ from vfl.training import TrainConfig, TrainedSplit, build_parties, save_checkpoi
 runner = CliRunner()
 TIMEOUT = 1                 # --timeout of the network rows
 NETWORK_LIMIT = TIMEOUT + 4  # seconds a network row may take in all (the command's own work is well under 1 s)
-HANG_LIMIT = 60              # any row: a command still running then is hung
-
-
-@pytest.fixture
-def time_limit():
-    """A hung command fails its row instead of holding the suite."""
-    def expire(signum, frame):
-        raise TimeoutError(f"the command ran past {HANG_LIMIT} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(HANG_LIMIT)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 # --------------------------------------------------------------------------- hostile things on disk

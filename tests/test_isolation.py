@@ -2,6 +2,7 @@
 UnSplit attacker knows the architecture but never the victim's weights, and runs are reproducible."""
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,7 +14,6 @@ from attacks import registry
 from attacks.driver import Truth, attack_and_score
 from attacks.hfl.observations import observe_fedavg, observe_fedsgd
 from attacks.result import Reconstruction
-from attacks.spec import AttackSpec, Preset
 from attacks.split.unsplit import UnSplit
 from attacks.split.unsplit.attack import observe
 from splitlab.cli import app
@@ -109,16 +109,14 @@ def test_unsplit_clones_never_start_from_the_victims_weights(victim, clone, monk
 class _AllDiverged:
     name, observes = "stub", "anything"
 
-    def __call__(self, observation, *, seed=0, mode="batched", progress=False):
+    def __call__(self, observation, *, seed=0, engine=None):
         nan = torch.full((2, 1, 1, 28, 28), float("nan"))
         return Reconstruction(attack="stub", preset="stub.none", trials=nan, loss=torch.full((2,), float("nan")),
                               history={"match": torch.full((3, 2), float("nan"))}, diverged=torch.ones(2, dtype=bool),
                               seconds=0.1, steps=3, per_target=True)
 
 
-_STUB = AttackSpec(name="stub", setting="split", title="every trial diverges", paper="none", observes=("anything",),
-                   settings=object, attack=_AllDiverged, presets=(Preset("stub.none", lambda: None, "a test"),),
-                   default="stub.none")
+_STUB = SimpleNamespace(name="stub", display="clamp", evaluate=None, write=None)
 
 
 def test_an_attack_whose_trials_all_diverge_still_writes_its_metrics(tmp_path):

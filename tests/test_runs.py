@@ -53,6 +53,71 @@ def test_hardware_line_names_the_cpu_threads_and_torch():
     assert line.startswith("CPU ") and f"{torch.get_num_threads()} torch threads" in line and torch.__version__ in line
 
 
+
+class _FakeProps:
+    major, minor, total_memory = 9, 0, 80 * 2 ** 30
+
+
+def _fake_gpu(monkeypatch, driver="580.159.04"):
+    """torch's CUDA queries answering as one H100 would: what a run on a GPU records, checked without one."""
+    import vfl.runtime
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=None: _FakeProps())
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91300)
+    monkeypatch.setattr(vfl.runtime, "driver_version", lambda: driver)
+
+
+def test_a_run_on_a_gpu_records_the_gpu_cuda_and_driver_in_its_config(tmp_path, monkeypatch):
+    _fake_gpu(monkeypatch)
+    Run.create("hfl", {"device": "cuda"}, tmp_path / "r").close()
+    environment = json.loads((tmp_path / "r" / "config.json").read_text())["environment"]
+    assert environment["cuda_device"] == "NVIDIA H100 80GB HBM3"
+    assert environment["cuda"] == {"device": "cuda:0", "name": "NVIDIA H100 80GB HBM3", "capability": "9.0",
+                                   "memory_gib": 80.0, "cuda": "13.0", "cudnn": 91300, "driver": "580.159.04",
+                                   "count": 1}
+
+
+def test_a_run_without_cuda_records_no_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    Run.create("hfl", {}, tmp_path / "r").close()
+    environment = json.loads((tmp_path / "r" / "config.json").read_text())["environment"]
+    assert environment["cuda"] is None and environment["cuda_device"] is None
+
+
+def test_the_driver_version_comes_from_nvidia_smi_without_nvml(monkeypatch):
+    import builtins
+    import subprocess
+    import vfl.runtime
+    real_import = builtins.__import__
+
+    def no_nvml(name, *args, **kwargs):
+        if name == "pynvml":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_nvml)
+    monkeypatch.setattr(vfl.runtime.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
+        argv, 0, stdout="580.159.04\n", stderr=""))
+    assert vfl.runtime.driver_version() == "580.159.04"
+
+    def missing(argv, **kw):
+        raise FileNotFoundError(argv[0])
+
+    monkeypatch.setattr(vfl.runtime.subprocess, "run", missing)
+    assert vfl.runtime.driver_version() is None
+
+
+def test_the_hardware_line_on_a_gpu_names_cuda_and_the_driver(monkeypatch):
+    from vfl.runtime import hardware
+    _fake_gpu(monkeypatch)
+    line = hardware(torch.device("cuda"))
+    assert line == f"GPU NVIDIA H100 80GB HBM3 (torch {torch.__version__}, CUDA 13.0, driver 580.159.04)"
+
 def _snapshot(directory):
     """Every file's bytes and mtime, to prove a refused run touched nothing."""
     return {p.relative_to(directory): (p.read_bytes(), p.stat().st_mtime_ns)

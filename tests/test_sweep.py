@@ -127,6 +127,15 @@ HOSTILE = {
                                                "write no-sensitivity = true"),
     "a-group-as-command": ('command = "attack"\n[axes]\nseed = [0]\n', [], "'attack' is a group"),
     "a-sweep-file-too-large": ('command = "train"\n# ' + "x" * 1_000_000 + "\n", [], "over the bound of 1,000,000"),
+    # values the command itself refuses when it checks its config: refused before any cell runs
+    "an-unknown-architecture-in-a-cell": (TRAIN.format(seeds=[0]).replace('arch = "small-mlp"\n', "")
+                                          + 'arch = ["small-mlp", "vit"]\n', [],
+                                          "cell 2 of 2 (seed-0_arch-vit): unknown architecture 'vit'"),
+    "a-compile-mode-the-attack-lacks": ('command = "hfl"\n[fixed]\nattack = "invgrad"\ncompile = "fast"\n'
+                                        "iterations = 2\n[axes]\nseed = [0, 1]\n", [],
+                                        "cell 1 of 2 (seed-0): --compile must be one of off, on, auto, got 'fast'"),
+    "zero-parties-in-a-cell": ('command = "train"\n[fixed]\narch = "small-mlp"\nepochs = 1\ntransport = "tcp"\n'
+                               "[axes]\nparties = [2, 0]\n", [], "cell 2 of 2 (parties-0): --parties must be >= 1"),
 }
 
 
@@ -238,9 +247,14 @@ def test_where_runs_only_the_chosen_cells_and_the_same_out_without_it_runs_the_r
                                           "--json", "--where", "seed=0,2"]).stdout)
     assert (some["cells"], some["ran"]) == (2, 2)
     assert sorted(r["seed"] for r in csv.DictReader((out / "results.csv").open())) == ["0", "2"]
+    one = json.loads(runner.invoke(app, ["sweep", str(grid), "--executor", "local", "--out", str(out), "--no-progress",
+                                         "--json", "--where", "seed=1"]).stdout)
+    assert (one["cells"], one["ran"], one["ok"]) == (1, 1, 1)        # counts of this run's cells
+    rows = list(csv.DictReader((out / "results.csv").open()))          # the report keeps the finished others
+    assert sorted(r["seed"] for r in rows) == ["0", "1", "2"] and {r["status"] for r in rows} == {"ok"}
     rest = json.loads(runner.invoke(app, ["sweep", str(grid), "--executor", "local", "--out", str(out), "--no-progress",
                                           "--json"]).stdout)
-    assert (rest["cells"], rest["ran"], rest["skipped"]) == (3, 1, 2)
+    assert (rest["cells"], rest["ran"], rest["skipped"]) == (3, 0, 3)
 
 
 def test_where_values_and_bad_keys():
@@ -259,20 +273,21 @@ def test_where_values_and_bad_keys():
 
 def test_failing_cell_is_recorded_and_the_others_finish(tmp_path):
     out = tmp_path / "out"
-    # `vit` parses (the option takes any name) and fails when the cell runs: a failure at run time
-    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]).replace('arch = "small-mlp"\n', "")
-                 + 'arch = ["small-mlp", "vit"]\n')
+    (tmp_path / "empty").mkdir()
+    # every value passes the command's checks; the mnist files are missing, which only loading the data finds
+    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]).replace("[axes]\n", f'data-root = "{tmp_path / "empty"}"\n'
+                                                                "[axes]\n") + 'dataset = ["mnist5k", "mnist"]\n')
     result = _sweep(grid, "--executor", "local", "--out", out)
     assert result.exit_code == 1
     records = _records(out)
     assert len(records) == 4
     ok = [r for r in records.values() if r["status"] == "ok"]
-    assert sorted(r["swept"]["seed"] for r in ok) == [0, 1] and {r["swept"]["arch"] for r in ok} == {"small-mlp"}
+    assert sorted(r["swept"]["seed"] for r in ok) == [0, 1] and {r["swept"]["dataset"] for r in ok} == {"mnist5k"}
     errors = [r["error"] for r in records.values() if r["status"] == "failed"]
-    assert len(errors) == 2 and all(e.startswith("unknown architecture 'vit'") for e in errors)   # SplitlabError
+    assert len(errors) == 2 and all(e.startswith("no mnist files under") for e in errors)   # SplitlabError
     assert all("\n" not in e for e in errors)
     report = (out / "report.md").read_text()
-    assert "## Failed cells" in report and "unknown architecture 'vit'" in report
+    assert "## Failed cells" in report and "no mnist files under" in report
 
 
 def test_list_shows_the_shipped_grids():

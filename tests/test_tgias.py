@@ -7,7 +7,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from attacks.engine import LBFGS, Block, Consensus, Objective, Schedule, SquaredL2, run
+from attacks.engine import LBFGS, Block, Consensus, EngineOptions, Objective, Schedule, SquaredL2, run
 from attacks import registry
 from attacks.hfl.dlg import DLG
 from attacks.hfl.experiment import HFLConfig
@@ -20,6 +20,7 @@ from attacks.hfl.tgias.label_optimisation import optimise_labels
 from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 from attacks.hfl.tgias.trace import align, alignment_accuracy, rand_index, client_data, converged_model, observe_trace
 from vfl.cli_options import values
+from vfl.errors import SplitlabError
 from vfl.models.hfl import build_hfl_model
 from splitlab.cli import app
 
@@ -79,13 +80,13 @@ def test_a_consensus_overwrites_every_trial_and_can_reset_the_optimiser():
     start = {"x": torch.zeros(3, 2)}
     mean = Consensus(("x",), lambda v, alive: {"x": v["x"].mean(0).expand_as(v["x"])}, reset=True)
     result = run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), rounds=3, consensus=mean),
-                 per_trial_target=True, progress=False)
+                 per_trial_target=True)
     final = result.final["x"]
     assert torch.equal(final[0], final[1]) and torch.equal(final[1], final[2])
     torch.testing.assert_close(final[0], torch.tensor([3.0, 4.0]))     # the consensus of three exact solves
     with pytest.raises(ValueError, match="batched"):
-        run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), consensus=mean), mode="sequential",
-            per_trial_target=True, progress=False)
+        run(objective, start, target, Schedule((Block(("x",), LBFGS(), 1),), consensus=mean),
+            EngineOptions(mode="sequential"), per_trial_target=True)
 
 
 def test_reset_rebuilds_the_optimiser_and_a_diverged_trial_does_not_vote():
@@ -102,14 +103,13 @@ def test_reset_rebuilds_the_optimiser_and_a_diverged_trial_does_not_vote():
     finals = {}
     for reset in (True, False):
         schedule = Schedule((Block(("x",), LBFGS(max_iter=2), 1),), rounds=3, consensus=Consensus(("x",), mean, reset))
-        finals[reset] = run(objective, {"x": torch.zeros(2, 2)}, target, schedule, per_trial_target=True,
-                            progress=False).final["x"]
+        finals[reset] = run(objective, {"x": torch.zeros(2, 2)}, target, schedule, per_trial_target=True).final["x"]
     assert not torch.allclose(finals[True], finals[False])
     nan_target = {"observed": [torch.tensor([[1.0, 2.0], [float("nan"), 4.0]])], "context": {}}
     seen.clear()
     result = run(objective, {"x": torch.zeros(2, 2)}, nan_target,
                  Schedule((Block(("x",), LBFGS(max_iter=2), 1),), rounds=2, consensus=Consensus(("x",), mean)),
-                 per_trial_target=True, progress=False)
+                 per_trial_target=True)
     assert seen[0] == [True, False]                      # the diverged copy is offered as not alive
     assert torch.isfinite(result.final["x"]).all()       # and the agreed point comes from the live one
     points = torch.tensor([[0.0], [1.0], [100.0]])
@@ -202,6 +202,24 @@ def test_label_optimisation_finds_a_batch_of_four(mnist, lenet):
     assert labels.tolist() == sorted(y.tolist())
 
 
+@pytest.mark.parametrize("which, read", [("all", 3), ("first", 1)])
+def test_step_one_optimises_the_labels_over_all_temporal_gradients_or_the_first(mnist, lenet, monkeypatch, which,
+                                                                                   read):
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=4, arch="lenet")
+    seen = []
+    monkeypatch.setattr("attacks.hfl.tgias.attack.optimise_labels",
+                        lambda uploads, **kw: seen.append(list(uploads)) or torch.tensor([1, 2]))
+    settings = replace(preset("tgias-ro.paper"), temporal=3, label_gradients=which)
+    labels, rule = TGIAsRO(settings).labels(trace.log, seed=0)
+    assert rule == "optimised" and labels.tolist() == [1, 2]
+    assert len(seen) == 1 and all(a is b for a, b in zip(seen[0], trace.log.rounds)) and len(seen[0]) == read
+
+
+def test_the_paper_preset_recovers_labels_from_all_t_and_the_quick_one_from_the_first():
+    assert preset("tgias-ro.paper").label_gradients == "all"
+    assert preset("tgias-ro.quick").label_gradients == "first"
+
+
 # --- the attack --------------------------------------------------------------------------------------
 
 def test_one_temporal_gradient_with_the_mean_and_carried_state_is_idlg(mnist, lenet):
@@ -224,6 +242,37 @@ def test_algorithm_one_and_joint_run_and_agree_on_shapes(mnist, lenet):
         rec = TGIAsRO(settings)(trace.log, seed=0)
         assert rec.trials.shape == (1, 2, 1, 28, 28) and rec.steps == 2 and bool(torch.isfinite(rec.loss).all())
         assert rec.extras["aggregator"] == agg
+
+
+@pytest.mark.parametrize("starts", ["same", "distinct"])
+def test_algorithm_one_copies_start_from_one_draw_or_each_from_its_own(mnist, lenet, monkeypatch, starts):
+    import attacks.hfl.tgias.attack as module
+    seen = []
+    real = module.run
+    monkeypatch.setattr(module, "run", lambda objective, variables, *a, **kw: seen.append(variables["x"].clone())
+                        or real(objective, variables, *a, **kw))
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=3, arch="lenet", reveal_labels=True)
+    settings = replace(preset("tgias-ro.quick"), temporal=3, aggregator="median", iterations=1, copy_starts=starts)
+    rec = TGIAsRO(settings)(trace.log, seed=0)
+    copies = seen[0]
+    assert copies.shape[0] == 3 and bool(torch.isfinite(rec.loss).all())
+    assert torch.equal(copies[0], rec.initial[0])                  # copy 0 starts where the shared start would
+    assert (torch.equal(copies[1], copies[0]) and torch.equal(copies[2], copies[0])) == (starts == "same")
+
+
+def test_distinct_copy_starts_need_copies():
+    with pytest.raises(SplitlabError, match="--copy-starts does not apply"):
+        replace(preset("tgias-ro.quick"), copy_starts="distinct").check()
+
+
+def test_a_tv_prior_smooths_the_reconstruction(mnist, lenet):
+    from attacks.engine.priors import tv_l1
+    trace = observe_trace(lenet, mnist, batch_size=1, temporal=2, arch="lenet", reveal_labels=True)
+    smooth = {}
+    for tv in (0.0, 10.0):
+        settings = replace(preset("tgias-ro.quick"), temporal=2, iterations=2, tv=tv)
+        smooth[tv] = float(tv_l1(TGIAsRO(settings)(trace.log, seed=0).trials[0]))
+    assert smooth[10.0] < 0.5 * smooth[0.0]
 
 
 def test_cli_trained_kind_records_how_converged(tmp_path):

@@ -41,7 +41,7 @@ def _observation(arch, n=3, dtype=torch.float64, seed=5):
 def test_per_target_engine_run_equals_the_plain_loop(arch):
     observation, _ = _observation(arch)
     settings = preset("jast", iterations=3, input_steps=4, clone_steps=4)
-    engine = unsplit(observation, settings, "per-target", seed=0, progress=False)
+    engine = unsplit(observation, settings, "per-target", seed=0)
     torch.testing.assert_close(engine.images, unsplit_loop(observation, settings, seed=0),
                                rtol=1e-7, atol=1e-9)
 
@@ -49,8 +49,8 @@ def test_per_target_engine_run_equals_the_plain_loop(arch):
 def test_shared_mode_carries_one_clone_across_targets():
     observation, _ = _observation("cnn", n=2)
     settings = preset("jast", iterations=2, input_steps=3, clone_steps=3)
-    shared = unsplit(observation, settings, "shared", seed=0, progress=False)
-    per_target = unsplit(observation, settings, "per-target", seed=0, progress=False)
+    shared = unsplit(observation, settings, "shared", seed=0)
+    per_target = unsplit(observation, settings, "per-target", seed=0)
     # the first target starts from the same clone either way; the second does not in shared mode
     torch.testing.assert_close(shared.images[0], per_target.images[0], rtol=1e-7, atol=1e-9)
     assert not torch.allclose(shared.images[1], per_target.images[1])
@@ -67,8 +67,7 @@ def test_cnn_client_leaks_and_dense_client_fits_activations_without_leaking():
         train, test = load_data(config)
         trained = train_split(config, train, test, progress=False)
         x = data.first_of_each_class(test)[0][:3]
-        result = unsplit(observe(trained.client, x, arch, 1), preset("quick", iterations=10), "per-target",
-                         progress=False)
+        result = unsplit(observe(trained.client, x, arch, 1), preset("quick", iterations=10), "per-target")
         errors[arch] = float(((minmax_normalise(result.images) - x) ** 2).mean())
         fits[arch] = float(result.loss.mean())
     assert errors["cnn"] < 0.08 < 0.15 < errors["small-mlp"]

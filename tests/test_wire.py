@@ -1,6 +1,8 @@
 """Split learning over TCP, piece by piece in one process: frames and their checks, the handshake, the
-gloo channel, transcripts and checkpoints on disk, the roles, and the `serve`/`client` commands' input
-checks. Runs with real processes are in tests/test_wire_runs.py."""
+channel, transcripts and checkpoints on disk, the roles, and the `serve`/`client` commands' input checks.
+Runs with real processes are in tests/test_wire_runs.py; intruders and malicious peers in
+tests/test_wire_security.py."""
+import os
 import re
 import threading
 
@@ -13,21 +15,29 @@ from vfl.errors import SplitlabError
 from vfl.protocol import Activations, InferenceQuery, MaliciousServer, Transcript
 from vfl.runs import Run
 from vfl.transcripts import TranscriptFiles, load_transcript
-from vfl.wire.channel import Channel, PeerStopped, close_channels, process_group
+from vfl.wire.channel import PeerStopped
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.client import ClientSettings
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, reason_of
-from vfl.wire.handshake import Listener, gloo_store, join, parse_address, read_secret
+from vfl.wire.handshake import Listener, join, parse_address
+from vfl.wire.keys import Secret, read_secret
 from vfl.wire.roles import RoleContext, build_role, load_factory, shrink_activations
 from vfl.training import TrainConfig
 
 runner = CliRunner()
-SECRET = b"a shared secret of 32 bytes!!!!!"
+SECRET = Secret(b"a shared secret of 32 bytes!!!!!")
 ACTIVATIONS = Expect(Allow(Kind.ACTIVATIONS, torch.float32, (4, 10), step=3))
 
 
 def _fields(frame: Frame) -> list[int]:
-    return frame.header().tolist()
+    return frame.fields()
+
+
+def private(path, text: str):
+    """`text` in a file only its owner can read (as a secret must be)."""
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
 
 
 # --- frames -------------------------------------------------------------------------------------------
@@ -82,9 +92,9 @@ def test_an_abort_carries_one_printable_line():
 
 # --- handshake ----------------------------------------------------------------------------------------
 
-def _handshake(client_secret: bytes, body: dict, terms=lambda k, b: {"epochs": 2}):
+def _handshake(client_secret: Secret, body: dict, terms=lambda k, b: {"epochs": 2}, timeout: float = 10):
     """Server (this thread) and one client (a thread): (server's outcome, client's outcome)."""
-    listener = Listener("127.0.0.1", 0, 10)
+    listener = Listener("127.0.0.1", 0, timeout)
     outcome = {}
 
     def client():
@@ -106,15 +116,19 @@ def _handshake(client_secret: bytes, body: dict, terms=lambda k, b: {"epochs": 2
 
 
 def test_the_handshake_admits_a_client_that_proves_the_secret():
-    server, client = _handshake(SECRET, {"arch": "cnn"})
-    assert server == [{"arch": "cnn"}] and client.terms == {"epochs": 2}
+    (channels, bodies), client = _handshake(SECRET, {"arch": "cnn"})
+    assert bodies == [{"arch": "cnn"}] and client.terms == {"epochs": 2}
+    for channel in (*channels, client.channel):
+        channel.close()
 
 
 def test_a_client_without_the_secret_is_refused_on_both_sides_in_one_line():
-    server, client = _handshake(b"another secret of 32 bytes......", {"arch": "cnn"})
+    server, client = _handshake(Secret(b"another secret of 32 bytes......"), {"arch": "cnn"}, timeout=1)
     assert isinstance(server, SplitlabError) and isinstance(client, SplitlabError)
-    assert "party 0 did not prove the shared secret" in str(server)
-    assert str(client).startswith("the server refused this client: party 0 did not prove the shared secret")
+    assert str(server).startswith("no client joined as party 0 within 1 s (--timeout); 1 connection(s) did not "
+                                  "prove party 0's key (another --secret-file?)")
+    assert str(client).startswith("the server at 127.0.0.1:") and "did not accept this client's proof of party " \
+        "0's key (another --secret-file?); refused before any tensor was exchanged" in str(client)
     assert "\n" not in str(server) + str(client)
 
 
@@ -128,42 +142,50 @@ def test_a_client_with_another_configuration_is_refused_with_the_servers_reason(
 
 
 def test_secrets_and_addresses_are_checked(tmp_path):
-    (tmp_path / "short").write_text("abc\n")
-    with pytest.raises(SplitlabError, match="holds 3 bytes, fewer than 16"):
+    private(tmp_path / "short", "a" * 31 + "\n")
+    with pytest.raises(SplitlabError, match="holds 31 bytes, fewer than 32"):
         read_secret(tmp_path / "short")
-    with pytest.raises(SplitlabError, match="cannot read it"):
+    with pytest.raises(SplitlabError, match="cannot read --secret-file .*missing: No such file"):
         read_secret(tmp_path / "missing")
     with pytest.raises(SplitlabError, match="both sides need --secret-file"):
         read_secret(None)
-    (tmp_path / "ok").write_text("  " + "k" * 20 + "\n")
-    assert read_secret(tmp_path / "ok") == b"k" * 20
+    private(tmp_path / "ok", "  " + "k" * 40 + "\n")
+    assert read_secret(tmp_path / "ok") == Secret(b"k" * 40, None, str(tmp_path / "ok"))
+    (tmp_path / "ok").chmod(0o644)
+    with pytest.raises(SplitlabError, match=r"can be read or written by others \(mode 644\); `chmod 600"):
+        read_secret(tmp_path / "ok")
+    os.mkfifo(tmp_path / "fifo", 0o600)                   # no writer: a blocking open would wait forever
+    with pytest.raises(SplitlabError, match="fifo is not a regular file"):
+        read_secret(tmp_path / "fifo")
+    with pytest.raises(SplitlabError, match="is a directory; give the path of a file"):
+        read_secret(tmp_path)
+    private(tmp_path / "huge", "k" * 5000)
+    with pytest.raises(SplitlabError, match="has 5,000 bytes, over the bound of 4,096"):
+        read_secret(tmp_path / "huge")
     assert parse_address("[::1]:29500", "--listen") == ("::1", 29500)
     for bad in ("localhost", "host:port", "127.0.0.1:70000", ":29500"):
         with pytest.raises(SplitlabError, match="is not HOST:PORT"):
             parse_address(bad, "--listen")
 
 
-# --- the channel --------------------------------------------------------------------------------------
+# --- the channel ------------------------------------------------------------------------------------------
 
 @pytest.fixture
 def channels():
-    """Two ends of a gloo channel in this process (the server's, the client's), with a short timeout."""
+    """Two ends of a channel in this process (the server's, the client's), with a short timeout."""
     listener = Listener("127.0.0.1", 0, 10)
-    groups = {}
-
-    def client():
-        joined = join("127.0.0.1", listener.port, SECRET, 0, 1, {}, 10)
-        groups["client"] = process_group(gloo_store(joined.store, joined.session), 1, 2, "127.0.0.1", 10)
-
-    thread = threading.Thread(target=client)
+    joined = {}
+    thread = threading.Thread(target=lambda: joined.update(client=join("127.0.0.1", listener.port, SECRET, 0, 1, {}, 10)))
     thread.start()
-    listener.accept(SECRET, 1, lambda k, b: {})
-    groups["server"] = process_group(gloo_store(listener.store, listener.session), 0, 2, "127.0.0.1", 10)
+    (server,), _ = listener.accept(SECRET, 1, lambda k, b: {})
     thread.join(30)
-    ends = Channel(groups["server"], 1, "party 0", 1.0), Channel(groups["client"], 0, "the server", 1.0)
-    yield ends
-    for end in ends:
-        close_channels([end], True, 1.0)
+    client = joined["client"].channel
+    server.timeout = client.timeout = 1.0
+    server.sock.settimeout(1.0)
+    client.sock.settimeout(1.0)
+    yield server, client
+    for end in (server, client):
+        end.close()
     listener.close()
 
 
@@ -175,8 +197,11 @@ def test_frames_cross_the_channel_exactly_and_are_counted(channels):
     assert received.kind is Kind.ACTIVATIONS and torch.equal(received.tensor, x)
     server.send(Frame(Kind.EPOCH_END, 1))
     assert client.receive(Expect(Allow(Kind.EPOCH_END, step=1))).tensor is None
-    assert server.traffic.frames_received == 1 and server.traffic.bytes_received == 88 + 160
-    assert client.traffic.bytes_received == 88
+    big = torch.randn(64, 5000)                               # written in slices, hashed as they go
+    client.send(Frame(Kind.ACTIVATIONS, 4, big))
+    assert torch.equal(server.receive(Expect(Allow(Kind.ACTIVATIONS, torch.float32, (64, 5000), step=4))).tensor, big)
+    assert server.traffic.frames_received == 2 and server.traffic.bytes_received == 2 * (88 + 32) + 160 + big.numel() * 4
+    assert client.traffic.bytes_received == 88 + 32                  # header and MAC
 
 
 def test_a_refused_frame_breaks_the_channel_and_an_abort_says_why(channels):
@@ -249,6 +274,30 @@ def test_roles_by_name_and_the_malicious_callback_hook():
         build_role(config, "malicious", torch.device("cpu"), (10,))
 
 
+def test_a_choose_gradient_module_that_raises_on_import_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "boom_on_import.py").write_text("raise RuntimeError('no GPU here\\nsecond line')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SplitlabError, match=r"^--choose-gradient boom_on_import:f: importing boom_on_import raised "
+                                            r"RuntimeError: no GPU here$"):
+        load_factory("boom_on_import:f")
+
+
+def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_key():
+    import sys
+    from vfl.wire.launch import LocalClients
+
+    with LocalClients(5, parties=2) as local:
+        paths = [str(local.secret), str(local.key(0)), str(local.key(1))]
+        assert all(p.startswith("/proc/self/fd/") for p in paths)          # nothing on disk, even after kill -9
+        assert read_secret(local.key(1)).party == 1 and read_secret(local.secret).party is None
+        assert not [p for p in os.listdir(local._folder.name) if "secret" in p or "key" in p]
+        local.start([sys.executable, "-c", "import os, sys; sys.stderr.write(' '.join(os.listdir('/proc/self/fd')))",
+                     str(local.key(1))])
+        local.wait()
+        held = {f"/proc/self/fd/{fd}" for fd in local._logs[0].read_text().split()}
+    assert paths[2] in held and paths[0] not in held and paths[1] not in held
+
+
 # --- the commands' input checks --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [
@@ -277,7 +326,7 @@ def test_roles_by_name_and_the_malicious_callback_hook():
     (["client", "--kind", "evil", "--secret-file", "{secret}", "--out", "{out}"], "--kind must be one of split, fsha"),
 ])
 def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, args, message):
-    (tmp_path / "secret").write_text("s" * 32)
+    private(tmp_path / "secret", "s" * 32)
     out = tmp_path / "run"
     result = runner.invoke(app, [a.format(secret=tmp_path / "secret", out=out) for a in args])
     assert result.exit_code == 2, result.output
@@ -286,7 +335,7 @@ def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, ar
 
 
 def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
-    (tmp_path / "secret").write_text("s" * 32)
+    private(tmp_path / "secret", "s" * 32)
     earlier = ClientSettings(train=TrainConfig(arch="cnn"), secret_file=str(tmp_path / "secret"))
     with Run.create("client", {"client": earlier}, tmp_path / "run"):
         pass
@@ -330,7 +379,7 @@ def test_a_split_learning_server_refuses_fshas_victim(tmp_path):
     from vfl.wire.remote import Limits
     from vfl.wire.server import ServeSettings, _ClientTerms
 
-    (tmp_path / "secret").write_text("s" * 32)
+    private(tmp_path / "secret", "s" * 32)
     settings = ServeSettings(train=TrainConfig(arch="small-mlp"), secret_file=str(tmp_path / "secret"))
     terms = _ClientTerms(settings, [(10,)], Limits(4000, 1000, 64, 10), 0)
     with pytest.raises(SplitlabError, match="party 0 is a --kind fsha client; `splitlab serve` trains split learning"):
@@ -350,7 +399,7 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     settings = registry.preset("quick", "fsha").settings(width=0.0625, batch_size=8)
     victim = victim_for(settings, device="cpu", seed=3)
     side = victim_side(victim, *load_split(victim))
-    (tmp_path / "secret").write_text("s" * 32)
+    private(tmp_path / "secret", "s" * 32)
     config = FshaClientConfig(seed=3, device="cpu", lr_client=victim.lr_client, batch_size=8, width=0.0625)
     wire = FshaParty(ClientSettings(kind="fsha", fsha=config, secret_file=str(tmp_path / "secret")),
                      torch.device("cpu"))

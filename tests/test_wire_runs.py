@@ -1,7 +1,8 @@
 """Split learning over TCP with real processes: `train --transport tcp` against the in-process run (bit for
-bit), and the faults: a killed client, Ctrl-C, a silent peer, a peer without the secret, peers that send
-NaN, a wrong shape or more than the handshake allows. Every process is started with a deadline and killed
-in a `finally`; everything listens on 127.0.0.1."""
+bit, K = 1, 2, 3, and over TLS), and the faults: a killed client, Ctrl-C, a silent peer, a peer without the
+secret, an intruder that tries a slot first, peers that send NaN, a wrong shape, more than the handshake
+allows or more bytes than their header declared. Every process is started with a deadline and killed in a
+`finally`; everything listens on 127.0.0.1."""
 from __future__ import annotations
 
 import json
@@ -21,7 +22,6 @@ from splitlab.cli import app
 from vfl.parties import CutLayout, activation_shapes
 from vfl.training import TrainConfig, build_client
 from vfl.transcripts import load_transcript
-from vfl.wire.channel import interruptible
 from vfl.wire.handshake import Listener
 from vfl.wire.remote import Limits, WireSession
 from vfl.wire.server import ServeSettings, open_session
@@ -38,8 +38,7 @@ def _free_port() -> int:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(torch.get_num_threads()),
-            "TORCH_CPP_LOG_LEVEL": "ERROR"}
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(torch.get_num_threads())}
 
 
 def default_ctrl_c() -> None:
@@ -88,11 +87,15 @@ def _wait_for(path: Path, timeout: float = DEADLINE) -> None:
         time.sleep(0.05)
 
 
+def private(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
 @pytest.fixture
 def secret(tmp_path) -> Path:
-    path = tmp_path / "secret"
-    path.write_text("s3cret-" * 6)
-    return path
+    return private(tmp_path / "secret", "s3cret-" * 6)
 
 
 def _serve(port: int, secret: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -136,6 +139,7 @@ def _same_transcript(local: Path, remote: Path) -> int:
     pytest.param("mlp", [], marks=pytest.mark.slow),
     pytest.param("small-mlp", ["--parties", "2", "--defence", "orthogonal"], id="small-mlp-2-parties-orthogonal",
                  marks=pytest.mark.slow),
+    pytest.param("small-mlp", ["--parties", "3"], id="small-mlp-3-parties", marks=pytest.mark.slow),
 ])
 @pytest.mark.slow
 def test_tcp_training_equals_the_in_process_run_bit_for_bit(tmp_path, arch, extra):
@@ -145,7 +149,7 @@ def test_tcp_training_equals_the_in_process_run_bit_for_bit(tmp_path, arch, extr
     assert remote["metrics"]["history"] == local["metrics"]["history"]
     rounds = -(-4000 // 64)
     assert _same_transcript(tmp_path / "local", tmp_path / "tcp" / "server") == rounds + 1 + 1   # + test, targets
-    parties = 2 if "--parties" in extra else 1
+    parties = int(extra[extra.index("--parties") + 1]) if "--parties" in extra else 1
     traffic = remote["metrics"]["traffic_per_epoch"][0]             # activations, the test query, epoch saved
     assert traffic["frames_received"] == (rounds + 1 + 1) * parties
     server_files = {p.name for p in (tmp_path / "tcp" / "server").iterdir()}
@@ -218,23 +222,49 @@ def test_ctrl_c_on_the_server_ends_both_sides_with_one_line_each(tmp_path, secre
 @pytest.mark.slow
 def test_a_client_without_the_secret_is_refused_before_any_tensor(tmp_path, secret):
     port = _free_port()
-    wrong = tmp_path / "wrong"
-    wrong.write_text("not-the-secret-" * 3)
-    server = _serve(port, secret, tmp_path / "server", "--arch", "small-mlp")
+    wrong = private(tmp_path / "wrong", "not-the-secret-" * 3)
+    server = _serve(port, secret, tmp_path / "server", "--arch", "small-mlp", "--timeout", "8")
     client = _client(port, wrong, tmp_path / "client", "--arch", "small-mlp")
     try:
-        (server_code, server_err), (client_code, client_err) = _finish(server), _finish(client)
+        (client_code, client_err), (server_code, server_err) = _finish(client), _finish(server)
     finally:
         _kill_all(server, client)
     assert server_code == client_code == 2
     assert _error_lines(server_err) == [
-        "error: party 0 did not prove the shared secret (another --secret-file?); refused before any tensor was "
-        f"exchanged; no epoch had finished (run {tmp_path / 'server'}); start again, with --resume or without"]
-    assert len(_error_lines(client_err)) == 1
-    assert "the server refused this client: party 0 did not prove the shared secret" in client_err
+        f"error: no client joined as party 0 within 8 s (--timeout); 1 connection(s) did not prove party 0's key "
+        f"(another --secret-file?); start `splitlab client --connect 127.0.0.1:{port} --party 0` with its key; no "
+        f"epoch had finished (run {tmp_path / 'server'}); start again, with --resume or without"]
+    assert _error_lines(client_err) == [
+        f"error: the server at 127.0.0.1:{port} did not accept this client's proof of party 0's key (another "
+        f"--secret-file?); refused before any tensor was exchanged; no epoch had finished (run {tmp_path / 'client'}); "
+        "start again, with --resume or without"]
     for side in ("server", "client"):
         assert {p.name for p in (tmp_path / side).iterdir()} == {".lock", ".splitlab-run.json", "config.json", "run.log"}
     assert "session open" not in (tmp_path / "server" / "run.log").read_text()
+
+
+@pytest.mark.slow
+def test_an_intruder_trying_the_slot_first_changes_nothing_of_the_session(tmp_path, secret):
+    """A process without the secret connects first and claims party 0: it is refused, and the real client then
+    trains the session; the server's transcript holds the real client's activations only."""
+    from test_wire_security import _intruder_party
+
+    port = _free_port()
+    server = _serve(port, secret, tmp_path / "server", "--arch", "small-mlp", "--epochs", "1", "--role", "curious")
+    try:
+        _wait_for(tmp_path / "server" / "run.log")
+        deadline = time.monotonic() + DEADLINE
+        while "listening on" not in (tmp_path / "server" / "run.log").read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        answer, rest = _intruder_party(port)
+        client = _client(port, secret, tmp_path / "client", "--arch", "small-mlp")
+        assert _finish(client)[0] == 0 and _finish(server)[0] == 0
+    finally:
+        _kill_all(server)
+    assert answer == {"refused": "proof"} and rest == b""
+    received = load_transcript(tmp_path / "server")
+    assert len(received.entries) == -(-4000 // 64) + 2 and received.queries()[-1].shape == (10, 10)
 
 
 @pytest.mark.parametrize("mode,refusal", [
@@ -242,8 +272,10 @@ def test_a_client_without_the_secret_is_refused_before_any_tensor(tmp_path, secr
     ("shape", "party 0 sent activations shaped 64x9 at step 0; the handshake allows 64x10 float32; refused"),
     ("oversize", "party 0 sent activations shaped 128x10 (5,120 bytes; at most 2,560 allowed) at step 0; the "
                  "handshake allows 64x10 float32; refused"),
+    ("overlong", "party 0 sent a frame that failed its authentication (forged, replayed, or longer than its header "
+                 "declared); refused"),
     pytest.param("silent", "party 0 sent nothing for 3 s (--timeout); it is stuck or gone", marks=pytest.mark.slow),
-], ids=["nan", "shape", "oversize", "silent"])
+], ids=["nan", "shape", "oversize", "overlong", "silent"])
 @pytest.mark.slow
 def test_a_misbehaving_client_is_refused_with_one_line_and_nothing_of_it_is_written(tmp_path, secret, mode, refusal):
     port = _free_port()
@@ -291,8 +323,7 @@ def test_a_malicious_server_process_drives_a_remote_client_through_the_session_f
     client = _client(listener.port, secret, tmp_path / "client", "--arch", "small-mlp")
     parties = None
     try:
-        parties = interruptible(lambda: open_session(settings, listener, layout, Limits(4000, 1000, 64, 10),
-                                                     torch.device("cpu")), 60, "the handshake")
+        parties = open_session(settings, listener, layout, Limits(4000, 1000, 64, 10), torch.device("cpu"))
         session = WireSession(parties, 4000, 64, torch.Generator().manual_seed(0), torch.arange(10))
         seen = []
         steps = [session.round(lambda h, step: seen.append(h) or torch.zeros_like(h)) for _ in range(3)]
@@ -311,7 +342,3 @@ def test_a_malicious_server_process_drives_a_remote_client_through_the_session_f
     initial = build_client(config, torch.device("cpu")).model.state_dict()
     assert all(torch.equal(bottom[k], initial[k]) for k in initial)     # zero gradients: Adam never moved it
 
-
-def test_interruptible_waits_are_bounded():
-    with pytest.raises(Exception, match="did not finish within 0.2 s"):
-        interruptible(lambda: time.sleep(2), 0.2, "sleeping")

@@ -1,9 +1,10 @@
-"""A client that passes the handshake (it knows the secret) and then misbehaves; run by tests/test_wire_runs.py.
+"""A client that passes the handshake (it holds party 0's key) and then misbehaves; run by tests/test_wire_runs.py.
 
     python tests/wire_rogue.py MODE HOST:PORT SECRET_FILE
 
 MODE: nan (activations full of NaN), shape (activations one column too narrow), oversize (a header declaring
-twice the batch's rows), silent (never answers). It exits when the server drops it, or after 60 s.
+twice the batch's rows), overlong (a header declaring the batch's rows, then a payload of twice as many),
+silent (never answers). It exits when the server drops it, or after 60 s.
 """
 import sys
 import time
@@ -11,17 +12,15 @@ import time
 import torch
 
 from vfl.training import TrainConfig
-from vfl.wire.channel import Channel, close_channels, process_group
 from vfl.wire.client import introduction
 from vfl.wire.frames import Allow, Expect, Frame, Kind
-from vfl.wire.handshake import gloo_store, join, parse_address, read_secret
+from vfl.wire.handshake import join, parse_address
+from vfl.wire.keys import read_secret
 
 mode, address, secret_file = sys.argv[1:4]
 host, port = parse_address(address, "--connect")
 config = TrainConfig(arch="small-mlp")
-joined = join(host, port, read_secret(secret_file), 0, 1, introduction(config, 0, 4000, 1000), 20)
-group = process_group(gloo_store(joined.store, joined.session), 1, 2, "127.0.0.1", 20)
-channel = Channel(group, 0, "the server", 20)
+channel = join(host, port, read_secret(secret_file), 0, 1, introduction(config, 0, 4000, 1000), 20).channel
 try:
     batch = channel.receive(Expect(Allow(Kind.BATCH, torch.int64, (), rows=(1, 64))))
     rows = len(batch.tensor)
@@ -31,10 +30,13 @@ try:
         channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(rows, 9)))
     elif mode == "oversize":
         channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(2 * rows, 10)))
+    elif mode == "overlong":                    # the header of rows x 10, the bytes of 2 * rows x 10
+        header = Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(rows, 10)).header()
+        channel.sock.sendall(header + bytes(2 * rows * 10 * 4) + bytes(32))
     else:
         time.sleep(60)
     channel.receive(Expect())                   # the server's ABORT (or its connection closing) ends this
 except Exception as exc:                        # noqa: BLE001 - whatever the server did, this peer is done
     print(f"rogue: {exc}", file=sys.stderr)
 finally:
-    close_channels([channel], True, 1.0)
+    channel.close()

@@ -47,7 +47,11 @@ def theory(
     metrics = {"dtype": dtype, "all_matched": suite.all_matched, "matched": matched, "total": len(suite.results),
                "seconds": seconds, "check_seconds": suite.seconds, "checks": list(suite.results),
                "matched_by_check": {r.name: r.matched for r in suite.results},
-               "measured_by_check": {r.name: r.measured for r in suite.results}}
+               "measured_by_check": {r.name: r.measured for r in suite.results},
+               # where the paper's text says more than the check's verdict (which start of Example 1 gets
+               # stuck), whether the lab's run agrees with it, per variant
+               "paper_reading_by_check": {r.name: r.details["agrees_with_paper"] for r in suite.results
+                                          if isinstance(r.details.get("agrees_with_paper"), dict)}}
     run.write_metrics(metrics)
     run.log(f"theory: {matched}/{len(suite.results)} checks matched their expected verdict in {seconds:.1f} s")
 

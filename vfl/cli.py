@@ -18,6 +18,7 @@ from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.models import describe, describe_hfl
 from vfl.options import Validated, choice, option
+from vfl.preflight import inputs_checked
 from vfl.protocol import evaluate as evaluate_split
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -36,13 +37,18 @@ def _train(given: dict[str, Any]) -> None:
     opts = run_options({k: given[k] for k in RUN if k in given})
     config = TrainConfig(**values(TrainConfig, given))
     where = Transport(**values(Transport, given))
+    if where.transport == "tcp":
+        from vfl.wire.launch import check_local_parties
+
+        check_local_parties(config.parties)
+    inputs_checked()
     train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
                                "device": str(resolve_device(config.device)),
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
     wire: dict[str, Any] = {}
     if where.transport == "tcp":
-        from vfl.wire.launch import train_over_tcp          # torch.distributed only when asked for
+        from vfl.wire.launch import train_over_tcp
 
         trained, wire = train_over_tcp(config, run, where.role, progress=not opts.as_json)
     else:

@@ -19,7 +19,8 @@ import typer
 
 from vfl.options import Runtime, Validated, flag_of, option, options_of, optional, text
 
-__all__ = ["Output", "parameters", "values", "command_from", "RunOptions", "RUN", "METRIC_WEIGHTS",
+__all__ = ["Output", "parameters", "values", "option_help", "shown_value",
+           "command_from", "RunOptions", "RUN", "METRIC_WEIGHTS",
            "shared_parameters", "splice_parameters", "with_run_options", "run_options"]
 
 
@@ -36,28 +37,52 @@ class Output(Validated):
                                      "`splitlab weights`).", optional(text()))
 
 
-def _parameter(field: dataclasses.Field, opt, panel: str | None, show: bool) -> inspect.Parameter:
+def shown_value(value: Any) -> str:
+    """A value as help texts and docs show it: 1e-05 as 1e-05, True as on, None as unset."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "unset"
+    return f"{value:g}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def option_help(field: dataclasses.Field, opt, preset: tuple[str, Any] | None = None) -> str:
+    """The option's help, then what it accepts and, for an attack's option, the value its default preset runs
+    with (`preset`: (its name, its settings)): all from the declarations, none written by hand."""
+    if preset is None:
+        return opt.help
+    accepts = "on/off" if opt.check is None else opt.check.describe
+    value = getattr(preset[1], field.name)
+    if opt.negate:
+        value = not value
+    return f"{opt.help} ({accepts}; {preset[0]}: {shown_value(value)})"
+
+
+def _parameter(field: dataclasses.Field, opt, panel: str | None, show: bool,
+               preset: tuple[str, Any] | None) -> inspect.Parameter:
     """One typer option for one field. A switch is False unless given (a pair --on/--off is None unless
     given); a value is None unless given, so what is not given never overrides a preset's value."""
     flag = opt.flag or "--" + field.name.replace("_", "-")
     default = field.default if field.default is not dataclasses.MISSING else None
     shown = f"{default:g}" if isinstance(default, float) else str(default)
+    text = option_help(field, opt, preset)
     if opt.check is None and "/" not in flag:
-        info = typer.Option(False, flag, help=opt.help, rich_help_panel=panel)
+        info = typer.Option(False, flag, help=text, rich_help_panel=panel)
         annotation: Any = bool
     else:
         kind = bool if opt.check is None else opt.check.kind
-        info = typer.Option(None, flag, help=opt.help, rich_help_panel=panel,
+        info = typer.Option(None, flag, help=text, rich_help_panel=panel,
                             show_default=shown if show and default is not None else False)
         annotation = Optional[kind]
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
 
 
 def parameters(cls: type, *, panel: str | None = None, show_defaults: bool = True, skip: tuple[str, ...] = (),
-               only: tuple[str, ...] | None = None) -> list[inspect.Parameter]:
+               only: tuple[str, ...] | None = None, preset: tuple[str, Any] | None = None) -> list[inspect.Parameter]:
     """Typer parameters for the option fields of `cls` (`only` these, less `skip`), in declaration order.
-    `show_defaults` False where the default shown would mislead (an attack's settings take their preset's)."""
-    return [_parameter(f, o, panel, show_defaults) for f, o in options_of(cls)
+    `preset`: (name, settings) of an attack's default preset, whose values the help texts give in place of the
+    class defaults (which would mislead: an attack's settings take their preset's)."""
+    return [_parameter(f, o, panel, show_defaults and preset is None, preset) for f, o in options_of(cls)
             if f.name not in skip and (only is None or f.name in only)]
 
 

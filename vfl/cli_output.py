@@ -12,22 +12,44 @@ from rich.console import Console
 from rich.table import Table
 
 from vfl.errors import SplitlabError
+from vfl.filesystem import file_system_errors
+from vfl.native_output import native_output_allowed
+from vfl.preflight import checking
 from vfl.runs import closing_runs, dumps, to_jsonable
 
-__all__ = ["handles_errors", "emit", "table"]
+__all__ = ["handles_errors", "one_line", "emit", "table"]
 
 
 def handles_errors(fn: Callable) -> Callable:
-    """Turn `SplitlabError` into a one-line message on stderr and exit code 2."""
+    """Turn `SplitlabError`, and a file system failing at run time (a full or read-only disk: the run's
+    files so far are kept), into a one-line message on stderr and exit code 2. A command only being
+    checked (`vfl.preflight.checking_only`) passes its error to the checker instead of printing it. The
+    outermost command of a process sends torch's C++ output to its run.log (`vfl.native_output`)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            with closing_runs():
+            with native_output_allowed(), closing_runs() as runs, \
+                    file_system_errors(lambda: [run.path for run in runs]):
                 return fn(*args, **kwargs)
         except SplitlabError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            if checking():
+                raise
+            typer.echo(f"error: {one_line(str(exc))}", err=True)
             raise typer.Exit(2) from None
     return wrapper
+
+
+ERROR_CHARACTERS = 1_000
+"""An error line's bound: a value echoed whole (a 100,000-digit number) is cut in the middle."""
+
+
+def one_line(message: str) -> str:
+    """`message` as one line of at most `ERROR_CHARACTERS` characters."""
+    message = " ".join(message.splitlines())
+    if len(message) <= ERROR_CHARACTERS:
+        return message
+    return f"{message[:ERROR_CHARACTERS * 3 // 5]} ...({len(message):,} characters in all)... " \
+           f"{message[-ERROR_CHARACTERS // 5:]}"
 
 
 def emit(record: dict[str, Any], as_json: bool, summary: Callable[[Console], None] | None = None) -> None:

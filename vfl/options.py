@@ -20,7 +20,8 @@ from typing import Any, Callable, Sequence
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
-__all__ = ["Check", "Option", "Runtime", "option", "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
+__all__ = ["Check", "Option", "Runtime", "option", "checked",
+           "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
            "validate", "Validated", "build", "route"]
 
 
@@ -41,12 +42,14 @@ class Check:
 
 
 def _bounds(low, high, low_open: bool, high_open: bool, symbol: str = "x") -> str:
+    def shown(v) -> str:
+        return f"{v:,}" if isinstance(v, int) else f"{v:g}"
     if low is not None and high is not None:
-        return f"{low:g} {'<' if low_open else '<='} {symbol} {'<' if high_open else '<='} {high:g}"
+        return f"{shown(low)} {'<' if low_open else '<='} {symbol} {'<' if high_open else '<='} {shown(high)}"
     if low is not None:
-        return f"{symbol} {'>' if low_open else '>='} {low:g}"
+        return f"{symbol} {'>' if low_open else '>='} {shown(low)}"
     if high is not None:
-        return f"{symbol} {'<' if high_open else '<='} {high:g}"
+        return f"{symbol} {'<' if high_open else '<='} {shown(high)}"
     return "finite"
 
 
@@ -109,6 +112,12 @@ def option(default: Any = MISSING, help: str = "", check: Check | None = None, *
     return dataclasses.field(default=default, metadata={"option": Option(help, check, flag, negate)})
 
 
+def checked(default: Any, check: Check) -> Any:
+    """A dataclass field that is a setting but not a user option (DLG's L-BFGS `max_iter`), with the check its value
+    must pass when the dataclass is built."""
+    return dataclasses.field(default=default, metadata={"check": check})
+
+
 def options_of(cls: type) -> list[tuple[dataclasses.Field, Option]]:
     """The option fields of a dataclass, in declaration order."""
     return [(f, f.metadata["option"]) for f in dataclasses.fields(cls) if "option" in f.metadata]
@@ -120,16 +129,24 @@ def flag_of(field: dataclasses.Field, opt: Option) -> str:
 
 
 def validate(instance: Any) -> None:
-    """Run every option field's check on its value, naming the CLI flag: the one validator."""
+    """Run every option field's check on its value, naming the CLI flag (a `checked` setting by its field name):
+    the one validator."""
+    for field in dataclasses.fields(instance):
+        if "check" in field.metadata:
+            _store(instance, field, field.metadata["check"](field.name, getattr(instance, field.name)))
     for field, opt in options_of(type(instance)):
         value = getattr(instance, field.name)
         if opt.check is None:
             if not isinstance(value, bool):
                 raise SplitlabError(f"{flag_of(field, opt)} is a switch: give True or False, got {value!r}")
             continue
-        checked = opt.check(flag_of(field, opt), value)
-        if checked is not value and checked != value or type(checked) is not type(value) and value is not None:
-            object.__setattr__(instance, field.name, checked)       # 3.0 for an int field becomes 3
+        _store(instance, field, opt.check(flag_of(field, opt), value))
+
+
+def _store(instance: Any, field: dataclasses.Field, checked: Any) -> None:
+    value = getattr(instance, field.name)
+    if checked is not value and checked != value or type(checked) is not type(value) and value is not None:
+        object.__setattr__(instance, field.name, checked)           # 3.0 for an int field becomes 3
 
 
 def build(cls: type, what: str, **values: Any) -> Any:

@@ -19,7 +19,8 @@ pluggable (`Role`): `Server` is honest, `CuriousServer` also keeps every activat
 inference queries included (UnSplit's adversary), and `MaliciousServer` returns gradients of its own
 choosing instead of task gradients (FSHA's adversary). Each role records what it received in `seen`
 (shapes only unless it keeps tensors). Defences hook in at typed points on the client: the input, the
-activations it sends, the gradients it receives.
+activations it sends, the gradients it receives; and on the label party at the send-back point, the
+gradients it returns (`vfl.send_back`, against a client that infers labels from them).
 """
 from __future__ import annotations
 
@@ -197,16 +198,20 @@ class Server:
     """The honest label party: trains its top model on the task and returns dL/dH.
 
     `optimizer=None` for a top model with nothing to train (e.g. a fixed loss of H in the lemma checks).
-    It records the shapes of what it received in `seen`, never the tensors.
+    It records the shapes of what it received in `seen`, never the tensors. `defences` act on dL/dH at the
+    send-back point (`vfl.send_back.SendBackDefence`: `on_send(G, labels) -> G`); the top model trains on
+    the true gradient, the client receives the defended one.
     """
 
     keeps_tensors = False
 
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
-                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy):
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
+                 defences: Sequence = ()):
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
+        self.defences = tuple(defences)
         self.last_loss: torch.Tensor | None = None
         self.last_correct: torch.Tensor | None = None
         self.seen = Transcript(keep_tensors=self.keeps_tensors)
@@ -224,7 +229,10 @@ class Server:
             self.optimizer.step()
         self.last_loss = loss.detach()
         self.last_correct = (logits.detach().argmax(1) == labels).sum()
-        return CutGradient(message.step, h.grad)
+        g = h.grad
+        for d in self.defences:
+            g = d.on_send(g, labels)
+        return CutGradient(message.step, g)
 
     @torch.no_grad()
     def predict(self, h: torch.Tensor) -> torch.Tensor:

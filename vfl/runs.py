@@ -34,6 +34,11 @@ import numpy as np
 import torch
 
 from vfl.errors import SplitlabError
+from vfl.runtime import cuda_provenance
+from vfl.files import read_bounded
+from vfl.filesystem import check_out_dir
+from vfl.native_output import capture_native_output, release_native_output
+from vfl.preflight import inputs_checked
 
 METRIC_KEYS = (
     "accuracy", "image_mse", "image_mse_minmax", "activation_mse", "psnr", "ssim",
@@ -77,6 +82,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:                       # name the file being written, not its temporary twin
+        if exc.filename not in (None, str(tmp), tmp):
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     finally:
         if tmp.exists():
             tmp.unlink()
@@ -143,6 +152,7 @@ def environment() -> dict[str, Any]:
         "git": git_state(),
         "cpu_threads": torch.get_num_threads(),
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cuda": cuda_provenance(),
     }
 
 
@@ -154,41 +164,6 @@ def default_run_dir(command: str) -> Path:
 LOCK_NAME = ".lock"
 """Held (flock) by the live run; left behind when it ends, since deleting a lock file races with a
 process that has just opened it."""
-
-
-def _shown(path: Path) -> str:
-    """`path` for an error line: a component too long to read is cut, with its length."""
-    return os.sep.join(p if len(p) <= 60 else f"{p[:40]}...({len(p)} characters)" for p in str(path).split(os.sep))
-
-
-def _check_name(path: Path) -> None:
-    """Refuse a path the file system cannot hold (one folder name too long), before anything is created."""
-    existing = Path(os.path.abspath(path))
-    while not os.path.isdir(existing):               # False, not an error, for a name too long to look up
-        existing = existing.parent
-    try:
-        name_max = os.pathconf(existing, "PC_NAME_MAX")
-    except (OSError, ValueError):
-        name_max = 255
-    if any(len(os.fsencode(part)) > name_max for part in path.parts):
-        raise SplitlabError(f"run directory {_shown(path)} has a folder name too long for the file system "
-                            f"(at most {name_max} bytes); pass a shorter --out")
-
-
-def _check_usable(path: Path) -> None:
-    """Refuse, before anything is written, an `out` that cannot become a directory we can write."""
-    _check_name(path)
-    if path.exists() and not path.is_dir():
-        raise SplitlabError(f"run directory {path} is a file; pass --out a directory path")
-    existing = path
-    while not existing.exists():
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if not existing.is_dir():
-        raise SplitlabError(f"run directory {path} is under the file {existing}; pass --out a directory path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise SplitlabError(f"run directory {path}: {existing} is not writable; pass --out a writable place")
 
 
 def _acquire(path: Path) -> tuple[int, bool]:
@@ -212,6 +187,18 @@ def _acquire(path: Path) -> tuple[int, bool]:
     return fd, created
 
 
+RECORD_BYTES = 64 << 20
+"""The bound on a run's own JSON records read back (marker, config.json): far above any the lab writes."""
+def _write_pid(fd: int, path: Path) -> None:
+    """Say in the held lock which process runs in `path` (a full disk names the lock file)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:
+        os.close(fd)
+        raise OSError(exc.errno, exc.strerror, str(path / LOCK_NAME)) from None
+
+
 MARKER_NAME = ".splitlab-run.json"
 MARKER_FORMAT = "splitlab-run/1"
 
@@ -219,8 +206,8 @@ MARKER_FORMAT = "splitlab-run/1"
 def _read_marker(path: Path) -> dict[str, Any] | None:
     """The marker of run directory `path`, or None when there is none or it is not one splitlab wrote."""
     try:
-        marker = json.loads((path / MARKER_NAME).read_text())
-    except (OSError, ValueError):
+        marker = json.loads(read_bounded(path / MARKER_NAME, limit=RECORD_BYTES, what="run marker"))
+    except (SplitlabError, ValueError):
         return None
     if (not isinstance(marker, dict) or marker.get("format") != MARKER_FORMAT or not isinstance(marker.get("files"), list)
             or not all(isinstance(name, str) for name in marker["files"])):
@@ -285,12 +272,12 @@ _OPEN_RUNS: contextvars.ContextVar[list | None] = contextvars.ContextVar("splitl
 
 
 @contextlib.contextmanager
-def closing_runs() -> Iterator[None]:
+def closing_runs() -> Iterator[list["Run"]]:
     """Close (unlock) every run created inside the block when it ends, however it ends: a command run in
-    process (tests, sweeps, notebooks) never leaves a directory locked behind it."""
+    process (tests, sweeps, notebooks) never leaves a directory locked behind it. Yields the list of them."""
     token = _OPEN_RUNS.set([])
     try:
-        yield
+        yield _OPEN_RUNS.get()
     finally:
         for run in _OPEN_RUNS.get():
             run.close()
@@ -321,7 +308,9 @@ class Run:
         anything a run did not write is refused even then. A directory another live run holds is
         refused either way; the lock is checked first so that is what the error says."""
         path = Path(out) if out is not None else default_run_dir(command)
-        _check_usable(path)
+        check_out_dir(path)
+        inputs_checked()                     # a command only being checked (a sweep's cell) stops here
+        fresh = not path.exists()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -339,10 +328,9 @@ class Run:
                 (path / LOCK_NAME).unlink(missing_ok=True)
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _write_pid(fd, path)
         run = cls(path, command, fd)
-        run.id, run._written = uuid.uuid4().hex, []
+        run.id, run._written, run._fresh = uuid.uuid4().hex, [], fresh
         run._write_marker()
         run.write_json("config.json", {
             "command": command,
@@ -352,15 +340,28 @@ class Run:
             "environment": environment(),
         })
         run.log(f"{command}: run directory {run.path}")
+        capture_native_output(run.path / "run.log", run)      # torch's C++ output: into run.log
         if _OPEN_RUNS.get() is not None:
             _OPEN_RUNS.get().append(run)
         return run
 
     def close(self) -> None:
-        """Release the directory's lock (idempotent)."""
+        """Release the directory's lock (idempotent), and the terminal's stderr if the run held it."""
+        release_native_output(self)
         if self._lock_fd is not None:
             os.close(self._lock_fd)       # closing the descriptor drops the flock
             self._lock_fd = None
+
+    def discard(self) -> None:
+        """Remove every file this run wrote, and its directory when this run made it (a refused result is no run)."""
+        if self._written is None:                   # a reopened run keeps what it had
+            return
+        for name in [*reversed(self._written or []), MARKER_NAME, LOCK_NAME]:
+            (self.path / name).unlink(missing_ok=True)
+        self.close()
+        if getattr(self, "_fresh", False):
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
 
     def __enter__(self) -> "Run":
         return self
@@ -427,11 +428,12 @@ class Run:
         if recorded != command:
             raise SplitlabError(f"--resume: {path} holds a {recorded!r} run, not a {command!r} one; pass the "
                                 f"--out of the {command} run to continue")
+        inputs_checked()
         fd, _ = _acquire(path)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _write_pid(fd, path)
         run = cls(path, command, fd)
         run.log(f"{command}: resumed in {run.path}")
+        capture_native_output(run.path / "run.log", run)
         if _OPEN_RUNS.get() is not None:
             _OPEN_RUNS.get().append(run)
         return run

@@ -5,6 +5,7 @@ import contextlib
 import os
 import platform
 import signal
+import subprocess
 import time
 import zlib
 from typing import Callable, Iterable, Iterator
@@ -92,7 +93,8 @@ def hardware(device: torch.device) -> str:
     """One line naming what a benchmark ran on: the GPU, or the CPU model, cores, torch threads and the
     load average (flagged when other processes share the machine, since timings then mean less)."""
     if device.type == "cuda":
-        return f"GPU {torch.cuda.get_device_name(device)} (torch {torch.__version__})"
+        return (f"GPU {torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda}, "
+                f"driver {driver_version() or 'unknown'})")
     model = platform.processor() or "CPU"
     try:
         with open("/proc/cpuinfo") as fh:
@@ -105,6 +107,44 @@ def hardware(device: torch.device) -> str:
         load = f", load average {busy:.1f}" + (" (shared with other processes)" if busy > 1.5 else "")
     return (f"CPU {model}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads "
             f"(torch {torch.__version__}){load}")
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver's version ("580.159.04"), or None where none answers: from NVML (the nvidia-ml-py
+    package) when it is installed, else from `nvidia-smi`. torch reports the CUDA version it was built with,
+    not the driver's."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:                       # noqa: BLE001 - no NVML (not installed, no driver): try nvidia-smi
+        pass
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.strip().splitlines()
+    return lines[0].strip() if done.returncode == 0 and lines and lines[0].strip() else None
+
+
+def cuda_provenance() -> dict | None:
+    """What a number measured on the GPU ran on (None without CUDA): the current GPU's name, compute
+    capability and memory, the CUDA version torch was built with, cuDNN's, the driver's, and the GPU count."""
+    if not torch.cuda.is_available():
+        return None
+    index = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(index)
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {"device": f"cuda:{index}", "name": torch.cuda.get_device_name(index),
+            "capability": f"{props.major}.{props.minor}", "memory_gib": round(props.total_memory / 2 ** 30, 1),
+            "cuda": torch.version.cuda, "cudnn": cudnn, "driver": driver_version(),
+            "count": torch.cuda.device_count()}
 
 
 @contextlib.contextmanager

@@ -257,6 +257,8 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
     except OSError as exc:                       # a name too long for the file system, a loop of links
         raise SplitlabError(f"cannot read checkpoint {path} ({exc.strerror}); pass --checkpoint the path of a "
                             "checkpoint.pt") from None
+    if not found and path.exists():              # a folder, a FIFO, a device: never opened (a FIFO would wait)
+        raise SplitlabError(f"checkpoint {path} is not a regular file; pass --checkpoint the path of a checkpoint.pt")
     if not found:
         raise SplitlabError(f"checkpoint {path} not found; train one with `splitlab train --out DIR` "
                             "and pass DIR/checkpoint.pt")

@@ -2,12 +2,13 @@
 of blocks, and trials run together along a leading dimension. It keeps the parts two or more attacks
 share; a part only one attack uses lives in that attack's package.
 
-    from attacks.engine import Objective, Block, Schedule, run
+    from attacks.engine import Objective, Block, Schedule, EngineOptions, run
 """
 from attacks.engine.compilation import COMPILE_MODES, compile_extras
 from attacks.engine.lbfgs import BatchedLBFGS
 from attacks.engine.layer_weights import LayerGroups, ramp
-from attacks.engine.loop import MODES, EngineResult, auto_mode, run
+from attacks.engine.loop import EngineResult, auto_mode, run
+from attacks.engine.options import MODES, QUIET, EngineOptions, EngineReport
 from attacks.engine.schedule import Block, Consensus, Schedule
 from attacks.engine.matches import L1, Cosine, MeanSquared, SquaredL2, Sum, subset_of
 from attacks.engine.objective import Objective, Prior
@@ -18,6 +19,7 @@ from attacks.engine.simulators import (CutActivations, FedAvgUpdate, FedSGDGradi
 
 __all__ = [
     "Objective", "Prior", "Block", "Schedule", "Consensus", "run", "auto_mode", "MODES", "EngineResult",
+    "EngineOptions", "EngineReport", "QUIET",
     "BatchedLBFGS", "SquaredL2", "L1", "Cosine", "MeanSquared", "Sum", "subset_of",
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp",
     "tv_l1", "tv_squared", "l2", "BNStatistics",

@@ -21,10 +21,15 @@ from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_tra
                                      signature_text)
 from attacks.engine.optim import LBFGS
 from attacks.engine.trials import Trials
+from vfl.errors import SplitlabError
+from vfl.inductor_env import CACHE_VARIABLE, UNUSABLE_CACHE_VARIABLE
+from vfl.options import Check
 from vfl.runtime import wait_for
+from vfl.validate import check_choice
 
-__all__ = ["COMPILE_MODES", "Compilation", "compile_extras", "cxx_compiler", "cache_dir", "AUTO_PROBE_STEPS",
-           "AUTO_PAYBACK", "COLD_COMPILE_SECONDS", "WARM_FRACTION"]
+__all__ = ["COMPILE_MODES", "Compilation", "compile_extras", "compile_mode", "cxx_compiler", "cache_dir",
+           "cache_problem", "check_can_compile", "AUTO_PROBE_STEPS", "AUTO_PAYBACK", "COLD_COMPILE_SECONDS",
+           "WARM_FRACTION"]
 
 
 COMPILE_MODES = ("off", "on", "auto")
@@ -57,8 +62,9 @@ def cache_dir() -> str:
     `<tempdir>/torchinductor_<user>` (inductor's default; /tmp/torchinductor_root here). Inductor's own
     function is used once inductor is loaded; before, its default is worked out here, since importing
     inductor takes seconds that a run `auto` leaves eager should not pay."""
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        return os.path.abspath(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    for variable in (UNUSABLE_CACHE_VARIABLE, CACHE_VARIABLE):      # the first: one set aside as unusable
+        if os.environ.get(variable):
+            return os.path.abspath(os.environ[variable])
     loaded = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
     if loaded is not None:
         return os.path.abspath(loaded.default_cache_dir())
@@ -67,6 +73,50 @@ def cache_dir() -> str:
     except (KeyError, ModuleNotFoundError, OSError):
         user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
     return os.path.abspath(os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)))
+
+
+def cache_problem() -> str | None:
+    """Why inductor could not keep its compiled code in `cache_dir()` (not a folder, not writable, a full
+    disk: a page is written there and removed), or None. Asked only when a run is about to compile."""
+    path = cache_dir()
+    if os.path.lexists(path) and not os.path.isdir(path):
+        return f"{path} (${CACHE_VARIABLE}) is a file, not a folder"
+    try:
+        os.makedirs(path, exist_ok=True)                  # what inductor does first
+        with tempfile.TemporaryFile(dir=path) as probe:   # removed on close, whatever happens
+            probe.write(bytes(4096))
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        return f"{path} (${CACHE_VARIABLE}) cannot be written ({exc.strerror or exc})"
+    return None
+
+
+def check_can_compile() -> None:
+    """Refuse, in one line and before anything is written, a run asked to compile (`compile="on"`) that could
+    not: no C++ compiler for inductor's CPU code, or an inductor cache it cannot write."""
+    from attacks.engine import compiled
+
+    if compiled.BACKEND != "inductor":          # a test's backend builds no C++ and keeps no cache
+        return
+    if cxx_compiler() is None:
+        raise SplitlabError(f"--compile on needs a C++ compiler for inductor's CPU code; {NO_COMPILER} was found: "
+                            "install one, or use --compile auto (eager without one) or off")
+    problem = cache_problem()
+    if problem is not None:
+        raise SplitlabError(f"--compile on: inductor's cache {problem}; point ${CACHE_VARIABLE} at a writable "
+                            "folder with room, or use --compile off")
+
+
+def compile_mode() -> Check:
+    """The `compile` option's check: one of `COMPILE_MODES`, and "on" only where compiling can work."""
+    def run(name: str, value: object) -> str:
+        mode = check_choice(name, value, COMPILE_MODES)
+        if mode == "on":
+            check_can_compile()
+        return mode
+    return Check(str, run, "one of " + ", ".join(COMPILE_MODES), COMPILE_MODES,
+                 refused="not-" + "-".join(COMPILE_MODES))
 
 
 def _notice(message: str) -> None:
@@ -109,8 +159,8 @@ class Compilation:
         self.steps_done = 0
         self.probe_start: float | None = None
         self.estimate: dict[str, float] = {}
-        if mode == "on" and cxx_compiler() is None:     # auto looks only once it would compile (the lookup
-            raise ValueError(f"--compile on needs a C++ compiler for inductor's CPU code; {NO_COMPILER} was found")
+        if mode == "on":                    # checked when the settings were built; again for a direct engine call
+            check_can_compile()                 # (auto looks only once it would compile)
 
     # the loop asks for each block run's step once compiling is on
     def step_for(self, objective, state: Trials, run) -> Callable | None:
@@ -167,6 +217,9 @@ class Compilation:
         if self.active and cxx_compiler() is None:
             _notice(f"--compile auto runs eagerly: {NO_COMPILER} was found")
             self.active, self.reason = False, "no C++ compiler"
+        elif self.active and (problem := cache_problem()) is not None:
+            _notice(f"--compile auto runs eagerly: inductor's cache {problem}")
+            self.active, self.reason = False, "inductor's cache unusable"
         return self.active
 
     def stays_eager(self, runs: Sequence = ()) -> bool:

@@ -19,11 +19,12 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from attacks.engine.allocator import keep_large_blocks
-from attacks.engine.compilation import COMPILE_MODES, Compilation
+from attacks.engine.compilation import Compilation
 from attacks.engine.compiled import step_signature
 from attacks.engine.matches import subset_of
 from attacks.engine.objective import Objective
 from attacks.engine.optim import LBFGS
+from attacks.engine.options import QUIET, EngineOptions
 from attacks.engine.schedule import Block, Consensus, Schedule
 from attacks.engine.trials import Trials, Variables, flat, leaves, map_tree, replaced, weighted
 from vfl.progress import progress_bar
@@ -220,8 +221,6 @@ def _concat(results: list[EngineResult]) -> EngineResult:
                         seconds=sum(r.seconds for r in results), mode="sequential")
 
 
-MODES = ("batched", "sequential", "auto")
-
 AUTO_SEQUENTIAL_NUMEL = 1 << 16
 """`mode="auto"` on a CPU with one torch thread runs the trials one after another when they carry their own
 model weights (a dict variable, e.g. UnSplit's per-target clones) with a tensor of more elements than this, and
@@ -247,26 +246,40 @@ def auto_mode(variables: Variables) -> str:
     return "sequential" if any(t[0].numel() > AUTO_SEQUENTIAL_NUMEL for t in weights) else "batched"
 
 
-def run(objective: Objective, variables: Variables, target: Any, schedule: Schedule, *,
-        mode: str = "batched", per_trial_target: bool = False, keep: Sequence[str] = ("x",),
-        progress: bool = True, description: str = "reconstruct", compile: str = "off") -> EngineResult:
-    """Optimise R trials of `variables` (leading dimension R) against `target`.
+EARLIER_KEYWORDS = ("mode", "progress", "description", "compile")
+"""The engine options as separate keywords, as the contract had them before `EngineOptions`: still taken, for
+plug-ins written against it (the lab's own attacks hand `engine` whole)."""
+
+
+def run(objective: Objective, variables: Variables, target: Any, schedule: Schedule,
+        engine: EngineOptions | None = None, *, per_trial_target: bool = False, keep: Sequence[str] = ("x",),
+        **earlier: Any) -> EngineResult:
+    """Optimise R trials of `variables` (leading dimension R) against `target`, as `engine` says
+    (`attacks.engine.options.EngineOptions`: trials mode, compiling, progress bar; default `QUIET`).
 
     `per_trial_target=True` when each trial has its own observation (UnSplit's targets, temporal
     gradients); otherwise all trials share it (restarts). `keep` names the variables whose best
     iterate is tracked. `mode="auto"` picks batched or sequential by a measured rule (`auto_mode`);
-    the result's `mode` says which ran. One trial runs unbatched in either mode.
+    the result's `mode` says which ran. One trial runs unbatched in either mode; a block whose hook needs
+    every trial at once (`Hook.all_trials`) runs them batched.
 
     `compile="on"` runs each block's step through `torch.compile` (`attacks.engine.compiled`); `"auto"`
     times the first eager steps and compiles the rest when they repay the compile; `"off"` (the default)
-    is the eager reference. `result.extra["compile"]` says what was compiled and what it cost.
+    is the eager reference. `result.extra["compile"]` says what was compiled and what it cost; the run is
+    added to `engine.report` where there is one.
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown trials mode {mode!r}; use {', '.join(MODES)}")
-    if compile not in COMPILE_MODES:
-        raise ValueError(f"unknown compile mode {compile!r}; use {', '.join(COMPILE_MODES)}")
+    unknown = sorted(set(earlier) - set(EARLIER_KEYWORDS))
+    if unknown:
+        raise TypeError(f"run() got an unexpected keyword argument {unknown[0]!r}")
+    if earlier and engine is not None:
+        raise TypeError(f"run() takes the engine options whole: give engine=EngineOptions(...) or "
+                        f"{', '.join(earlier)}=, not both")
+    engine = EngineOptions(**{"mode": "batched", "progress": True, **earlier}) if earlier else engine or QUIET
+    mode = engine.mode
     if mode == "auto":
         mode = auto_mode(variables)
+    if any(getattr(hook, "all_trials", False) for block in schedule.blocks for hook in block.hooks):
+        mode = "batched"
     keep_large_blocks()
     if mode == "sequential" and schedule.consensus is not None:
         raise ValueError("a consensus between rounds needs all trials together; run it batched")
@@ -275,8 +288,8 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
     first = leaves(variables, list(variables))[0]
     trials = first.shape[0]
     total = schedule.steps * (trials if mode == "sequential" else 1)
-    compilation = Compilation(compile, total, first.device)
-    with progress_bar(total, description, enabled=progress) as bar:
+    compilation = Compilation(engine.compile, total, first.device)
+    with progress_bar(total, f"{engine.description} ({mode})", enabled=engine.progress) as bar:
         if mode == "batched":            # one trial runs unbatched either way (the same arithmetic, no vmap)
             result = _run_trials(objective, variables, target, schedule, per_trial_target=per_trial_target,
                                  single=trials == 1, keep=keep, bar=bar, mode=mode, compilation=compilation)
@@ -287,4 +300,6 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
                             compilation=compilation)
                 for r in range(trials)])
     result.extra["compile"] = compilation.finish()
+    if engine.report is not None:
+        engine.report.add(result)
     return result

@@ -115,6 +115,8 @@ class Hook:
     """Transforms gradients before the optimiser step and/or variables after it; identity by default."""
     same_subset = False
     """Whether `grad_at` should reuse the element subset the match chose at the current point."""
+    all_trials = False
+    """Whether it reads every trial at once (GradInversion's group consistency): the trials then run batched."""
 
     def on_grads(self, grads: list[torch.Tensor], params: Sequence[torch.Tensor], grad_at: GradFn) -> list[torch.Tensor]:
         return grads

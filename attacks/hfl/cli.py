@@ -18,6 +18,7 @@ from attacks.hfl.experiment import HFLConfig, execute, prepare
 from vfl.cli_output import emit, handles_errors
 from vfl.cli_options import Output, command_from, parameters, values
 from vfl.errors import SplitlabError
+from vfl.preflight import inputs_checked
 from vfl.runs import Run
 
 __all__ = ["register", "resolve", "hfl_command"]
@@ -25,14 +26,14 @@ __all__ = ["register", "resolve", "hfl_command"]
 HELP = "Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."
 
 
-def attack_in(args: list[str]) -> str:
-    """The attack named on the command line (`--attack X` or `--attack=X`), else the default."""
+def attack_in(args: list[str]) -> str | None:
+    """The attack named on the command line (`--attack X` or `--attack=X`), else None (the default runs)."""
     for i, word in enumerate(args):
         if word == "--attack" and i + 1 < len(args):
             return args[i + 1]
         if word.startswith("--attack="):
             return word.split("=", 1)[1]
-    return HFLConfig.attack
+    return None
 
 
 def _summary(m: dict, name: str, preset: str, config: HFLConfig, run: Run):
@@ -62,6 +63,7 @@ def _run(spec, given: dict[str, Any]) -> None:
         if spec.observation_options is not None:
             flat |= values(spec.observation_options, given)
     config = HFLConfig.of(**flat)
+    inputs_checked()
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
     run = Run.create("hfl", prepared.record(), Path(output.out) if output.out else None, overwrite=output.overwrite)
@@ -69,33 +71,47 @@ def _run(spec, given: dict[str, Any]) -> None:
     emit(run.record(m), output.as_json, _summary(m, config.plan.spec.name, config.plan.settings.preset, config, run))
 
 
+def _attacks_text(every: bool) -> str:
+    """The attacks `--attack` takes: with `every`, each plug-in loaded to read its setting (and one that fails
+    listed with why); else the lab's own and the plug-ins' names, none loaded."""
+    if every:
+        return f"Attacks: {', '.join(registry.listed('hfl'))}."
+    plugins = registry.plugin_names()
+    return (f"Attacks: {', '.join(registry.BUILTIN['hfl'])}"
+            + (f"; plug-ins: {', '.join(plugins)} (`splitlab hfl --help` loads them)" if plugins else "") + ".")
+
+
 @functools.cache
-def hfl_command(attack: str):
+def hfl_command(attack: str, every: bool = False):
     """The `hfl` command function with `attack`'s own options (none for an unknown name: running it then
-    says which attacks there are)."""
+    says which attacks there are); `every`: its help lists every attack (`_attacks_text`)."""
     try:
-        spec = registry.spec(attack) if attack in registry.names("hfl") else None
+        spec = registry.spec(attack)
+        spec = spec if spec.setting == "hfl" else None
     except SplitlabError:
         spec = None
     config = parameters(HFLConfig)
     for p in config:                                    # texts that depend on the registry and the attack
         if p.name == "attack":
-            p.default.help = f"{p.default.help} Attacks: {', '.join(registry.names('hfl'))}."
+            p.default.help = f"{p.default.help} {_attacks_text(every)}"
         if p.name == "preset" and spec is not None:
             p.default.help = f"{spec.name}'s preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."
         if p.name == "labels" and spec is not None:
             p.default.help += f" {spec.name} takes {' or '.join(spec.labels)}."
     groups = [config, parameters(Output, panel="Output")]
     if spec is not None:
-        groups.append(parameters(spec.settings, panel=f"{spec.name} options", show_defaults=False))
+        default = spec.preset()
+        groups.append(parameters(spec.settings, panel=f"{spec.name} options",
+                                 preset=(default.name, default.settings())))
         if spec.observation_options is not None:
-            groups.append(parameters(spec.observation_options, panel=f"{spec.name} observation"))
+            observation = ("default", spec.observation_options())
+            groups.append(parameters(spec.observation_options, panel=f"{spec.name} observation", preset=observation))
     return handles_errors(command_from(functools.partial(_run, spec), groups, name="hfl", doc=HELP))
 
 
-def _group(attack: str):
+def _group(attack: str, every: bool):
     app = typer.Typer(add_completion=False)
-    app.command("hfl")(hfl_command(attack))
+    app.command("hfl")(hfl_command(attack, every))
     return typer.main.get_group(app)
 
 
@@ -104,5 +120,9 @@ def register(app: typer.Typer) -> None:
 
 
 def resolve(name: str, args: list[str]):
-    """The click command `hfl` for these arguments (its options are the named attack's)."""
-    return _group(attack_in(args)).commands[name]
+    """The click command `hfl` for these arguments (its options are the named attack's). Only `--help` without
+    `--attack` loads every plug-in, to list each under its setting."""
+    attack = attack_in(args)
+    asks_help = any(word in ("--help", "-h") for word in args)
+    return _group(attack or HFLConfig.attack, attack is None and asks_help).commands[name]
+

@@ -181,6 +181,7 @@ class Prepared:
         c, plan = self.config, self.config.plan
         config = {k: v for k, v in asdict(c).items()}
         return {"hfl": config, "settings": asdict(plan.settings), "attack": plan.spec.name,
+                "attack_origin": registry.origin(plan.spec.name),
                 "observation_options": None if plan.observation_options is None else asdict(plan.observation_options),
                 "defence": plan.defence.spec, "observation": self.observation.kind, "labels": plan.labels,
                 "model_params": sum(p.numel() for p in self.observation.model.params.values()),

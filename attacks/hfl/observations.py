@@ -56,9 +56,13 @@ class ModelView:
     `buffers`, so nothing they do changes it.
     """
     arch: str
+    """The architecture's name (`splitlab models`)."""
     network: nn.Module
+    """A private copy of the model, in eval mode, its parameters frozen."""
     input_shape: tuple[int, ...]
+    """(C, H, W) of one input image."""
     num_classes: int
+    """Classes of the classifier's output."""
 
     @classmethod
     def of(cls, model: nn.Module, arch: str, input_shape: Sequence[int], num_classes: int) -> "ModelView":
@@ -69,26 +73,32 @@ class ModelView:
 
     @property
     def params(self) -> Mapping[str, torch.Tensor]:
+        """The weights the server sent, by parameter name (read-only)."""
         return MappingProxyType({k: v.detach() for k, v in self.network.named_parameters()})
 
     @property
     def buffers(self) -> Mapping[str, torch.Tensor]:
+        """The model's buffers (BatchNorm running statistics), by name (read-only)."""
         return MappingProxyType({k: v.detach() for k, v in self.network.named_buffers()})
 
     @property
     def param_names(self) -> tuple[str, ...]:
+        """Parameter names in the order of every upload's tensors."""
         return tuple(k for k, _ in self.network.named_parameters())
 
     @property
     def final_linear(self) -> str | None:
+        """The name of the final linear layer (analytic label recovery reads its gradient), or None."""
         return final_linear(self.network)
 
     @property
     def device(self) -> torch.device:
+        """Where the weights are."""
         return next(self.network.parameters()).device
 
     @property
     def dtype(self) -> torch.dtype:
+        """The weights' floating-point type."""
         return next(self.network.parameters()).dtype
 
     def with_params(self, params: Mapping[str, torch.Tensor]) -> "ModelView":
@@ -114,10 +124,13 @@ class Upload:
     """What every single upload carries: the model it was computed at, the number of examples behind it,
     the client's defence, and the labels only when the threat model grants them to the server."""
     model: ModelView
+    """The global model the upload was computed at (architecture and weights)."""
     batch_size: int
     """Number of examples the client trained on."""
     defence: str = "none"
+    """The client's upload defence, as its spec (`gaussian:sigma=0.01`)."""
     labels: torch.Tensor | None = None
+    """(B,) the client's labels, only where the threat model grants them to the server (`--labels known`)."""
     clients: int = 1
     """Clients whose uploads were summed into this one (secure aggregation, `attacks.hfl.secagg`)."""
     carries = frozenset()
@@ -125,6 +138,7 @@ class Upload:
 
     @property
     def provides(self) -> frozenset[str]:
+        """What it gives an attack (`CAPABILITIES`): the model's and this kind's."""
         return frozenset(_base_capabilities(self.model, self.labels) | self.carries)
 
 
@@ -146,9 +160,13 @@ class FedAvgObservation(Upload):
     mini-batches of `local_batch_size` (the client reshuffles every epoch; the server does not know
     the order)."""
     update: tuple[torch.Tensor, ...]
+    """theta_0 - theta_E, one tensor per parameter in `model.param_names` order."""
     local_lr: float
+    """The client's SGD learning rate."""
     local_epochs: int
+    """The client's local epochs E."""
     local_batch_size: int
+    """The client's mini-batch size (the batch is split into ceil(batch_size / local_batch_size) steps per epoch)."""
     epoch_params: tuple[Mapping[str, torch.Tensor], ...] | None = field(default=None, repr=False)
     """Evaluation only (diagnostics such as the interpolation error): theta after each local epoch. The
     server never sees these; no attack reads them."""
@@ -160,6 +178,7 @@ class FedAvgObservation(Upload):
 class RoundLog:
     """The same client's FedSGD uploads over rounds, each with the global weights it was computed at."""
     rounds: tuple[FedSGDObservation, ...]
+    """The uploads, first seen first, each with the global weights of its round (`model`)."""
     kind = "rounds"
     round_numbers: tuple[int, ...] = ()
     """The FL round of each upload when the log is a sparse trace (other clients' rounds in between);
@@ -167,14 +186,17 @@ class RoundLog:
 
     @property
     def provides(self) -> frozenset[str]:
+        """What every upload in the log provides, and `rounds`."""
         return frozenset(set.intersection(*(set(r.provides) for r in self.rounds)) | {"rounds"})
 
     @property
     def model(self) -> ModelView:
+        """The first upload's model (the architecture every round shares)."""
         return self.rounds[0].model
 
     @property
     def batch_size(self) -> int:
+        """The client's batch size."""
         return self.rounds[0].batch_size
 
 

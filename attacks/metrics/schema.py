@@ -10,7 +10,7 @@ METRICS_SCHEMA = {
     # key -> meaning; every attack's metrics.json has these keys (null with a reason under `unavailable`)
     "attack": "the attack's name in the lab's registry of attacks (the first part of `preset`)",
     "preset": "the dotted preset the settings started from",
-    "n_targets": "number of private images the attack reconstructs",
+    "n_targets": "number of private images the attack reconstructs (label inference: samples whose labels it infers)",
     "image_mse": "MSE on [0,1] after clamping the reconstruction, per image, then mean over kept targets",
     "image_mse_minmax": "MSE after min-max normalising each reconstruction (the JAST paper's 'MSE X')",
     "psnr": "mean per-image PSNR in dB on [0,1] (capped at 100 dB)",
@@ -19,9 +19,16 @@ METRICS_SCHEMA = {
     "ssim": "mean per-image SSIM (scikit-image, 7x7 window) on [0,1]",
     "lpips": "mean LPIPS (AlexNet) or null when its weights are not here",
     "fid": "FID between targets and reconstructions or null (weights absent, or fewer than 2 images)",
-    "label_accuracy": "multiset accuracy of the labels the attack inferred; null when it infers none",
+    "label_accuracy": "accuracy of the labels the attack inferred: as a multiset for a batch reconstructed in any "
+                      "order (gradient inversion), per sample for label inference; null when it infers none",
+    "leak_auc": "label inference: ROC AUC of the attack's per-sample positive-class score against the private "
+                "labels, within each protocol round and averaged over the rounds holding both classes (Li et al.'s "
+                "leak AUC; 0.5 is chance); multi-class: one-vs-rest, averaged over classes; null when it infers none",
+    "accuracy": "task accuracy: the victim's test accuracy on its task where the experiment trains one (split "
+                "learning); null otherwise",
     "baselines": "the same image scores for trivial answers on the same targets: zero image, each target's "
-                 "mean as a constant image, the attack's initial guess",
+                 "mean as a constant image, the attack's initial guess (label inference: the majority class for "
+                 "every sample)",
     "n_trials": "engine trials (restarts, or one per target)",
     "per_target": "whether trial t reconstructs target t (UnSplit, FSHA) or trials are restarts (HFL)",
     "best_trial": "restart attacks: the lowest-loss trial that did not diverge; null otherwise",

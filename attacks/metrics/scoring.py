@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 
+from attacks.metrics.labels import LABEL_UNAVAILABLE, label_scores
 from attacks.metrics.perceptual import FidMetric, LpipsMetric
 from attacks.metrics.pixel import check_pair, image_mse, match_pairs, minmax_normalise, psnr, ssim
 from attacks.metrics.schema import BASELINE_KEYS, IMAGE_KEYS
@@ -117,8 +118,12 @@ def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Te
     infers labels. Baselines on the same targets beside the scores.
 
     `x_true` are the (N, C, H, W) images the attack reconstructed, in [0, 1]; `y_true` their (N,) integer
-    labels or None. Anything else is a `SplitlabError` naming what was expected.
+    labels or None. Anything else is a `SplitlabError` naming what was expected. A label-inference attack's
+    answer (no images) is scored against `y_true` alone (`x_true` None), the same keys with the image scores
+    null.
     """
+    if isinstance(reconstruction, Reconstruction) and reconstruction.infers_labels:
+        return _score_labels(reconstruction, y_true)
     _check_score_inputs(reconstruction, x_true, y_true, lpips, fid)
     rec = reconstruction
     x_true = x_true.detach().float().cpu()
@@ -164,6 +169,50 @@ def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Te
         if y_true is not None:
             metrics["labels_true"] = y_true.cpu()[kept].tolist()
     metrics["extras"] = dict(rec.extras)
+    metrics.update(leak_auc=None, accuracy=None)
+    metrics["unavailable"].update(leak_auc="the attack infers no labels from gradients",
+                                  accuracy="the attack's experiment trains no task model")
+    return metrics
+
+
+def _score_labels(rec: Reconstruction, y_true) -> dict:
+    """metrics.json of a label-inference attack: per-sample label accuracy and leak AUC per trial and for the
+    answer (the lowest-loss trial that did not diverge), against the majority-class baseline."""
+    _check_label_inputs(rec, y_true)
+    y = y_true.detach().cpu().long()
+    diverged = [int(i) for i in torch.nonzero(rec.diverged.cpu()).flatten()]
+    best = rec.best_trial
+    rounds = rec.label_rounds
+    unavailable = {k: LABEL_UNAVAILABLE for k in IMAGE_KEYS}
+    unavailable["accuracy"] = "the attack's experiment trains no task model"
+    counts = torch.bincount(y, minlength=rec.label_scores.shape[-1])
+    metrics: dict = {"attack": rec.attack, "preset": rec.preset, "n_targets": len(y), "n_trials": rec.n_trials,
+                     "per_target": False, "best_trial": best, "diverged_trials": diverged, "steps": rec.steps,
+                     "seconds": rec.seconds, "seconds_per_step": rec.seconds / max(rec.steps, 1),
+                     "trials_mode": rec.mode, "label_rule": rec.label_rule, "matched": False, "perm": None,
+                     "per_image": None, **{k: None for k in IMAGE_KEYS}, "accuracy": None,
+                     "baselines": {"majority": {"label_accuracy": float(counts.max()) / len(y), "leak_auc": 0.5,
+                                                "class": int(counts.argmax())}}}
+    per_trial, answer = [], None
+    for t in range(rec.n_trials):
+        entry = {"trial": t, "loss": float(rec.loss[t]), "diverged": t in diverged}
+        if t not in diverged:
+            found = label_scores(rec.label_scores[t], rec.labels[t], y, rounds)
+            entry.update(label_accuracy=found["label_accuracy"], leak_auc=found["leak_auc"])
+            answer = found if t == best else answer
+        per_trial.append(entry)
+    metrics["per_trial"] = per_trial
+    extras = dict(rec.extras)
+    if answer is None:
+        metrics.update(label_accuracy=None, leak_auc=None)
+        unavailable.update(label_accuracy="every trial diverged", leak_auc="every trial diverged")
+    else:
+        metrics.update(label_accuracy=answer["label_accuracy"], leak_auc=answer["leak_auc"])
+        if answer["leak_auc"] is None:
+            unavailable["leak_auc"] = "no round (or pool) of scored samples holds both classes"
+        extras.update({k: answer[k] for k in ("leak_auc_pooled", "leak_auc_rounds", "confusion")})
+    metrics["unavailable"] = unavailable
+    metrics["extras"] = extras
     return metrics
 
 
@@ -205,6 +254,30 @@ def _check_optional_metrics(lpips, fid) -> None:
         if metric is not None and not isinstance(metric, (kind, Unavailable)):
             raise SplitlabError(f"{name} must be what load_{name}() returns (a {kind.__name__} or Unavailable) "
                                 f"or None, got {_describe(metric)}")
+
+
+def _check_label_inputs(rec: Reconstruction, y_true) -> None:
+    """A label-inference answer: (T, N, K) scores, (T, N) labels, and (N,) integer true labels."""
+    scores, labels = rec.label_scores, rec.labels
+    if not isinstance(scores, torch.Tensor) or scores.dim() != 3 or scores.shape[-1] < 2:
+        raise SplitlabError(f"a label-inference Reconstruction needs label_scores shaped (T, N, K) with K >= 2, got "
+                            f"{_describe(scores)}")
+    if not isinstance(labels, torch.Tensor) or labels.shape != scores.shape[:2]:
+        raise SplitlabError(f"the Reconstruction's labels must be shaped (T, N) = {tuple(scores.shape[:2])}, got "
+                            f"{_describe(labels)}")
+    for field in ("loss", "diverged"):
+        value = getattr(rec, field)
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != (scores.shape[0],):
+            raise SplitlabError(f"the Reconstruction's {field} must be shaped (T,) = ({scores.shape[0]},), got "
+                                f"{_describe(value)}")
+    n = scores.shape[1]
+    if not isinstance(y_true, torch.Tensor) or y_true.shape != (n,) or y_true.is_floating_point() or y_true.is_complex():
+        raise SplitlabError(f"a label-inference attack is scored against an integer tensor of labels shaped (N,) = "
+                            f"({n},), got {_describe(y_true)}")
+    if rec.label_rounds is not None and (not isinstance(rec.label_rounds, torch.Tensor)
+                                         or rec.label_rounds.shape != (n,)):
+        raise SplitlabError(f"the Reconstruction's label_rounds must be shaped (N,) = ({n},) or None, got "
+                            f"{_describe(rec.label_rounds)}")
 
 
 def _check_score_inputs(rec, x_true, y_true, lpips, fid) -> None:

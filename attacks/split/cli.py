@@ -18,6 +18,7 @@ from attacks import registry
 from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, shared_parameters, values
 from vfl.cli_output import emit, handles_errors
 from vfl.options import Runtime, options_of
+from vfl.preflight import inputs_checked
 from vfl.runs import Run
 
 __all__ = ["register", "split_command"]
@@ -34,10 +35,11 @@ def _run(name: str, given: dict[str, Any]) -> None:
     victim = {k: v for k, v in values(experiment.config.victim_options, given).items() if k not in RUNTIME}
     config = experiment.config.of(**values(experiment.config, given), victim=victim,
                                   options=values(spec.settings, given))
+    inputs_checked()
     prepared = experiment.prepare(config)
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)
-    run = Run.create(f"attack-{name}", prepared.record(), Path(output.out) if output.out else None,
-                     overwrite=output.overwrite)
+    run = Run.create(f"attack-{name}", {**prepared.record(), "attack_origin": registry.origin(name)},
+                     Path(output.out) if output.out else None, overwrite=output.overwrite)
     outcome = experiment.execute(prepared, run, lpips=lpips, fid=fid, progress=not output.as_json)
     emit(run.record(outcome.metrics), output.as_json, experiment.summary(prepared, outcome, run))
 
@@ -50,7 +52,7 @@ def split_command(name: str):
     groups = [parameters(experiment.config),
               parameters(experiment.config.victim_options, panel="Victim", skip=RUNTIME + experiment.victim_skip),
               shared_parameters(("out", "overwrite", "as_json", *METRIC_WEIGHTS), panel="Output"),
-              parameters(spec.settings, panel=f"{name} options", show_defaults=False)]
+              parameters(spec.settings, panel=f"{name} options", preset=(spec.default, spec.preset().settings()))]
     for p in groups[0]:
         if p.name == "preset":
             p.default.help = f"Preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."
@@ -98,6 +100,13 @@ class AttackGroup(TyperGroup):
 
     def get_command(self, ctx: Any, name: str) -> Any:
         return self.commands.get(name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """As click's, with each plug-in that failed to load named at the end (its setting is unknown)."""
+        broken = registry.failures()
+        self.epilog = ("Plug-ins that failed to load: " + "; ".join(
+            f"{n} ({why.split(' failed to load: ', 1)[-1]})" for n, why in broken.items())) if broken else None
+        super().format_help(ctx, formatter)
 
 
 def register(app: typer.Typer) -> None:

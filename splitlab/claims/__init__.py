@@ -3,21 +3,23 @@
     from splitlab.claims import LEDGER, PAPERS, scoreboard
     for claim, verdict in scoreboard(): ...
 
-One module per paper holds its claims (`CLAIMS`) and the paper's values of its `*.paper` presets
-(`PAPER_PRESETS`, checked against the registry by the tests). Verdicts are computed from the results shipped in
-`splitlab/results/` (`results.py`), or from a fresh run of the sweeps behind a claim (`splitlab claims --run`).
+One module per paper holds its claims (`CLAIMS`), the deviations that belong to its claims rather than to one
+attack (`DEVIATIONS`) and the paper's values of its `*.paper` presets (`PAPER_PRESETS`, checked against the
+registry by the tests). Verdicts are computed from the results shipped in `splitlab/results/` (`results.py`;
+an earlier run's kept values where a sweep has none), or from a fresh run of the sweeps behind a claim
+(`splitlab claims --run`). What each verdict means: `model.MEANINGS`.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
-from splitlab.claims import awa, bounds, fedleak, jast, tgias
+from splitlab.claims import awa, bounds, fedleak, jast, label_inference, label_leakage, tgias, unsplit_labels
 from splitlab.claims.model import Claim, Verdict
-from splitlab.claims.results import rows
+from splitlab.claims.results import earlier, rows
 
 __all__ = ["PAPERS", "MODULES", "LEDGER", "PAPER_PRESETS", "scoreboard", "claims_for", "judge"]
 
-MODULES = {m.PAPER: m for m in (jast, fedleak, awa, tgias, bounds)}
+MODULES = {m.PAPER: m for m in (jast, fedleak, awa, tgias, bounds, label_leakage, label_inference, unsplit_labels)}
 """paper key -> its module (CLAIMS, PAPER_PRESETS, ATTACKS)."""
 PAPERS = {key: m.CITATION for key, m in MODULES.items()}
 """paper key -> citation."""
@@ -39,11 +41,18 @@ def claims_for(selector: str | None) -> list[Claim]:
     return chosen
 
 
-def judge(claim: Claim, results=rows) -> Verdict:
-    """The claim's verdict from these results (`results(sweep) -> rows or None`; default: the shipped ones)."""
-    return claim.judge(None if claim.measure is None else results(claim.measure.sweep))
+def judge(claim: Claim, results=None) -> Verdict:
+    """The claim's verdict from these results (`results(sweep) -> rows or None`; default: the shipped ones,
+    else an earlier run's kept values, named in the verdict)."""
+    if claim.measure is None:
+        return claim.judge(None)
+    if results is not None:
+        return claim.judge(results(claim.measure.sweep))
+    shipped = rows(claim.measure.sweep)
+    kept = earlier(claim.measure.sweep) if shipped is None else None
+    return claim.judge(shipped) if kept is None else claim.judge(kept.rows, kept.source)
 
 
-def scoreboard(selector: str | None = None, results=rows) -> Iterator[tuple[Claim, Verdict]]:
+def scoreboard(selector: str | None = None, results=None) -> Iterator[tuple[Claim, Verdict]]:
     for claim in claims_for(selector):
         yield claim, judge(claim, results)

@@ -1,255 +1,63 @@
-"""A claim of a paper as data, and the rules that turn the lab's measurement into a verdict.
+"""A claim of a paper as data, and what its verdict means.
 
 A `Claim` names the paper and where (table, figure, section), says the claim in one sentence, gives the
-paper's own numbers and setting, and how the lab measures it: a shipped sweep, the rows compared, the
-metric, and a rule. Verdicts are computed, never typed:
+paper's own numbers and setting, and how the lab measures it: a shipped sweep, the cells compared, the
+metric, and a rule (`rules.py`). Verdicts are computed, never typed. Each verdict has one meaning (`MEANINGS`,
+printed on docs/claims.md from here), whatever the rule:
 
-- reproduced: the measurement agrees with the claim and with the paper's own number (within the rule's
-  tolerance);
-- partly: the direction (or the qualitative claim) holds but not the paper's magnitude, or the measurement
-  cannot tell; the reason is stated;
-- contradicted: the measurement shows the opposite, or rules out the paper's number;
-- not attempted: no measurement; the entry says why (scale, model, dataset, time on this CPU).
-
-Comparisons ("A beats B") are judged on paired seeds: the mean difference with a 95% t-interval.
+- a claim is an *experiment* (the lab reruns what the paper ran, usually smaller) or an *exact check* (a
+  theorem's step, or the lab's own formula, checked to float64 precision); the scoreboard counts them apart;
+- no measurement at or below a trivial baseline (the all-zero image, the mean image, the attack's initial
+  guess; for label inference, the majority class for every sample) is reproduced, for any rule; the side a
+  claim calls worse may fail outright;
+- a reduced setting (a smaller model, dataset or budget than the paper's) never caps a result that meets the
+  paper's size, and turns a contradiction of the paper's size alone into partly, for every rule; it never
+  softens a contradiction of the paper's direction;
+- a claim whose measurement the lab's setting decides (a vacuous bound, a rule used outside its regime, a
+  different model) is `measured, not comparable`: the measurement is shown with that reason.
 """
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional
 
-from scipy.special import stdtrit
+from splitlab.claims.cells import Rows, Select, Verdict, matches
+from splitlab.claims.stats import images_behind
 
-__all__ = ["Claim", "Measure", "Verdict", "Rows", "Select", "Beats", "Trend", "AtLeast", "AtMost", "Matches",
-           "VERDICTS", "interval"]
+__all__ = ["Claim", "Measure", "Verdict", "Select", "Rows", "VERDICTS", "CHECKS", "MEANINGS", "KINDS"]
 
-VERDICTS = ("reproduced", "partly", "contradicted", "not attempted")
-Rows = Sequence[Mapping[str, Any]]
-"""A sweep's results: one mapping per cell (swept values and dotted metric keys, as in results.csv)."""
-
-
-@dataclass(frozen=True)
-class Select:
-    """The cells of a sweep with these swept values (`{"attack": "fedleak"}`); `label` names them in the text."""
-    where: Mapping[str, Any]
-    label: str
-
-    def rows(self, rows: Rows) -> list[Mapping[str, Any]]:
-        return [r for r in rows if r.get("status", "ok") == "ok"
-                and all(_same(r.get(k), v) for k, v in self.where.items())]
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(b, (int, float)) and not isinstance(b, bool):
-        try:
-            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-        except (TypeError, ValueError):
-            return False
-    return str(a) == str(b)
-
-
-def _value(row: Mapping[str, Any], metric: str) -> float | None:
-    """A metric as a number: results.csv writes switches as True/False, read as 1 and 0."""
-    raw = row.get(metric)
-    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-        return float(raw.strip().lower() == "true")
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
-    """Mean and a two-sided t-interval (the mean itself at both ends for fewer than two values)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, mean, mean
-    half = float(stdtrit(len(values) - 1, 0.5 + level / 2)) * statistics.stdev(values) / math.sqrt(len(values))
-    return mean, mean - half, mean + half
-
-
-def _mean_of(select: Select, metric: str, unit: str, rows: Rows):
-    """(mean, the lab's numbers in words, values) of the metric over the selected cells, or the verdict that
-    there are none."""
-    found = [v for v in (_value(r, metric) for r in select.rows(rows)) if v is not None]
-    if not found:
-        return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
-    mean, low, high = interval(found)
-    lab = f"{select.label}: {mean:.4g}{unit} [{low:.4g}, {high:.4g}] over {len(found)} cells"
-    return mean, lab, {"mean": mean, "low": low, "high": high, "n": len(found)}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str
-    lab: str
-    """The lab's numbers in words ("+1.5 dB [0.5, 2.5] over 6 seeds")."""
-    reason: str = ""
-    values: Mapping[str, float] = field(default_factory=dict)
-
+VERDICTS = ("reproduced", "partly", "contradicted", "measured, not comparable", "not attempted")
+"""The verdicts of an experiment, best first."""
+CHECKS = ("holds", "fails", "not run")
+"""The verdicts of an exact check."""
+KINDS = ("experiment", "exact check")
+MEANINGS = {
+    "reproduced": "the paper's effect at the paper's size (its number or gap met within a band in the metric's "
+                  "own units: 1 dB of PSNR, 1 accuracy point, 0.05 of SSIM or of a share, a factor 2 in an "
+                  "error), with a 95% paired interval that excludes no effect where noise matters, and every "
+                  "side the claim calls working above the trivial baselines",
+    "partly": "the effect's direction holds but its size falls short (or is ruled out only at the lab's "
+              "reduced setting), or the interval cannot tell, or the side the claim calls working is no better "
+              "than a trivial baseline",
+    "contradicted": "the interval excludes the paper's direction (the other side significantly better, a "
+                    "trend significantly reversed, an attack that does no better than a trivial answer where "
+                    "the paper's works), or, at the paper's own setting, rules out the paper's size",
+    "measured, not comparable": "the lab measured it, but its setting differs from the paper's in a way that "
+                                "decides the outcome; the measurement is shown with that reason",
+    "not attempted": "nothing measured: the reason says why (scale, model, dataset, time on a CPU), or the "
+                     "grid that measures it has no shipped results yet",
+    "holds": "an exact check (a theorem's step or the lab's own formula, in float64) holds",
+    "fails": "an exact check does not hold as the paper states it",
+    "not run": "an exact check whose results are not shipped",
+}
+"""One meaning per verdict, stated once: docs/claims.md and `splitlab claims --json` print these."""
 
 Rule = Callable[[Rows], Verdict]
 
 
 @dataclass(frozen=True)
-class Beats:
-    """A beats B on `metric` by the paper's `gap` (None: the paper gives no number), paired by `by`.
-
-    reproduced: the interval of the paired differences excludes 0 and its mean reaches `share` of the paper's
-    gap; partly: significant but smaller than that, or not significant while the interval still holds the
-    paper's gap (too few seeds to tell); contradicted: significant the other way, or not significant with the
-    interval ruling the paper's gap out (no effect where the paper reports one). A side no better than the
-    all-zero image on average (the cells' `baselines.zero.<metric>`) makes the comparison say nothing: partly.
-    """
-    a: Select
-    b: Select
-    metric: str
-    gap: float | None = None
-    higher_is_better: bool = True
-    by: str = "seed"
-    share: float = 0.5
-    unit: str = ""
-
-    def _per_key(self, rows) -> dict[Any, float]:
-        """The metric per pairing key (`seed`), the mean where several cells share one."""
-        found: dict[Any, list[float]] = {}
-        for r in rows:
-            value = _value(r, self.metric)
-            if value is not None:
-                found.setdefault(r.get(self.by), []).append(value)
-        return {k: statistics.fmean(v) for k, v in found.items()}
-
-    def _no_better_than_zero(self, rows) -> bool:
-        """The side's mean is at (within 1%) or below the all-zero image's on the same cells."""
-        pairs = [(_value(r, self.metric), _value(r, f"baselines.zero.{self.metric}")) for r in rows]
-        pairs = [(v, z) for v, z in pairs if v is not None and z is not None]
-        if not pairs:
-            return False
-        value, zero = (statistics.fmean(p) for p in zip(*pairs))
-        margin = 0.01 * max(abs(zero), 1e-12)
-        return value <= zero + margin if self.higher_is_better else value >= zero - margin
-
-    def __call__(self, rows: Rows) -> Verdict:
-        left, right = self._per_key(self.a.rows(rows)), self._per_key(self.b.rows(rows))
-        keys = [k for k in left if k in right]
-        if not keys:
-            return Verdict("not attempted", "no paired results", "the sweep has no cells for both sides")
-        sign = 1.0 if self.higher_is_better else -1.0
-        diffs = [sign * (left[k] - right[k]) for k in keys]
-        mean, low, high = interval(diffs)
-        shown_low, shown_high = sorted((sign * low, sign * high))       # the metric's own units, low end first
-        lab = (f"{self.a.label} - {self.b.label}: {sign * mean:+.3g}{self.unit} [{shown_low:+.3g}, "
-               f"{shown_high:+.3g}] (95%, {len(keys)} paired {self.by}s)")
-        values = {"mean": sign * mean, "low": shown_low, "high": shown_high, "n": len(keys)}
-        if len(keys) < 2:
-            return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
-        failed = [s.label for s in (self.a, self.b) if self._no_better_than_zero(s.rows(rows))]
-        if failed:
-            return Verdict("partly", lab, f"{' and '.join(failed)} did no better than the all-zero image here, so "
-                                          f"the comparison says nothing about it", values)
-        paper = f"the paper's {self.gap:+g}{self.unit}" if self.gap is not None else "the paper's claim"
-        if high < 0:
-            return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
-        if low > 0:
-            if self.gap is None or mean >= self.share * abs(self.gap):
-                return Verdict("reproduced", lab, "", values)
-            return Verdict("partly", lab, f"the direction holds; the gap is smaller than {paper}", values)
-        if self.gap is not None and high < self.share * abs(self.gap):
-            return Verdict("contradicted", lab, f"no significant difference, and the interval rules out {paper}",
-                           {**values, "magnitude_only": True})
-        return Verdict("partly", lab, f"not significant over {len(keys)} {self.by}s", values)
-
-
-@dataclass(frozen=True)
-class Trend:
-    """`metric` moves in `direction` (+1 rises, -1 falls) along swept `x` (means over the other cells)."""
-    select: Select
-    x: str
-    metric: str
-    direction: int = 1
-    unit: str = ""
-
-    def __call__(self, rows: Rows) -> Verdict:
-        points: dict[float, list[float]] = {}
-        for r in self.select.rows(rows):
-            value, x = _value(r, self.metric), _value(r, self.x)
-            if value is not None and x is not None:
-                points.setdefault(x, []).append(value)
-        if len(points) < 2:
-            return Verdict("not attempted", "fewer than two points", "the sweep has too few settings")
-        xs = sorted(points)
-        means = [statistics.fmean(points[x]) for x in xs]
-        lab = ", ".join(f"{self.x} {x:g}: {m:.3g}{self.unit}" for x, m in zip(xs, means))
-        steps = [self.direction * (b - a) for a, b in zip(means, means[1:])]
-        overall = self.direction * (means[-1] - means[0])
-        values = {"first": means[0], "last": means[-1]}
-        if all(s >= 0 for s in steps) and overall > 0:
-            return Verdict("reproduced", lab, "", values)
-        if overall > 0:
-            return Verdict("partly", lab, "the ends move as claimed, not every step", values)
-        return Verdict("contradicted", lab, "the ends move the other way", values)
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    """The mean of `metric` over the selected cells reaches `value` (the paper's); `share` of it is partly."""
-    select: Select
-    metric: str
-    value: float
-    share: float = 0.8
-    unit: str = ""
-    below: bool = False
-    """True: the claim is "at most `value`" (an error that stays small)."""
-
-    def __call__(self, rows: Rows) -> Verdict:
-        summary = _mean_of(self.select, self.metric, self.unit, rows)
-        if isinstance(summary, Verdict):
-            return summary
-        mean, lab, values = summary
-        ok = mean <= self.value if self.below else mean >= self.value
-        near = mean <= self.value / self.share if self.below else mean >= self.share * self.value
-        if ok:
-            return Verdict("reproduced", lab, "", values)
-        if near:
-            near_text = (f"within a factor {1 / self.share:g} of" if self.below
-                         else f"within {100 * (1 - self.share):.0f}% of")
-            return Verdict("partly", lab, f"{near_text} the paper's {self.value:g}", values)
-        return Verdict("contradicted", lab, f"far from the paper's {self.value:g}{self.unit}", values)
-
-
-def AtMost(select: Select, metric: str, value: float, share: float = 0.8, unit: str = "") -> AtLeast:
-    """The mean of `metric` stays at or below `value` (the paper's)."""
-    return AtLeast(select, metric, value, share, unit, below=True)
-
-
-@dataclass(frozen=True)
-class Matches:
-    """The mean of `metric` equals the paper's `value` within `tolerance` (absolute); twice that is partly."""
-    select: Select
-    metric: str
-    value: float
-    tolerance: float
-    unit: str = ""
-
-    def __call__(self, rows: Rows) -> Verdict:
-        summary = _mean_of(self.select, self.metric, self.unit, rows)
-        if isinstance(summary, Verdict):
-            return summary
-        mean, lab, values = summary
-        off = abs(mean - self.value)
-        if off <= self.tolerance:
-            return Verdict("reproduced", lab, "", values)
-        if off <= 2 * self.tolerance:
-            return Verdict("partly", lab, f"{off:.3g}{self.unit} from the paper's {self.value:g}", values)
-        return Verdict("contradicted", lab, f"{off:.3g}{self.unit} from the paper's {self.value:g}", values)
-
-
-@dataclass(frozen=True)
 class Measure:
-    """How the lab measures a claim: a shipped sweep (its results file) and a rule over its rows."""
+    """How the lab measures a claim: a sweep (its shipped results file) and a rule over its rows."""
     sweep: str
     rule: Rule
     how: str
@@ -257,8 +65,8 @@ class Measure:
 
     @property
     def selections(self) -> tuple[Select, ...]:
-        """The cells the rule reads: both sides of a comparison, or its one selection."""
-        return (self.rule.a, self.rule.b) if isinstance(self.rule, Beats) else (self.rule.select,)
+        """The cells the rule reads."""
+        return tuple(self.rule.selects)
 
 
 @dataclass(frozen=True)
@@ -270,29 +78,57 @@ class Claim:
     claim: str
     paper_numbers: str
     """The paper's own numbers and setting, as it states them."""
-    measure: Measure | None = None
+    measure: Optional[Measure] = None
     """None: not attempted (`reason` says why)."""
     reduced: str = ""
-    """How the lab's setting is smaller than the paper's (scale, model, dataset); a measured "reproduced" under a
-    reduced setting is reported as partly, with this as the reason, unless the claim is about a direction only."""
-    direction_only: bool = False
-    """The claim is qualitative (a direction or an ordering), so a reduced setting does not cap it."""
+    """How the lab's setting is smaller than the paper's (scale, model, dataset): a contradiction of the paper's
+    size alone becomes partly, with this as the reason."""
     reason: str = ""
     """Why the claim is not attempted, or what limits it beyond the rule."""
+    exact: bool = False
+    """An exact check of a theorem's step or of the lab's own formula, not a reproduction of an experiment."""
+    not_comparable: str = ""
+    """Why the lab's setting decides this measurement's outcome: the verdict is `measured, not comparable`
+    (always, or with `comparable_if`, whenever a cell the rule reads falls outside it)."""
+    comparable_if: Mapping[str, Any] = field(default_factory=dict)
+    """Values (of columns of the cells) under which the measurement is comparable after all."""
 
-    def judge(self, rows: Rows | None) -> Verdict:
+    @property
+    def kind(self) -> str:
+        return "exact check" if self.exact else "experiment"
+
+    def _read(self, rows: Rows) -> list[Mapping[str, Any]]:
+        chosen = [r for s in self.measure.selections for r in s.rows(rows)]
+        return list({id(r): r for r in chosen}.values())
+
+    def _comparable(self, read: list) -> bool:
+        if not self.not_comparable:
+            return True
+        return bool(self.comparable_if) and bool(read) and all(
+            all(matches(r.get(k), v) for k, v in self.comparable_if.items()) for r in read)
+
+    def judge(self, rows: Rows | None, source: str = "") -> Verdict:
+        """The verdict on these rows (None: nothing shipped); `source` names an earlier run they come from."""
+        absent = "not run" if self.exact else "not attempted"
         if self.measure is None:
-            return Verdict("not attempted", "-", self.reason)
+            return Verdict(absent, "-", self.reason)
         if rows is None:
-            return Verdict("not attempted", "no shipped results", f"run `splitlab claims --run {self.id}`")
+            return Verdict(absent, "no shipped results", f"run `splitlab claims --run {self.id}`")
         verdict = self.measure.rule(rows)
-        if verdict.values.get("magnitude_only") and self.reduced:
-            # the paper's gap was measured at full scale: ruling it out at a reduced one contradicts nothing
-            return Verdict("partly", verdict.lab, f"no significant difference; at reduced scale: {self.reduced}",
-                           verdict.values)
-        if verdict.verdict == "reproduced" and self.reduced and not self.direction_only:
-            return Verdict("partly", verdict.lab, f"at reduced scale: {self.reduced}", verdict.values)
-        if verdict.verdict != "reproduced" and self.reason:
-            return Verdict(verdict.verdict, verdict.lab, "; ".join(filter(None, [verdict.reason, self.reason])),
-                           verdict.values)
-        return verdict
+        read = self._read(rows)
+        words, reason, values = verdict.verdict, verdict.reason, dict(verdict.values)
+        lab = verdict.lab + (f" ({source})" if source else "")
+        if words == "not attempted":
+            return Verdict(absent, lab, "; ".join(filter(None, [reason, self.reason])), values)
+        if self.exact:
+            held = words == "reproduced"
+            return Verdict("holds" if held else "fails", lab,
+                           reason if held else "; ".join(filter(None, [reason, self.reason])), values)
+        if not self._comparable(read):
+            return Verdict("measured, not comparable", lab, f"{self.not_comparable} (the rule alone: {words}"
+                           + (f", {reason})" if reason else ")"), values, images_behind(read))
+        if values.get("magnitude_only") and self.reduced:
+            words, reason = "partly", f"{reason}; only at the lab's reduced setting: {self.reduced}"
+        elif words != "reproduced" and self.reason:
+            reason = "; ".join(filter(None, [reason, self.reason]))
+        return Verdict(words, lab, reason, values, images_behind(read))

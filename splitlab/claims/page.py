@@ -2,30 +2,38 @@
 `python -m splitlab.docs`, so a stale page fails the tests)."""
 from __future__ import annotations
 
-from collections import Counter
-
 from splitlab.claims import LEDGER, MODULES, PAPERS, scoreboard
+from splitlab.claims.cli import count, summary_line
 from splitlab.claims.deviations import declared
-from splitlab.claims.model import VERDICTS
-from splitlab.claims.results import provenance
+from splitlab.claims.model import CHECKS, MEANINGS, VERDICTS
+from splitlab.claims.results import earlier, provenance
+from splitlab.claims.rules import RULES
 
-__all__ = ["claims_page"]
+__all__ = ["claims_page", "scoreboard_lines"]
 
 INTRO = """\
 # Claims
 
-Every headline claim of the five papers (a table, figure or theorem a reader would cite), the paper's own
-numbers beside the lab's, and a verdict computed from the results shipped in `splitlab/results/`:
+Every headline claim of the papers (a table, figure or theorem a reader would cite), the paper's own
+numbers beside the lab's, and a verdict computed from the results shipped in `splitlab/results/`. A claim is
+an **experiment** (the lab reruns what the paper ran, usually smaller) or an **exact check** (a theorem's step,
+or the lab's own formula, checked in float64); the two are counted apart. What each verdict means, as the code
+applies it (`splitlab/claims/model.py`):
+"""
 
-- **reproduced**: the lab's measurement meets the paper's number (or, for a claim about a direction only,
-  shows the direction with a 95% interval that excludes no effect);
-- **partly**: the direction holds but the size does not, or it holds only at the lab's reduced scale;
-- **contradicted**: the lab measures the opposite, or rules out the paper's effect;
-- **not attempted**: the lab cannot measure it (the reason says why: scale, model, dataset, time on a CPU).
-
-"A beats B" claims are judged on paired seeds (the mean difference and its 95% t-interval). `splitlab claims`
-prints this page's tables; `splitlab claims --run ID|PAPER` runs the sweeps behind a claim again and judges
-it on the new results; `splitlab claims --deviations` lists how the lab departs from each paper.
+RULES_TEXT = """\
+Comparisons are judged on paired seeds (the mean difference and its 95% t-interval; errors and times as
+ratios), trends on their ends paired the same way, levels on their mean's interval, yes/no properties on the
+share of cells with its exact interval. No measurement at or below a trivial baseline (the all-zero image, the
+mean image, the attack's initial guess; for label inference, the majority class for every sample: `baselines`
+in each cell's metrics.json) makes a claim reproduced;
+the side a claim calls worse may fail outright (an ablation that destroys the attack confirms the paper's
+direction). A reduced setting turns a contradiction of the paper's size alone into partly, for every rule,
+and never softens a contradiction of its direction. Each claim says how many distinct images stand behind
+its numbers. Where a sweep has no shipped results, an earlier run's kept values (`splitlab/results/earlier/`,
+with the commit they come from) are used and named. `splitlab claims` prints this page's tables;
+`splitlab claims --run ID|PAPER` runs the sweeps behind a claim again and judges it on the new results;
+`splitlab claims --deviations` lists how the lab departs from each paper.
 """
 
 
@@ -41,6 +49,9 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
 def _provenance_row(sweep: str) -> list:
     meta = provenance(sweep)
     if meta is None:
+        kept = earlier(sweep)
+        if kept is not None:
+            return [f"`{sweep}`", "earlier run, not shipped", kept.meta["commit"], "-", "-", kept.meta["what"]]
         return [f"`{sweep}`", "not shipped", "-", "-", "-", "-"]
     gits = meta.get("git") or {}
     commit = ", ".join((g.get("commit") or "-")[:10] + (" (dirty)" if g.get("dirty") else "")
@@ -50,18 +61,30 @@ def _provenance_row(sweep: str) -> list:
 
 
 def scoreboard_lines(judged: list, link: str = "#") -> list[str]:
-    """The verdicts counted per paper (a table) and in all (a sentence); `link` prefixes each paper's anchor."""
-    counts = {p: Counter(v.verdict for c, v in judged if c.paper == p) for p in PAPERS}
-    lines = _table(["paper", *VERDICTS, "total"],
-                   [[f"[{p}]({link}{p})", *[counts[p][v] for v in VERDICTS], sum(counts[p].values())] for p in PAPERS])
-    total = Counter(v.verdict for _, v in judged)
-    return lines + ["", f"{len(LEDGER)} claims: " + ", ".join(f"{total[v]} {v}" for v in VERDICTS) + "."]
+    """The verdicts counted per paper (experiments by verdict, exact checks apart; a table) and in all."""
+    counts = count(judged)
+    rows = []
+    for paper in PAPERS:
+        experiments, checks = counts[paper]["experiments"], counts[paper]["exact checks"]
+        rows.append([f"[{paper}]({link}{paper})", *[experiments[v] for v in VERDICTS],
+                     f"{checks['holds']} of {sum(checks.values())}",
+                     sum(experiments.values()) + sum(checks.values())])
+    lines = _table(["paper", *VERDICTS, "exact checks (hold)", "total"], rows)
+    assert sum(r[-1] for r in rows) == len(LEDGER)
+    return lines + ["", summary_line(counts) + "."]
 
 
 def claims_page() -> str:
     judged = list(scoreboard())
     lines = ["<!-- generated by `python -m splitlab.docs` from the claims ledger and the shipped results -->", "",
-             INTRO, "## By paper", ""]
+             INTRO]
+    lines += [f"- **{v}**: {MEANINGS[v]};" for v in VERDICTS]
+    lines += [f"- exact checks: **{v}**, {MEANINGS[v]};" for v in CHECKS]
+    lines[-1] = lines[-1][:-1] + "."
+    lines += ["", RULES_TEXT, "The rules, one per shape of claim (`splitlab/claims/rules.py`):", ""]
+    lines += [f"- `{r.__name__}`: {r.summary};" for r in RULES]
+    lines[-1] = lines[-1][:-1] + "."
+    lines += ["", "## By paper", ""]
     lines += scoreboard_lines(judged) + [""]
     for paper, module in MODULES.items():
         lines += [f"## {paper}", "", PAPERS[paper], ""]
@@ -71,8 +94,11 @@ def claims_page() -> str:
                 continue
             how = f"`{claim.measure.sweep}`: {claim.measure.how}" if claim.measure else "-"
             setting = f" Lab setting: {claim.reduced}." if claim.reduced else ""
+            images = f" Images: {verdict.images}." if verdict.images else ""
+            kind = " (exact check)" if claim.exact else ""
             rows.append([f"`{claim.id}` ({claim.where})", claim.claim, claim.paper_numbers, how + setting,
-                         verdict.lab, f"**{verdict.verdict}**" + (f": {verdict.reason}" if verdict.reason else "")])
+                         verdict.lab + images,
+                         f"**{verdict.verdict}**{kind}" + (f": {verdict.reason}" if verdict.reason else "")])
         lines += _table(["claim", "what the paper says", "paper's numbers", "lab's measurement", "lab's numbers",
                          "verdict"], rows)
         shipped = sorted({c.measure.sweep for c in module.CLAIMS if c.measure is not None})

@@ -4,6 +4,12 @@ verdicts can be recomputed on a fresh install without running anything.
 
     ship(sweep_dir, "fedleak-baselines")   # copy a finished sweep's results.csv and record its provenance
     rows("fedleak-baselines")              # its rows, or None when the lab ships no results for it
+    earlier("fedleak-defences")            # an earlier, partial run's kept values and where they come from
+
+`earlier/` holds what is left of runs whose cell files are gone (partial grids, earlier versions of the lab):
+the values docs/results.md printed from them, per seed where it printed them, else a setting's mean, std and
+count (`cells_summarised`), each file beside a JSON naming the commit and the section they come from. The
+ledger judges a claim on them only while its sweep has no shipped results, and says so.
 """
 from __future__ import annotations
 
@@ -11,12 +17,14 @@ import csv
 import io
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from splitlab.sweep_images import IMAGES, images_of
 from vfl.errors import SplitlabError
 
-__all__ = ["RESULTS", "rows", "provenance", "ship", "read_csv"]
+__all__ = ["RESULTS", "rows", "provenance", "ship", "read_csv", "earlier", "Earlier"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
@@ -34,6 +42,24 @@ def rows(sweep: str, root: Path = RESULTS) -> list[dict[str, Any]] | None:
 def provenance(sweep: str, root: Path = RESULTS) -> dict[str, Any] | None:
     path = root / f"{sweep}.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An earlier run's kept values: rows as in results.csv (or summaries), and where they come from."""
+    rows: list[dict[str, Any]]
+    meta: dict[str, Any]
+
+    @property
+    def source(self) -> str:
+        return f"earlier run, commit {self.meta['commit']}, not shipped: {self.meta['what']}"
+
+
+def earlier(sweep: str, root: Path = RESULTS) -> Earlier | None:
+    path = root / "earlier" / f"{sweep}.csv"
+    if not path.is_file():
+        return None
+    return Earlier(read_csv(path), json.loads(path.with_suffix(".json").read_text()))
 
 
 def _code(sweep_dir: Path) -> dict[str, Any]:
@@ -64,6 +90,10 @@ def ship(sweep_dir: Path, name: str, root: Path = RESULTS) -> Path:
     table = read_csv(results)
     if not table or any(r.get("status") != "ok" for r in table):
         raise SplitlabError(f"{sweep_dir}: every cell must be ok before its results are shipped")
+    if table and IMAGES not in table[0]:          # written before results.csv carried it: from the cells
+        found = [images_of(sweep_dir / r.get("dir", "")) for r in table]
+        if any(found):
+            table = [{**r, IMAGES: f} for r, f in zip(table, found)]
     records = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("cells/*/cell.json"))]
     seconds = sum(float(r.get("seconds") or 0) for r in records)
     meta = {"sweep": name, "cells": len(table), **_code(sweep_dir), "shipped": time.strftime("%Y-%m-%d"),

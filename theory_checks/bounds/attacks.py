@@ -36,8 +36,8 @@ from typing import Sequence
 
 import torch
 
-from attacks.engine import (SGD, Block, BoxClamp, Cosine, FedSGDGradient, Hook, Objective, Prior, Schedule, SquaredL2,
-                            run, tv_l1)
+from attacks.engine import (SGD, Block, BoxClamp, Cosine, EngineOptions, FedSGDGradient, Hook, Objective, Prior, Schedule,
+                            SquaredL2, run, tv_l1)
 from theory_checks.bounds.logreg import DTYPE, LogReg, load_digits
 from vfl.errors import SplitlabError
 from vfl.runtime import generator
@@ -245,7 +245,7 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
         context["labels"] = trials(labels)
     target = {"observed": [trials(observed)], "context": context}
     result = run(objective, variables, target, Schedule((Block(update, SGD(s.lr[name]), s.steps, hooks=hooks),)),
-                 per_trial_target=True, keep=update, progress=False, description=f"bounds {name}")
+                 EngineOptions(description=f"bounds {name}"), per_trial_target=True, keep=update)
 
     def pixels(t: torch.Tensor) -> torch.Tensor:                               # trial variable -> (P, M, R, d)
         if name == "ggl":

@@ -24,4 +24,6 @@ DEVIATIONS: tuple[Deviation, ...] = (
               "least squares per layer, minimum-norm (--ridge 0); --ridge adds a ridge, which shrinks L_R",
               "the paper does not say how it trains; least squares is the layer's exact fit"),
     Deviation("attack iterations", "not stated", "200 gradient steps per attack (--attack-steps)", "CPU time"),
+    Deviation("GGL's clipping bound", "the upload clipped to norm S (no S given)", "S = 1.0 (--ggl-clip)",
+              "the paper gives no value; 1.0 keeps the clip active on these gradients"),
 )

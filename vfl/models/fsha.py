@@ -1,7 +1,7 @@
 """The victim's networks in the Feature-Space Hijacking Attack (FSHA) setting, per split level 1-4,
-and the building blocks the attacker's networks (`attacks.split.fsha_networks`) share with them.
+and the building blocks the attacker's networks (`attacks.split.fsha.networks`) share with them.
 
-Two client setups (JAST paper, section 4.2; notes/papers/004 section 4.2):
+Two client setups (Semenov et al., the JAST paper, arXiv 2412.11689, section 4.2):
 
 | setup | client f |
 |---|---|

@@ -1,8 +1,10 @@
 """Split learning over TCP: the label party and the feature parties as separate programs.
 
-    handshake.py   who may join (HMAC proof of the shared secret over torch's TCPStore) and the session's terms
+    keys.py        the secrets: the shared one, each party's own key, the proofs and frame keys derived from them
+    handshake.py   who may join (mutual HMAC proof of the party's key on its connection) and the session's terms
+    tls.py         optional TLS for those connections (the standard library's `ssl`)
     frames.py      the messages as they travel, and the checks a receiver makes before using one
-    channel.py     the transport: frames over gloo point-to-point send/recv, waits bounded and interruptible
+    channel.py     the transport: authenticated frames on the party's one TCP connection, waits bounded
     remote.py      the clients as the server sees them (`RemoteParties`, `WireSession`)
     server.py      the label party's program (`splitlab serve`)
     client.py      a client's program (`splitlab client`)

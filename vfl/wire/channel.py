@@ -1,37 +1,46 @@
-"""The transport: frames to and from one peer over torch.distributed's gloo point-to-point send/recv.
+"""The transport: frames to and from one peer over one TCP connection (optionally TLS), each authenticated.
 
-gloo's waits block in C++ (Ctrl-C would wait until they return) and its receive never times out on its
-own, so each channel waits on gloo in two threads of its own, one per direction, while the caller waits on
-an event: Ctrl-C reaches the caller at once, and a silent peer is reported after `timeout` seconds. Sends
-are queued (the caller goes on computing; a failed send is reported at the next call) and leave in order;
-a receive returns once its frame has arrived and passed its checks (`frames.Expect`).
+The connection is the one the handshake ran on (`handshake.py`), so the peer that proved the key is the only
+one that can put a frame on it. A frame is its header, its payload (a tensor's raw bytes) and, after them, an
+HMAC-SHA256 under this direction's key (`keys.frame_keys`) over the frame's sequence number, header and
+payload: a frame that was injected, altered, replayed, reordered or dropped, or a payload longer than its
+header declared, fails the check and is refused with one line before anything of it is used. Over TLS the
+records are authenticated by TLS itself (with keys only the two ends hold), so frames carry no MAC of their own.
 
-gloo's limit: a receive is posted with the size the header declared, and gloo aborts the whole process
-when a peer then sends more bytes than that (an EnforceNotMet in its I/O thread, which no caller can
-catch). Peers that speak this protocol never do; the header checks refuse any size the handshake does not
-allow before the payload's receive is posted.
+Cost: a frame is written in one pass with no wait between header and payload (small frames in one write;
+large ones in slices hashed as they go, so the receiver hashes the slice before while the sender hashes the
+next), read straight into the tensor's memory, and no thread or queue sits between the caller and the socket.
+Blocking calls are bounded by the socket's timeout (`--timeout`: a silent peer is reported) and Ctrl-C
+reaches the caller at once (a blocking socket call returns to Python for every signal).
 """
 from __future__ import annotations
 
-import datetime
-import queue
-import threading
+import hashlib
+import hmac
+import socket
+import ssl
+import struct
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
 
 import torch
-import torch.distributed as dist
 
 from vfl.errors import SplitlabError
-from vfl.wire.frames import HEADER_LEN, Expect, Frame, Kind, reason_of
+from vfl.wire.frames import HEADER, Expect, Frame, Kind, reason_of
 
-TAG = 0
-T = TypeVar("T")
+MAC_BYTES = 32
+SLICE = 128 * 1024                    # bytes hashed and written at a time in a large frame
+SMALL = 64 * 1024                     # a frame up to this size is written in one call
+_SEQUENCE = struct.Struct("<Q")
 
 
 class PeerStopped(SplitlabError):
-    """The peer said it stops (an ABORT frame), or its connection is gone: nothing more can be sent to it."""
+    """The peer said it stops (an ABORT frame, its authenticated `reason`), or its connection is gone: nothing
+    more can be sent to it."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason
 
 
 class PeerSilent(PeerStopped):
@@ -39,85 +48,17 @@ class PeerSilent(PeerStopped):
 
 
 def transport_error(peer: str, exc: BaseException) -> SplitlabError:
-    """One line for what gloo said went wrong with `peer`."""
-    text = str(exc)
-    if any(s in text for s in ("closed by peer", "Connection reset", "Broken pipe", "Connection refused", "EOF")):
+    """One line for what the socket said went wrong with `peer` (a timeout aside: `Channel` names its wait)."""
+    if isinstance(exc, (ConnectionError, EOFError, ssl.SSLEOFError)):
         return PeerStopped(f"{peer} closed the connection (its process ended or the network dropped)")
-    return SplitlabError(f"{peer}: transport error ({text.splitlines()[0][:120] if text else type(exc).__name__})")
-
-
-def interruptible(fn: Callable[[], T], timeout: float, what: str) -> T:
-    """`fn()` run in a thread of its own, waited for at most `timeout` seconds so that Ctrl-C and the timeout
-    reach the caller even while `fn` blocks in C++ (connecting, building the process group)."""
-    box: list[Any] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            box.append((True, fn()))
-        except BaseException as exc:            # handed to the caller's thread
-            box.append((False, exc))
-        done.set()
-
-    threading.Thread(target=run, name=what, daemon=True).start()
-    if not done.wait(timeout):
-        raise SplitlabError(f"{what} did not finish within {timeout:g} s (--timeout)")
-    ok, value = box[0]
-    if not ok:
-        raise value
-    return value
-
-
-def process_group(store: dist.Store, rank: int, size: int, hostname: str, timeout: float) -> dist.ProcessGroup:
-    """A gloo process group of `size` ranks over `store`, its sockets on `hostname` (the address peers reach
-    this process at: 127.0.0.1 keeps everything on this machine)."""
-    options = dist.ProcessGroupGloo._Options()      # the documented constructor picks the device from the
-    options._devices = [dist.ProcessGroupGloo.create_device(hostname=hostname)]     # host name instead
-    options._timeout = datetime.timedelta(seconds=timeout)
-    return interruptible(lambda: dist.ProcessGroupGloo(store, rank, size, options), timeout + 5,
-                         "connecting the parties' process group")
-
-
-class _Pending:
-    __slots__ = ("done", "error", "keep")
-
-    def __init__(self, keep: torch.Tensor):
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-        self.keep = keep                        # the buffer must live until gloo is done with it
-
-
-class _Waiter:
-    """A daemon thread waiting on gloo works in the order they were posted."""
-
-    def __init__(self, name: str):
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def put(self, work: Any, keep: torch.Tensor) -> _Pending:
-        pending = _Pending(keep)
-        self._queue.put((work, pending))
-        return pending
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            work, pending = item
-            try:
-                work.wait()
-            except Exception as exc:          # gloo's failure, reported in the caller's thread
-                pending.error = exc
-            pending.done.set()
-
-    def close(self, timeout: float) -> None:
-        """Stop after the works already queued; wait up to `timeout` seconds for the thread to end."""
-        self._queue.put(None)
-        self._thread.join(timeout)
+    text = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return SplitlabError(f"{peer}: transport error ({str(text).splitlines()[0][:120]})")
 
 
 @dataclass
 class Traffic:
-    """What crossed this channel: frames and bytes (headers included) each way."""
+    """What crossed this channel in the session (the handshake aside): frames and bytes (headers and MACs
+    included) each way."""
     frames_sent: int = 0
     bytes_sent: int = 0
     frames_received: int = 0
@@ -127,31 +68,84 @@ class Traffic:
         return dict(vars(self))
 
 
-class Channel:
-    """Frames to and from the peer of rank `peer` in `group`; `name` says who it is in errors ("party 0")."""
+class _Mac:
+    """One direction's MACs: HMAC-SHA256 under `key` over the frame's sequence number and bytes."""
 
-    def __init__(self, group: dist.ProcessGroup, peer: int, name: str, timeout: float):
-        self.group, self.peer, self.name, self.timeout = group, peer, name, timeout
-        self._sender = _Waiter(f"{name} sends")
-        self._receiver = _Waiter(f"{name} receives")
-        self._sends: list[_Pending] = []
-        self._receives: list[_Pending] = []
-        self._broken: SplitlabError | None = None
+    def __init__(self, key: bytes):
+        self._keyed = hmac.new(key, digestmod=hashlib.sha256)      # the key schedule, copied per frame
+        self.sequence = 0
+
+    def start(self, header: bytes):
+        mac = self._keyed.copy()
+        mac.update(_SEQUENCE.pack(self.sequence))
+        mac.update(header)
+        self.sequence += 1
+        return mac
+
+
+def _payload_view(tensor: torch.Tensor) -> memoryview:
+    """The tensor's bytes without a copy (a contiguous CPU copy first if it is not one already)."""
+    t = tensor.detach()
+    if t.device.type != "cpu" or not t.is_contiguous():
+        t = t.cpu().contiguous()
+    return memoryview(t.numpy()).cast("B") if t.numel() else memoryview(b"")
+
+
+class Channel:
+    """Frames to and from the peer on `sock` (connected, handshake done); `name` says who it is in errors
+    ("party 0"). `keys` = (the key of frames this side sends, the key of frames it receives), or None over
+    TLS. `timeout` bounds every wait for the peer."""
+
+    def __init__(self, sock: socket.socket, name: str, timeout: float, keys: tuple[bytes, bytes] | None):
+        self.sock, self.name, self.timeout = sock, name, timeout
+        sock.settimeout(timeout)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._send_mac, self._receive_mac = (None, None) if keys is None else (_Mac(keys[0]), _Mac(keys[1]))
+        self._broken: SplitlabError | None = None           # nothing more is received after a failure
+        self._send_broken = False                            # a send stopped mid-frame: nothing more is sent
         self.traffic = Traffic()
 
+    # --- sending -------------------------------------------------------------------------------------------
+
     def send(self, frame: Frame) -> None:
-        """Queue `frame` (header, then payload) for the peer; returns at once."""
-        self._check_sends()
-        for tensor in (frame.header(),) if frame.tensor is None else (frame.header(), frame.tensor.detach().cpu().contiguous()):
-            self._post(lambda t=tensor: self.group.send([t], self.peer, TAG), tensor, self._sender, self._sends)
+        """Write `frame` (header, payload, MAC); returns once the kernel took it. A failure is one line."""
+        if self._send_broken:
+            raise self._broken or PeerStopped(f"{self.name}: the connection broke while sending")
+        header = frame.header()
+        payload = _payload_view(frame.tensor) if frame.tensor is not None else memoryview(b"")
+        self._send_broken = True
+        try:
+            self._write(header, payload)
+        except (OSError, ssl.SSLError) as exc:
+            error = self._failed(exc, "took no frame")
+            self._broken = self._broken or error
+            raise error from None
+        self._send_broken = False
         self.traffic.frames_sent += 1
-        self.traffic.bytes_sent += frame.nbytes
+        self.traffic.bytes_sent += len(header) + len(payload) + (MAC_BYTES if self._send_mac else 0)
+
+    def _write(self, header: bytes, payload: memoryview) -> None:
+        mac = self._send_mac.start(header) if self._send_mac is not None else None
+        if len(payload) <= SMALL:
+            if mac is not None:
+                mac.update(payload)
+            self.sock.sendall(b"".join((header, payload, mac.digest() if mac is not None else b"")))
+            return
+        self.sock.sendall(header)
+        for start in range(0, len(payload), SLICE):
+            piece = payload[start:start + SLICE]
+            if mac is not None:
+                mac.update(piece)
+            self.sock.sendall(piece)
+        if mac is not None:
+            self.sock.sendall(mac.digest())
+
+    # --- receiving -----------------------------------------------------------------------------------------
 
     def receive(self, expect: Expect) -> Frame:
-        """The peer's next frame once it passed `expect`'s checks. An ABORT raises with the peer's reason.
-
-        After any failure the channel receives nothing more: the rest of a refused frame may still be on
-        its way, and a receive posted for it would make gloo abort the process."""
+        """The peer's next frame once it passed `expect`'s checks and its MAC. An ABORT raises with the
+        peer's reason. After any failure the channel receives nothing more (the stream's place is lost)."""
         if self._broken is not None:
             raise self._broken
         try:
@@ -159,86 +153,79 @@ class Channel:
         except SplitlabError as exc:
             self._broken = exc
             raise
+        except (OSError, ssl.SSLError) as exc:
+            self._broken = self._failed(exc, "sent nothing")
+            raise self._broken from None
 
     def _receive(self, expect: Expect) -> Frame:
-        self._check_sends()
-        header = torch.empty(HEADER_LEN, dtype=torch.int64)
-        self._wait(self._post(lambda: self.group.recv([header], self.peer, TAG), header, self._receiver, self._receives))
-        allow, step, shape = expect.check_header(header.tolist(), self.name)
-        frame = Frame(allow.kind, step)
+        header = bytes(self._read_exact(bytearray(HEADER.size), None))
+        allow, step, shape = expect.check_header(list(HEADER.unpack(header)), self.name)
+        mac = self._receive_mac.start(header) if self._receive_mac is not None else None
+        tensor = None
         if shape is not None:
-            payload = torch.empty(shape, dtype=allow.dtype)
-            if payload.numel():
-                self._wait(self._post(lambda: self.group.recv([payload], self.peer, TAG), payload, self._receiver,
-                                      self._receives))
-            expect.check_payload(allow, payload, step, self.name)
-            frame = Frame(allow.kind, step, payload)
+            tensor = torch.empty(shape, dtype=allow.dtype)
+            if tensor.numel():
+                self._read_exact(memoryview(tensor.numpy()).cast("B"), mac)
+        if mac is not None:
+            claimed = self._read_exact(bytearray(MAC_BYTES), None)
+            if not hmac.compare_digest(mac.digest(), bytes(claimed)):
+                raise SplitlabError(f"{self.name} sent a frame that failed its authentication (forged, replayed, "
+                                    "or longer than its header declared); refused")
+        frame = Frame(allow.kind, step, tensor)
         self.traffic.frames_received += 1
-        self.traffic.bytes_received += frame.nbytes
+        self.traffic.bytes_received += frame.nbytes + (MAC_BYTES if mac is not None else 0)
         if frame.kind is Kind.ABORT:
-            raise PeerStopped(f"{self.name} stopped: {reason_of(frame)}")
+            raise PeerStopped(f"{self.name} stopped: {reason_of(frame)}", reason_of(frame))
+        if tensor is not None:
+            expect.check_payload(allow, tensor, step, self.name)
         return frame
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Wait until every queued frame was taken by the peer."""
-        try:
-            for pending in self._sends:
-                self._wait(pending, timeout, "took no frame")
-            self._check_sends()
-        except SplitlabError as exc:
-            self._broken = self._broken or exc
-            raise
+    def _read_exact(self, buffer, mac):
+        view, got = memoryview(buffer), 0
+        while got < len(view):
+            n = self.sock.recv_into(view[got:], min(len(view) - got, SLICE))
+            if n == 0:
+                raise EOFError
+            if mac is not None:
+                mac.update(view[got:got + n])
+            got += n
+        return buffer
+
+    # --- ending --------------------------------------------------------------------------------------------
+
+    @property
+    def broken(self) -> SplitlabError | None:
+        """Why the channel receives nothing more (None while it works)."""
+        return self._broken
 
     @property
     def peer_stopped(self) -> bool:
         return isinstance(self._broken, PeerStopped)
 
-    def drain(self, grace: float) -> None:
-        """Give what is still pending up to `grace` seconds to resolve (a peer that stopped resolves ours as
-        it exits); nothing for a peer found silent."""
-        deadline = time.monotonic() + (0.0 if isinstance(self._broken, PeerSilent) else grace)
-        for pending in [*self._sends, *self._receives]:
-            pending.done.wait(max(0.0, deadline - time.monotonic()))
-
-    def join(self, timeout: float) -> None:
-        self._sender.close(timeout)
-        self._receiver.close(timeout)
-
-    def _post(self, op: Callable[[], Any], keep: torch.Tensor, waiter: _Waiter, posted: list[_Pending]) -> _Pending:
+    def finish(self, timeout: float) -> None:
+        """After the last frame: say so (half-close) and wait up to `timeout` seconds for the peer to close
+        its end, so it has read everything before this side goes."""
         try:
-            pending = waiter.put(op(), keep)
-        except RuntimeError as exc:             # the pair was already closed
-            raise transport_error(self.name, exc) from None
-        if posted is self._receives:            # a failed receive raised already; sends report at _check_sends
-            posted[:] = [p for p in posted if not p.done.is_set()]
-        posted.append(pending)
-        return pending
-
-    def _wait(self, pending: _Pending, timeout: float | None = None, silence: str = "sent nothing") -> None:
-        timeout = self.timeout if timeout is None else timeout
-        if not pending.done.wait(timeout):
-            raise PeerSilent(f"{self.name} {silence} for {timeout:g} s (--timeout); it is stuck or gone")
-        if pending.error is not None:
-            raise transport_error(self.name, pending.error)
-
-    def _check_sends(self) -> None:
-        while self._sends and self._sends[0].done.is_set():
-            pending = self._sends.pop(0)
-            if pending.error is not None:
-                raise transport_error(self.name, pending.error)
-
-
-def close_channels(channels: list[Channel], failed: bool, grace: float = 2.0) -> None:
-    """End a session: drain the channels, take their process group down (a failed session aborts what is
-    still pending), then wait for their threads to end. All of it before the interpreter shuts down: a gloo
-    wait that returns during shutdown ends the process with std::terminate (Python unwinds its daemon thread
-    through gloo's C++ frames)."""
-    for channel in channels:
-        channel.drain(grace)
-    if channels:
-        try:
-            channels[0].group.abort() if failed else channels[0].group.shutdown()
-        except RuntimeError:                 # already broken: nothing left to take down
+            self.sock.shutdown(socket.SHUT_WR)
+            self._drain(timeout)
+        except (OSError, ssl.SSLError):
             pass
-    for channel in channels:
-        channel.join(grace)
+
+    def _drain(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            if not self.sock.recv(SLICE):
+                return
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def _failed(self, exc: BaseException, silence: str) -> SplitlabError:
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return PeerSilent(f"{self.name} {silence} for {self.timeout:g} s (--timeout); it is stuck or gone")
+        return transport_error(self.name, exc)
+

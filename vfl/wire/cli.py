@@ -2,6 +2,7 @@
 
     splitlab serve  --listen 127.0.0.1:29500 --secret-file secret --out runs/server
     splitlab client --connect 127.0.0.1:29500 --secret-file secret --out runs/client
+    splitlab keys   --secret-file secret --parties 2 --out keys      # each party's own key (party-K.key)
 
 Both take the training options of `splitlab train` that concern them (the server: epochs, batch size,
 its optimiser; the client: its defence and optimiser; both: dataset, architecture, cut layer, parties,
@@ -24,8 +25,10 @@ from vfl.runs import Run, to_jsonable
 from vfl.runtime import resolve_device
 from vfl.fsha_victim import FshaClientConfig
 from vfl.training import TrainConfig
+from vfl.validate import check_int
 from vfl.wire.client import run_client
-from vfl.wire.server import serve as serve_program
+from vfl.wire.keys import party_key_text, read_secret, write_private
+from vfl.wire.server import listen, serve as serve_program
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
 SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume")
@@ -109,8 +112,15 @@ def _serve(given: dict[str, Any]) -> None:
     train the top model, record what it received."""
     settings, opts = _settings(ServeSettings, SERVER_TRAIN, given)
     c = settings.train
-    run = _open_run("serve", settings, opts)
-    metrics = serve_program(settings, run, progress=not opts.as_json)
+    listener = listen(settings)                 # before the run: a port in use leaves nothing behind
+    try:
+        run = _open_run("serve", settings, opts)
+    except BaseException:
+        listener.close()
+        raise
+    if not opts.as_json:
+        typer.echo(f"listening on {listener.address}")    # the port --listen HOST:0 took, for the clients
+    metrics = serve_program(settings, run, listener=listener, progress=not opts.as_json)
 
     def summary(console) -> None:
         console.print(table(f"serve {c.arch}, cut {c.cut_layer}, {c.dataset}, {c.parties} "
@@ -145,6 +155,33 @@ client = command_from(_client, [parameters(ClientSettings), parameters(TrainConf
                                 shared_parameters(RUN)], name="client", doc=_client.__doc__)
 
 
+def keys(
+    secret_file: Path = typer.Option(..., "--secret-file", help="The shared secret: the server's --secret-file."),
+    parties: int = typer.Option(1, "--parties", help="How many feature parties: writes party-0.key to party-(K-1).key."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the keys into (created if absent; an existing key "
+                             "file is never overwritten)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object."),
+) -> None:
+    """Write each feature party's own key, derived from the shared secret; party k's key proves slot k and no
+    other, so give each party its own file only."""
+    check_int("--parties", parties, low=1, high=64)
+    shared = read_secret(secret_file).shared()
+    paths = [out / f"party-{k}.key" for k in range(parties)]
+    taken = [p for p in paths if p.exists() or p.is_symlink()]
+    if taken:
+        raise SplitlabError(f"{taken[0]} exists; it is not overwritten (remove it or choose another --out)")
+    try:
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SplitlabError(f"cannot create --out {out} ({exc.strerror})") from None
+    for k, path in enumerate(paths):
+        write_private(path, party_key_text(shared, k))
+    emit({"command": "keys", "parties": parties, "keys": [str(p) for p in paths]}, as_json,
+         lambda console: console.print("\n".join(f"party {k}: {p} (give it to party {k} only; `splitlab client "
+                                                 f"--party {k} --secret-file {p.name}`)" for k, p in enumerate(paths))))
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(handles_errors(serve))
     app.command("client")(handles_errors(client))
+    app.command("keys")(handles_errors(keys))

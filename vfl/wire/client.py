@@ -14,8 +14,11 @@ the server drives the session and the client answers each frame:
     EPOCH_END (epoch)        -> its state saved to `checkpoints/` (EPOCH_SAVED)
     BYE                      -> its model saved (`bottom.pt`); done
 
-Every frame is checked against the handshake's terms before it is used. Its run directory holds its model,
-its checkpoints, `metrics.json` (rounds, traffic, the targets' predictions) and `run.log`.
+Every frame is checked before it is used against what the client knows itself (its own sample counts, batch
+bound, classes: the server's terms are checked against them first, `kinds.py`). A resume starts from one of
+the epochs the client saved and deletes nothing on the server's word; a `bottom.pt` this run already holds
+is never replaced by an earlier epoch's model. Its run directory holds its model, its checkpoints,
+`metrics.json` (rounds, traffic, the targets' predictions) and `run.log`.
 """
 from __future__ import annotations
 
@@ -30,15 +33,17 @@ from vfl.progress import progress_bar
 from vfl.protocol import Client, CutGradient, Prediction
 from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import resolve_device
-from vfl.wire.channel import Channel, PeerStopped, close_channels, process_group
+from vfl.wire.channel import Channel, PeerSilent, PeerStopped
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort
-from vfl.wire.handshake import gloo_store, join, local_address_towards, parse_address, read_secret
+from vfl.wire.handshake import join, parse_address
+from vfl.wire.keys import read_secret
 from vfl.wire.kinds import QUERY_FRAMES, ROUND_FRAMES, FshaParty, SplitParty, introduction, party_of
 from vfl.runtime import terminate_as_interrupt
 from vfl.wire.lifecycle import saved_note
 from vfl.wire.remote import Limits
 from vfl.wire.settings import ClientSettings
+from vfl.wire.tls import client_context
 
 __all__ = ["run_client", "load_bottom", "introduction", "BOTTOM_FORMAT"]
 
@@ -100,23 +105,21 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     party = side.party
     checkpoints = EpochCheckpoints(run.path)
     host, port = parse_address(settings.connect, "--connect")
-    body = side.introduction(checkpoints.epochs() if settings.resume else None)
+    saved = checkpoints.epochs() if settings.resume else None
+    body = side.introduction(saved)
     run.log(f"{side.title} (party {party} of {side.parties}): connecting to {host}:{port}")
     epoch, channel, failed, start = 0, None, True, time.perf_counter()
     try:
         with terminate_as_interrupt():
-            joined = join(host, port, secret, party, side.parties, body, settings.timeout)
-            epoch = int(joined.terms["start_epoch"])
+            joined = join(host, port, secret, party, side.parties, body, settings.timeout,
+                          client_context(settings.tls))
+            channel = joined.channel
+            limits, epoch, steps = side.accept_terms(joined.terms, saved)
             if epoch:
                 _restore(side.client, checkpoints.load(epoch))
-            checkpoints.forget_after(epoch)
-            limits = Limits(**joined.terms["limits"])
-            group = process_group(gloo_store(joined.store, joined.session), party + 1, side.parties + 1,
-                                  local_address_towards(host, port), settings.timeout)
-            channel = Channel(group, 0, "the server", settings.timeout)
             run.log("session open" + (f", resuming after epoch {epoch}" if epoch else ""))
             answers = _Answers(side, channel, limits, checkpoints, device, epoch)
-            with progress_bar(side.steps(joined.terms, limits, epoch), side.title, enabled=progress) as bar:
+            with progress_bar(steps, side.title, enabled=progress) as bar:
                 while (frame := channel.receive(answers.expected())).kind is not Kind.BYE:
                     if frame.kind in ROUND_FRAMES:
                         answers.round(frame)
@@ -129,20 +132,23 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
             failed = False
     except KeyboardInterrupt:
         _tell(channel, f"party {party} was interrupted")
-        raise SplitlabError(f"interrupted; {saved_note(run, epoch)}") from None
+        raise SplitlabError(f"interrupted; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
     except SplitlabError as exc:
         if not isinstance(exc, PeerStopped):
-            _tell(channel, f"party {party} stopped ({exc})")
+            _tell(channel, str(exc))            # the server shows it as "party k stopped: ..."
         run.log(f"stopped: {exc}")
-        raise SplitlabError(f"{exc}; {saved_note(run, epoch)}") from None
+        raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0))}") from None
     except Exception as exc:                # a bug: the server still hears of it
         _tell(channel, f"party {party} failed ({type(exc).__name__})")
         raise
     finally:
         if channel is not None:
-            close_channels([channel], failed)
-    atomic_torch_save({"format": BOTTOM_FORMAT, "party": party, "model": side.client.model.state_dict()},
-                      run.file("bottom.pt"))
+            if failed and not isinstance(channel.broken, PeerSilent):
+                channel.finish(2.0)             # the server reads why before the connection goes
+            channel.close()
+    _keep_later_model(run, epoch)
+    atomic_torch_save({"format": BOTTOM_FORMAT, "party": party, "epoch": epoch,
+                       "model": side.client.model.state_dict()}, run.file("bottom.pt"))
     predicted = side.client.last_prediction.tensor.tolist() if side.client.last_prediction is not None else None
     metrics = {"kind": settings.kind, "party": party, "epochs": epoch, "rounds": answers.rounds,
                "seconds": time.perf_counter() - start, "traffic": channel.traffic.as_dict(),
@@ -154,13 +160,26 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
 
 def _tell(channel: Channel | None, reason: str) -> None:
     """Best effort: tell the server why this party stops (it may be gone already)."""
-    if channel is None:
+    if channel is None or channel.peer_stopped:
         return
     try:
         channel.send(abort(reason))
-        channel.flush(2.0)
-    except Exception:                   # noqa: BLE001 - nobody is left to tell
+    except SplitlabError:               # nobody is left to tell
         pass
+
+
+def _keep_later_model(run: Run, epoch: int) -> None:
+    """Refuse to replace a `bottom.pt` of a later epoch (a resumed run's) with this session's model."""
+    path = run.path / "bottom.pt"
+    if not path.is_file():
+        return
+    try:
+        earlier = torch.load(path, map_location="cpu", weights_only=True).get("epoch", 0)
+    except Exception:                   # noqa: BLE001 - unreadable: nothing worth keeping
+        return
+    if isinstance(earlier, int) and earlier > epoch:
+        raise SplitlabError(f"the server ended the session at epoch {epoch}, but {path} holds the model of epoch "
+                            f"{earlier}; kept it (nothing was overwritten)")
 
 
 def load_bottom(path: Path) -> dict[str, torch.Tensor]:

@@ -1,16 +1,20 @@
 """Frames: the protocol's messages as they travel between processes, and the checks a receiver makes.
 
-A frame is a fixed-size header (int64: magic, kind, step, dtype, number of dimensions, dimensions), then,
-unless its kind carries none, a payload tensor of exactly the declared shape and dtype. The receiver reads
-the header first and checks it against what the handshake allows at this point of the protocol (an
-`Expect`): the kind, the dtype, the exact shape or a bound on the rows, the step. Only then does it post a
-receive buffer of the declared size; after the payload arrives it checks the values (floats finite,
-indices in range). A frame failing any check is refused with one line naming the peer, before it is used.
+A frame is a fixed-size header (11 little-endian int64: magic, kind, step, dtype, number of dimensions,
+dimensions), then, unless its kind carries none, the payload: a tensor's raw bytes, exactly the declared
+shape and dtype (nothing is ever unpickled), then its MAC (`vfl.wire.channel`). The receiver reads the header
+first and checks it against its own expectations at this point of the protocol (an `Expect`, built from what
+it knows itself, never from what the peer said): the kind, the dtype, the exact shape or a bound on the rows,
+the step. Only then does it allocate the declared size and read the payload into it; once the MAC verifies
+it checks the values (floats finite, indices in range). A frame failing any check is refused with one line
+naming the peer, before it is used.
 
 Server -> client: BATCH (the sample indices of the next training round), CUT_GRADIENT (the party's slice
 of dL/dH), QUERY_REQUEST (test-sample indices to send inference activations of), PREDICTION, EPOCH_END
 (save your state for epoch `step`), BYE. Client -> server: ACTIVATIONS, QUERY (inference activations),
-EPOCH_SAVED. Either way: ABORT, the sender stops; its payload is the reason as text. A client that picks its own
+EPOCH_SAVED. Either way: ABORT, the sender stops; its payload is the reason as text. In the handshake, once
+both sides proved the key: HELLO (client -> server, its configuration as JSON) and TERMS (the session's terms,
+as JSON). A client that picks its own
 batches (FSHA's victim, `splitlab client --kind fsha`) is sent PRIVATE_ROUND (run a round on your next private
 batch) in place of BATCH and TARGET_REQUEST (send your evaluation targets' inference activations) in place of
 QUERY_REQUEST; neither carries a payload, so the server never names a private sample.
@@ -18,17 +22,22 @@ QUERY_REQUEST; neither carries a payload, so the server never names a private sa
 from __future__ import annotations
 
 import enum
+import json
 import math
+import struct
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from vfl.errors import SplitlabError
 
-MAGIC = 0x53504C5457495231            # "SPLTWIR1": catches a peer that speaks something else, or a desync
+MAGIC = 0x53504C5457495232            # "SPLTWIR2": catches a peer that speaks something else, or a desync
 MAX_DIMS = 6
 HEADER_LEN = 5 + MAX_DIMS
+HEADER = struct.Struct(f"<{HEADER_LEN}q")
 MAX_REASON = 240                      # bytes of an ABORT's reason
+MAX_JSON = 64 * 1024                  # bytes of a HELLO or TERMS
 
 
 class Kind(enum.IntEnum):
@@ -44,6 +53,8 @@ class Kind(enum.IntEnum):
     ABORT = 10
     PRIVATE_ROUND = 11
     TARGET_REQUEST = 12
+    HELLO = 13
+    TERMS = 14
 
     @property
     def phrase(self) -> str:
@@ -62,7 +73,8 @@ class Frame:
     step: int = 0
     tensor: torch.Tensor | None = None
 
-    def header(self) -> torch.Tensor:
+    def fields(self) -> list[int]:
+        """The header's fields: magic, kind, step, dtype code, dimensions (-1: no payload), the dimensions."""
         t = self.tensor
         dims = [] if t is None else list(t.shape)
         if len(dims) > MAX_DIMS:
@@ -71,17 +83,44 @@ class Frame:
             raise SplitlabError(f"{self.kind.phrase} of {t.dtype} cannot be framed (float32, int64 or uint8 only)")
         code = 0 if t is None else _CODES[t.dtype]
         fields = [MAGIC, int(self.kind), self.step, code, -1 if t is None else len(dims)]
-        return torch.tensor(fields + dims + [0] * (MAX_DIMS - len(dims)), dtype=torch.int64)
+        return fields + dims + [0] * (MAX_DIMS - len(dims))
+
+    def header(self) -> bytes:
+        return HEADER.pack(*self.fields())
 
     @property
     def nbytes(self) -> int:
-        return HEADER_LEN * 8 + (0 if self.tensor is None else self.tensor.numel() * self.tensor.element_size())
+        """The frame's bytes on the wire, its MAC aside."""
+        return HEADER.size + (0 if self.tensor is None else self.tensor.numel() * self.tensor.element_size())
 
 
 def abort(reason: str) -> Frame:
     """An ABORT frame carrying `reason` (printable ASCII, truncated)."""
     text = "".join(c if 32 <= ord(c) < 127 else "?" for c in reason)[:MAX_REASON]
     return Frame(Kind.ABORT, 0, torch.tensor(list(text.encode("ascii")) or [32], dtype=torch.uint8))
+
+
+def json_frame(kind: Kind, value: Any) -> Frame:
+    """A HELLO or TERMS frame: `value` as JSON bytes."""
+    raw = json.dumps(value, separators=(",", ":")).encode()
+    if len(raw) > MAX_JSON:
+        raise SplitlabError(f"{kind.phrase} of {len(raw):,} bytes cannot be framed (at most {MAX_JSON:,})")
+    return Frame(kind, 0, torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+
+
+def json_allowed(kind: Kind) -> "Allow":
+    return Allow(kind, torch.uint8, (), rows=(1, MAX_JSON), step=0)
+
+
+def json_of(frame: Frame, peer: str) -> dict[str, Any]:
+    """A HELLO's or TERMS's JSON object; anything else is refused with one line."""
+    try:
+        value = json.loads(bytes(memoryview(frame.tensor.numpy())).decode())
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        value = None
+    if not isinstance(value, dict):
+        raise SplitlabError(f"{peer} sent a malformed {frame.kind.name.lower()}; run the same splitlab on both sides")
+    return value
 
 
 def reason_of(frame: Frame) -> str:

@@ -1,56 +1,53 @@
-"""The handshake, over torch.distributed's TCPStore: who may join, and what both sides agreed on.
+"""The handshake: who may join, on the connection that then carries the tensors, and the session's terms.
 
-The server listens (a TCPStore on a socket bound to HOST:PORT, 127.0.0.1 unless told otherwise) and posts
-a hello with a fresh random nonce. Each client claims its party slot, then posts its own nonce, its
-configuration (dataset, architecture, cut layer, parties, the shape of the activations it will send, its
-saved epochs) and a proof: HMAC-SHA256 under the shared secret of both nonces, its slot and that
-configuration. The server checks every proof (in constant time) and refuses the whole session, with one
-line on each side, before anything else is exchanged when one fails; then it checks each configuration
-against its own and answers with the session's terms (epochs, batch size, limits, the epoch to start
-from) and a proof of its own, which the client checks in turn. Only then do both sides build the gloo
-process group that carries the tensors (`channel.py`), so a peer without the secret is never handed one by
-either party. The store itself is not authenticated: a host that can reach the port can read or write its
-keys (the hello, the rendezvous), so it can disrupt a session, though not join it. The secret never crosses
-the wire; the tensors after the handshake are not encrypted (gloo cannot):
-outside one machine, run the parties over a private network or a tunnel.
+The server listens on one TCP socket (127.0.0.1 unless told otherwise); each client opens one connection to it
+(TLS first, where configured: `tls.py`), and that connection carries everything that follows:
+
+    client -> server   hello: protocol, party slot k, parties K, a fresh nonce Nc              (small JSON)
+    server -> client   a fresh nonce Ns                                                       (small JSON)
+    client -> server   proof: HMAC(key_k, protocol, "client", Ns, Nc, k, K)
+    server -> client   its own proof ("server"), sent only once the client's verified; or a refusal
+    ---- from here every frame carries a MAC under a key derived from key_k and both nonces (`keys.py`) ----
+    client -> server   HELLO: its configuration (dataset, architecture, cut layer, activation shape, samples,
+                       saved epochs)
+    server -> client   TERMS (epochs, batch size, limits, the epoch to start from), or an ABORT with the reason
+
+key_k is party k's own key (`keys.party_key`), so a client proves slot k and no other. Nothing before the
+proofs is trusted: a connection that speaks something else, proves nothing, or is slow is dropped without
+ending the session (the server keeps waiting for a real client until `--timeout`, then says how many
+connections failed to prove which slot); a refusal before the proofs is a code the client words itself, so
+no text of a process without the key reaches the user. A second client proving a slot already taken is told
+so (authenticated) and the session goes on with the first. Each pre-proof message is at most 1 KiB and each
+connection's pre-proof steps have 10 s; at most 64 connections are handled at once.
 """
 from __future__ import annotations
 
-import datetime
-import hashlib
-import hmac
 import json
-import secrets
+import queue
+import re
+import select
 import socket
+import ssl
+import struct
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-import torch.distributed as dist
-
 from vfl.errors import SplitlabError
-from vfl.wire.channel import interruptible
+from vfl.wire.channel import Channel, PeerSilent, PeerStopped, Traffic
+from vfl.wire.frames import Expect, Kind, abort, json_allowed, json_frame, json_of
+from vfl.wire.keys import Secret, frame_keys, new_nonce, party_key, proof, proven
 
-PROTOCOL = "splitlab-wire/1"
-MIN_SECRET_BYTES = 16
-POLL_SECONDS = 0.05
+PROTOCOL = "splitlab-wire/2"
+MAGIC = b"SPL2"
+PREFIX = struct.Struct("<4sH")
+MAX_MESSAGE = 1024                       # bytes of a pre-proof message
+HANDSHAKE_SECONDS = 10.0                 # a connection's pre-proof steps (capped by --timeout)
+MAX_PENDING = 64                         # connections in their handshake at once
 REFUSAL_GRACE = 2.0
-_HELLO, _PARTY = "splitlab/hello", "splitlab/party/{}/{}"
-
-
-def read_secret(path: Path | str | None) -> bytes:
-    """The shared secret: the file's bytes without surrounding whitespace, at least 16 of them."""
-    hint = "write one with `head -c 32 /dev/urandom | base64 > secret` and give both sides --secret-file secret"
-    if path is None:
-        raise SplitlabError(f"both sides need --secret-file; {hint}")
-    try:
-        secret = Path(path).read_bytes().strip()
-    except OSError as exc:
-        raise SplitlabError(f"--secret-file {path}: cannot read it ({exc.strerror}); {hint}") from None
-    if len(secret) < MIN_SECRET_BYTES:
-        raise SplitlabError(f"--secret-file {path} holds {len(secret)} bytes, fewer than {MIN_SECRET_BYTES}; {hint}")
-    return secret
+_NONCE = re.compile(r"[0-9a-f]{32}")
 
 
 def parse_address(text: str, option: str) -> tuple[str, int]:
@@ -62,164 +59,299 @@ def parse_address(text: str, option: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def local_address_towards(host: str, port: int) -> str:
-    """The address of this machine on the route to `host` (what the peers' gloo sockets must reach)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:     # UDP connect: picks a route, sends nothing
-        try:
-            probe.connect((host, port or 1))
-            return probe.getsockname()[0]
-        except OSError:
-            return host
+def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+    raw = json.dumps(message, separators=(",", ":")).encode()
+    sock.sendall(PREFIX.pack(MAGIC, len(raw)) + raw)
 
 
-def _proof(secret: bytes, role: str, server_nonce: str, client_nonce: str, party: int, body: Any) -> bytes:
-    message = json.dumps([PROTOCOL, role, server_nonce, client_nonce, party, body], sort_keys=True,
-                         separators=(",", ":")).encode()
-    return hmac.new(secret, message, hashlib.sha256).hexdigest().encode()
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
 
 
-def _proven(secret: bytes, claimed: Any, *context: Any) -> bool:
-    return isinstance(claimed, str) and hmac.compare_digest(_proof(secret, *context), claimed.encode("utf-8", "replace"))
-
-
-def _json(raw: bytes, who: str) -> dict[str, Any]:
+def _recv(sock: socket.socket, who: str, what: str) -> dict[str, Any]:
+    """One pre-proof message from `who` (a JSON object of at most 1 KiB), or a one-line refusal."""
+    magic, size = PREFIX.unpack(_recv_exact(sock, PREFIX.size))
+    if magic != MAGIC or size > MAX_MESSAGE:
+        raise SplitlabError(f"{who} does not speak splitlab's wire protocol; is it a splitlab {what}?")
     try:
-        value = json.loads(raw.decode())
-    except (UnicodeDecodeError, ValueError):
+        value = json.loads(_recv_exact(sock, size).decode())
+    except (UnicodeDecodeError, ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
         raise SplitlabError(f"{who} sent a malformed handshake; run the same splitlab on both sides")
     return value
 
 
-def _wait_for(store: dist.Store, keys: list[str], timeout: float) -> list[str]:
-    """Poll until every key exists or `timeout` passes; returns the keys still missing (Ctrl-C works)."""
-    deadline = time.monotonic() + timeout
-    missing = list(keys)
-    while missing:
-        missing = [k for k in missing if not store.check([k])]
-        if not missing or time.monotonic() > deadline:
-            break
-        time.sleep(POLL_SECONDS)
-    return missing
+def _nonce(value: Any) -> str | None:
+    return value if isinstance(value, str) and _NONCE.fullmatch(value) else None
 
 
 @dataclass(frozen=True)
 class Joined:
-    """A client's side of a finished handshake."""
-    store: dist.Store
-    terms: dict[str, Any]            # what the server answered (epochs, batch size, limits, start epoch)
-    session: str                     # the server's nonce: names this session's keys in the store
+    """A client's side of a finished handshake: its channel to the server and the server's terms."""
+    channel: Channel
+    terms: dict[str, Any]
 
 
 class Listener:
-    """The server's end: a TCPStore on a socket bound to `host:port` (port 0: any free one, see `address`)."""
+    """The server's end: a socket bound to `host:port` (port 0: any free one, see `address`), optionally TLS."""
 
-    def __init__(self, host: str, port: int, timeout: float):
+    def __init__(self, host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind((host, port))
-            self._socket.listen(64)
+            self._socket.listen(MAX_PENDING)
         except OSError as exc:
             self._socket.close()
             raise SplitlabError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --listen another "
                                 "HOST:PORT") from None
         self.host, self.port = host, self._socket.getsockname()[1]
-        self.timeout = timeout
-        # the store takes the socket over (and closes it): binding it here is what keeps the store on `host`
-        self.store = dist.TCPStore(host, self.port, None, True, datetime.timedelta(seconds=timeout),
-                                   wait_for_workers=False, master_listen_fd=self._socket.detach())
-        self.session = secrets.token_hex(16)
+        self.timeout, self.tls = timeout, tls
+        self._open = False
+        self._lock = threading.Lock()
+        self._pending = 0
 
     @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
-    def accept(self, secret: bytes, parties: int, terms: Callable[[int, dict[str, Any]], dict[str, Any]]) -> list[dict]:
-        """Wait for `parties` clients, check their proofs, then `terms(party, configuration)` (which raises
-        `SplitlabError` to refuse); answer each. Returns the clients' configurations, by party."""
-        self.store.set(_HELLO, json.dumps({"protocol": PROTOCOL, "nonce": self.session, "parties": parties}))
-        keys = [_PARTY.format(k, "hello") for k in range(parties)]
-        missing = _wait_for(self.store, keys, self.timeout)
-        if missing:
-            party = keys.index(missing[0])
-            raise SplitlabError(f"no client joined as party {party} within {self.timeout:g} s (--timeout); start "
-                                f"`splitlab client --connect {self.address} --party {party}` with the same "
-                                "--secret-file")
+    def accept(self, secret: Secret, parties: int,
+               terms: Callable[[int, dict[str, Any]], dict[str, Any]]) -> tuple[list[Channel], list[dict]]:
+        """Wait for `parties` clients that prove their keys, then `terms(party, configuration)` for each (which
+        raises `SplitlabError` to refuse the session); answer each. Returns their channels and configurations,
+        by party. On any failure every admitted client is told why."""
+        keys = [party_key(secret.shared(), k) for k in range(parties)]
+        arrived: queue.SimpleQueue = queue.SimpleQueue()
+        failed: Counter = Counter()                          # party -> connections that did not prove its key
+        slots: dict[int, tuple[Channel, dict]] = {}
+        self._open = True
         try:
-            hellos = [_json(self.store.get(key), f"party {k}") for k, key in enumerate(keys)]
-            for k, hello in enumerate(hellos):
-                if not _proven(secret, hello.get("proof"), "client", self.session, str(hello.get("nonce")), k,
-                               hello.get("body")):
-                    raise SplitlabError(f"party {k} did not prove the shared secret (another --secret-file?); "
-                                        "refused before any tensor was exchanged")
-            answers = [terms(k, hello["body"]) for k, hello in enumerate(hellos)]
-        except SplitlabError as exc:
-            for k in range(parties):
-                self.store.set(_PARTY.format(k, "verdict"), json.dumps({"accepted": False, "reason": str(exc)}))
-            # give the clients a moment to read why (closing the store at once would cut them off first)
-            _wait_for(self.store, [_PARTY.format(k, "read") for k in range(parties)], REFUSAL_GRACE)
+            self._gather(keys, arrived, failed, slots)
+            channels, bodies = [slots[k][0] for k in range(parties)], [slots[k][1] for k in range(parties)]
+            answers = [terms(k, body) for k, body in enumerate(bodies)]
+            for channel, answer in zip(channels, answers):
+                channel.send(json_frame(Kind.TERMS, answer))
+                channel.traffic = Traffic()
+            return channels, bodies
+        except BaseException as exc:
+            reason = str(exc) if isinstance(exc, SplitlabError) else "the server was interrupted" \
+                if isinstance(exc, KeyboardInterrupt) else f"the server failed ({type(exc).__name__})"
+            _refuse([channel for channel, _ in slots.values()], reason)
             raise
-        for k, (hello, answer) in enumerate(zip(hellos, answers)):
-            proof = _proof(secret, "server", self.session, str(hello["nonce"]), k, answer).decode()
-            self.store.set(_PARTY.format(k, "verdict"), json.dumps({"accepted": True, "body": answer, "proof": proof}))
-        return [hello["body"] for hello in hellos]
+        finally:
+            self._open = False
+
+    def _gather(self, keys: list[bytes], arrived: queue.SimpleQueue, failed: Counter,
+                slots: dict[int, tuple[Channel, dict]]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while len(slots) < len(keys):
+            while not arrived.empty():
+                party, channel, body = arrived.get()
+                if party in slots:
+                    _refuse([channel], f"another client already joined as party {party}; give each client its own "
+                                       "--party")
+                else:
+                    slots[party] = (channel, body)
+            left = deadline - time.monotonic()
+            if len(slots) == len(keys):
+                break
+            if left <= 0:
+                missing = min(set(range(len(keys))) - set(slots))
+                unproven = f"; {failed[missing]} connection(s) did not prove party {missing}'s key (another " \
+                    "--secret-file?)" if failed[missing] else ""
+                raise SplitlabError(f"no client joined as party {missing} within {self.timeout:g} s (--timeout)"
+                                    f"{unproven}; start `splitlab client --connect {self.address} --party "
+                                    f"{missing}` with its key")
+            if select.select([self._socket], [], [], min(left, 0.1))[0]:
+                self._take(keys, arrived, failed)
+
+    def _take(self, keys: list[bytes], arrived: queue.SimpleQueue, failed: Counter) -> None:
+        try:
+            conn, _ = self._socket.accept()
+        except OSError:
+            return
+        with self._lock:
+            if self._pending >= MAX_PENDING:
+                conn.close()
+                return
+            self._pending += 1
+        threading.Thread(target=self._admit, args=(conn, keys, arrived, failed), daemon=True,
+                         name="splitlab handshake").start()
+
+    def _admit(self, conn: socket.socket, keys: list[bytes], arrived: queue.SimpleQueue, failed: Counter) -> None:
+        """One connection's handshake (in a thread of its own); a client that proves its key and sends its
+        configuration is put in `arrived`, anything else is dropped."""
+        try:
+            conn.settimeout(min(self.timeout, HANDSHAKE_SECONDS))
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            proven_party = self._prove(conn, keys, failed)
+            if proven_party is not None:
+                party, channel = proven_party
+                body = json_of(channel.receive(Expect(json_allowed(Kind.HELLO))), channel.name)
+                if self._open:
+                    arrived.put((party, channel, body))
+                    return
+                _refuse([channel], "the session started without this client")
+        except (OSError, EOFError, ssl.SSLError, SplitlabError, struct.error):
+            pass                                    # not a client that proved a key: nothing to tell
+        finally:
+            with self._lock:
+                self._pending -= 1
+        conn.close()
+
+    def _prove(self, conn: socket.socket, keys: list[bytes], failed: Counter) -> tuple[int, Channel] | None:
+        """The party slot a client proved and its channel, or None (it was told the refusal's code)."""
+        hello = _recv(conn, "a client", "client")
+        party, parties, client_nonce = hello.get("party"), hello.get("parties"), _nonce(hello.get("nonce"))
+        refusal = {"refused": "protocol"} if hello.get("protocol") != PROTOCOL else \
+            {"refused": "parties", "parties": len(keys)} if parties != len(keys) else \
+            {"refused": "malformed"} if type(party) is not int or not 0 <= party < len(keys) or client_nonce is None \
+            else None
+        if refusal is not None:
+            _send(conn, refusal)
+            return None
+        server_nonce = new_nonce()
+        _send(conn, {"nonce": server_nonce})
+        context = (PROTOCOL, server_nonce, client_nonce, party, len(keys))
+        if not proven(_recv(conn, "a client", "client").get("proof"), keys[party], "client", *context):
+            with self._lock:
+                failed[party] += 1
+            _send(conn, {"refused": "proof"})
+            return None
+        _send(conn, {"proof": proof(keys[party], "server", *context)})
+        into, out = frame_keys(keys[party], PROTOCOL, server_nonce, client_nonce, party)
+        return party, Channel(conn, f"party {party}", self.timeout, None if self.tls is not None else (out, into))
 
     def close(self) -> None:
-        self.store = None                # the last reference: the store stops listening
+        self._open = False
+        try:
+            self._socket.close()
+        except OSError:
+            pass
 
 
-def join(host: str, port: int, secret: bytes, party: int, parties: int, body: dict[str, Any],
-         timeout: float) -> Joined:
-    """The client's side: connect to the server's store, prove the secret with `body`, check the server's
-    proof on its answer. Raises `SplitlabError` with the server's reason when refused."""
+def _refuse(channels: list[Channel], reason: str) -> None:
+    """Tell admitted clients why they are refused (authenticated), then close their connections."""
+    for channel in channels:
+        try:
+            channel.send(abort(reason))
+        except SplitlabError:
+            pass
+    for channel in channels:
+        channel.finish(REFUSAL_GRACE)
+        channel.close()
+
+
+REFUSALS = {
+    "protocol": "the server at {where} speaks another protocol than " + PROTOCOL + "; run the same splitlab on both "
+                "sides",
+    "parties": "the server at {where} expects --parties {parties}, this client was given --parties {mine}; give both "
+               "sides the same --parties",
+    "malformed": "the server at {where} could not read this client's hello; run the same splitlab on both sides",
+    "proof": "the server at {where} did not accept this client's proof of party {party}'s key (another "
+             "--secret-file?); refused before any tensor was exchanged",
+}
+
+
+def _refused(answer: dict[str, Any], where: str, party: int, parties: int) -> SplitlabError:
+    """The client's own words for a refusal before the proofs (unauthenticated: no text of the peer's shown)."""
+    said = answer.get("parties")
+    template = REFUSALS.get(answer.get("refused"), "the server at {where} refused this client before any proof "
+                                                   "was exchanged; run the same splitlab on both sides")
+    return SplitlabError(template.format(where=where, party=party, mine=parties,
+                                         parties=said if isinstance(said, int) and 0 < said < 1000 else "another"))
+
+
+def _connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A connection to the server, tried again until `timeout` while nothing listens there yet."""
     where = f"{host}:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return socket.create_connection((host, port), timeout=max(left, 0.001))
+        except ConnectionRefusedError:
+            if left <= 0.2:
+                raise SplitlabError(f"no splitlab server answered at {where} within {timeout:g} s (connection "
+                                    f"refused); start `splitlab serve --listen {where}` first") from None
+            time.sleep(0.2)
+        except (socket.timeout, TimeoutError):
+            raise SplitlabError(f"no splitlab server answered at {where} within {timeout:g} s (--timeout)") from None
+        except OSError as exc:
+            raise SplitlabError(f"cannot reach {where} ({exc.strerror or exc})") from None
+
+
+def join(host: str, port: int, secret: Secret, party: int, parties: int, body: dict[str, Any], timeout: float,
+         tls: ssl.SSLContext | None = None) -> Joined:
+    """The client's side: connect, prove party `party`'s key, check the server's proof, send `body` (the
+    configuration) and receive the server's terms. Raises `SplitlabError` (one line) when refused."""
+    key = secret.for_party(party)
+    where = f"{host}:{port}"
+    sock = _connect(host, port, timeout)
     try:
-        store = interruptible(lambda: dist.TCPStore(host, port, None, False, datetime.timedelta(seconds=timeout)),
-                              timeout + 5, f"connecting to the server at {where}")
-    except (RuntimeError, OSError) as exc:              # torch's DistNetworkError/DistStoreError included
-        raise SplitlabError(f"no splitlab server answered at {where} within {timeout:g} s "
-                            f"({str(exc).splitlines()[0][:60] if str(exc) else type(exc).__name__}); start "
-                            f"`splitlab serve --listen {where}` first") from None
+        sock.settimeout(timeout)
+        if tls is not None:
+            sock = _tls(tls, sock, host, where)
+        channel = _prove(sock, key, where, party, parties, tls is not None, timeout)
+        channel.send(json_frame(Kind.HELLO, body))
+        try:
+            terms = json_of(channel.receive(Expect(json_allowed(Kind.TERMS))), "the server")
+        except PeerSilent:
+            raise SplitlabError(f"the server at {where} did not answer within {timeout:g} s (--timeout); it waits "
+                                "for every party to join") from None
+        except PeerStopped as exc:
+            if exc.reason is None:
+                raise
+            raise SplitlabError(f"the server refused this client: {exc.reason}") from None
+        channel.traffic = Traffic()
+        return Joined(channel, terms)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def _tls(context: ssl.SSLContext, sock: socket.socket, host: str, where: str) -> ssl.SSLSocket:
     try:
-        return _introduce(store, where, secret, party, parties, body, timeout)
-    except (RuntimeError, OSError):                     # the store's connection dropped
-        raise SplitlabError(f"the server at {where} closed the connection during the handshake") from None
+        return context.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLError as exc:
+        raise SplitlabError(f"TLS with the server at {where} failed ({exc.reason or exc}); does it listen with "
+                            "--tls-cert, signed by this --tls-ca for this host?") from None
+    except (OSError, EOFError):
+        raise SplitlabError(f"the server at {where} closed the connection during TLS; does it listen with "
+                            "--tls-cert?") from None
 
 
-def _introduce(store: dist.Store, where: str, secret: bytes, party: int, parties: int, body: dict[str, Any],
-               timeout: float) -> Joined:
-    if _wait_for(store, [_HELLO], timeout):
-        raise SplitlabError(f"the server at {where} sent no hello within {timeout:g} s; is it a splitlab server?")
-    hello = _json(store.get(_HELLO), f"the server at {where}")
-    if hello.get("protocol") != PROTOCOL:
-        raise SplitlabError(f"the server at {where} speaks {hello.get('protocol')!r}, this client {PROTOCOL!r}; "
-                            "run the same splitlab on both sides")
-    if hello.get("parties") != parties:
-        raise SplitlabError(f"the server at {where} expects --parties {hello.get('parties')}, this client was "
-                            f"given --parties {parties}; give both sides the same --parties")
-    if store.add(_PARTY.format(party, "claims"), 1) != 1:
-        raise SplitlabError(f"another client already joined as party {party}; give each client its own --party")
-    session, nonce = str(hello.get("nonce")), secrets.token_hex(16)
-    proof = _proof(secret, "client", session, nonce, party, body).decode()
-    store.set(_PARTY.format(party, "hello"), json.dumps({"nonce": nonce, "body": body, "proof": proof}))
-    if _wait_for(store, [_PARTY.format(party, "verdict")], timeout):
-        raise SplitlabError(f"the server at {where} did not answer within {timeout:g} s (--timeout); it waits "
-                            "for every party to join")
-    verdict = _json(store.get(_PARTY.format(party, "verdict")), f"the server at {where}")
-    store.set(_PARTY.format(party, "read"), "1")
-    if not verdict.get("accepted"):
-        reason = "".join(c if c.isprintable() else " " for c in str(verdict.get("reason")))[:300]
-        raise SplitlabError(f"the server refused this client: {reason}")
-    if not _proven(secret, verdict.get("proof"), "server", session, nonce, party, verdict.get("body")):
-        raise SplitlabError(f"the server at {where} did not prove the shared secret (another --secret-file?); "
-                            "refused before any tensor was exchanged")
-    return Joined(store, verdict["body"], session)
-
-
-def gloo_store(store: dist.Store, session: str) -> dist.Store:
-    """The part of the store the process group's rendezvous uses (its own prefix per session)."""
-    return dist.PrefixStore(f"splitlab/gloo/{session}/", store)
+def _prove(sock: socket.socket, key: bytes, where: str, party: int, parties: int, over_tls: bool,
+           timeout: float) -> Channel:
+    server = f"the server at {where}"
+    try:
+        client_nonce = new_nonce()
+        _send(sock, {"protocol": PROTOCOL, "party": party, "parties": parties, "nonce": client_nonce})
+        answer = _recv(sock, server, "server")
+        server_nonce = _nonce(answer.get("nonce"))
+        if server_nonce is None:
+            raise _refused(answer, where, party, parties)
+        context = (PROTOCOL, server_nonce, client_nonce, party, parties)
+        _send(sock, {"proof": proof(key, "client", *context)})
+        answer = _recv(sock, server, "server")
+        if "proof" not in answer:
+            raise _refused(answer, where, party, parties)
+        if not proven(answer["proof"], key, "server", *context):
+            raise SplitlabError(f"{server} did not prove party {party}'s key (it does not hold the secret); "
+                                "refused before any tensor was exchanged")
+    except (socket.timeout, TimeoutError):
+        raise SplitlabError(f"{server} sent nothing for {timeout:g} s during the handshake (--timeout); is it a "
+                            "splitlab server?") from None
+    except (OSError, EOFError, struct.error):
+        raise SplitlabError(f"{server} closed the connection during the handshake"
+                            + ("" if over_tls else " (if it uses TLS, give --tls-ca)")) from None
+    return Channel(sock, "the server", timeout, None if over_tls else frame_keys(key, *context[:-1]))

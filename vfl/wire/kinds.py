@@ -9,6 +9,10 @@ frames start its rounds and queries, and what it answers them with. The session 
   PRIVATE_ROUND: its next batch) and holds its evaluation targets (TARGET_REQUEST: their smashed data); the
   server never names a private sample. It trains what the gradients it receives say, like any honest client:
   nothing in it knows of an attack. No epochs, so no checkpoints.
+
+Each kind checks the server's terms against what it knows itself before using them (`accept_terms`): its
+sample counts and classes, a batch bound within its data, an epoch to start from that it saved (a resume
+never starts over a party's saved epochs), so every bound its frames are checked against is its own.
 """
 from __future__ import annotations
 
@@ -22,11 +26,25 @@ from vfl.parties import activation_shapes, take_strip
 from vfl.protocol import Client
 from vfl.training import TrainConfig, build_client
 from vfl.wire.frames import Allow, Frame, Kind
-from vfl.wire.remote import Limits
+from vfl.errors import SplitlabError
+from vfl.wire.remote import QUERY_ROWS, Limits
 from vfl.wire.settings import ClientSettings
 
+MAX_EPOCHS = 1_000_000
+MAX_ROUNDS = 10**9
 ROUND_FRAMES = (Kind.BATCH, Kind.PRIVATE_ROUND)
 QUERY_FRAMES = (Kind.QUERY_REQUEST, Kind.TARGET_REQUEST)
+
+
+def _count(terms: dict[str, Any], key: str, high: int) -> int:
+    value = terms.get(key)
+    if type(value) is not int or not 0 <= value <= high:
+        raise SplitlabError(f"the server's terms give {key} {value!r}; refused (run the same splitlab on both sides)")
+    return value
+
+
+def _refuse_terms(what: str) -> SplitlabError:
+    return SplitlabError(f"the server's terms {what}; refused before any tensor was exchanged")
 
 
 def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
@@ -73,8 +91,26 @@ class SplitParty:
     def query_input(self, frame: Frame) -> torch.Tensor:
         return self.test[frame.tensor].to(self.device)
 
-    def steps(self, terms: dict[str, Any], limits: Limits, epoch: int) -> int:
-        return (int(terms["epochs"]) - epoch) * -(-limits.train_size // limits.batch_size)
+    def accept_terms(self, terms: dict[str, Any], saved: list[int] | None) -> tuple[Limits, int, int]:
+        """(limits, the epoch to start after, rounds to expect) from the server's terms, once they agree with
+        this party's data and its saved epochs (`saved`: None unless it resumes)."""
+        limits = Limits.from_terms(terms.get("limits"))
+        own = (len(self.train), len(self.test), datasets.dataset_spec(self.config.dataset).num_classes)
+        if (limits.train_size, limits.test_size, limits.classes) != own:
+            raise _refuse_terms(f"say {limits.train_size}/{limits.test_size} train/test samples of {limits.classes} "
+                                f"classes; this party holds {own[0]}/{own[1]} of {own[2]}")
+        if not 1 <= limits.batch_size <= limits.train_size or not 1 <= limits.query_rows <= QUERY_ROWS:
+            raise _refuse_terms(f"allow batches of {limits.batch_size} and queries of {limits.query_rows} rows; "
+                                f"this party takes 1 to {limits.train_size} and 1 to {QUERY_ROWS}")
+        epochs, start = _count(terms, "epochs", MAX_EPOCHS), _count(terms, "start_epoch", MAX_EPOCHS)
+        if start > epochs:
+            raise _refuse_terms(f"start after epoch {start} of {epochs}")
+        if saved is None and start:
+            raise _refuse_terms(f"resume after epoch {start}, but this party starts afresh (no --resume)")
+        if saved and start not in saved:
+            raise _refuse_terms(f"resume after epoch {start}, but this party saved epochs {saved}; nothing was "
+                                "deleted (start both sides again without --resume, into new --out folders)")
+        return limits, start, (epochs - start) * -(-limits.train_size // limits.batch_size)
 
 
 class FshaParty:
@@ -103,8 +139,17 @@ class FshaParty:
     def query_input(self, frame: Frame) -> torch.Tensor:
         return self.honest.targets
 
-    def steps(self, terms: dict[str, Any], limits: Limits, epoch: int) -> int:
-        return int(terms["rounds"])
+    def accept_terms(self, terms: dict[str, Any], saved: list[int] | None) -> tuple[Limits, int, int]:
+        """(limits, 0, rounds to expect) from the server's terms, once they agree with this victim's classes and
+        batch size; it keeps no epochs."""
+        limits = Limits.from_terms(terms.get("limits"))
+        classes = datasets.dataset_spec(self.config.dataset).num_classes
+        if (limits.classes, limits.batch_size) != (classes, self.config.batch_size):
+            raise _refuse_terms(f"say {limits.classes} classes and batches of {limits.batch_size}; this victim has "
+                                f"{classes} and {self.config.batch_size}")
+        if _count(terms, "start_epoch", 0) or _count(terms, "epochs", 0):
+            raise _refuse_terms("name epochs; FSHA's victim keeps none")
+        return limits, 0, _count(terms, "rounds", MAX_ROUNDS)
 
 
 def party_of(settings: ClientSettings, device: torch.device) -> SplitParty | FshaParty:

@@ -3,17 +3,17 @@ machine, from one command.
 
 The server runs in this process (so its port is known before any client starts, and its errors are this
 command's); each feature party runs `splitlab client` in a process of its own with the same configuration,
-a fresh secret (a file only this user can read, removed afterwards) and this process's torch thread count,
-so both sides compute exactly what the in-process run computes. Each side writes its own run directory
-inside the train run's: `server/`, `party-0/`, ... The train run then gets what `train` always writes,
-built from the sides' final models. `LocalClients` is the part every such command shares (the secret, the
-listener, the client processes and their one-line errors); `serve_locally` runs a split-learning server
-with it and reads nothing of the clients'.
+its own key (derived from a fresh secret; files only this user can read, removed afterwards) and this
+process's torch thread count, so both sides compute exactly what the in-process run computes. K parties are
+K processes: a K this machine's memory cannot hold is refused before anything starts (`check_local_parties`).
+Each side writes its own run directory inside the train run's: `server/`, `party-0/`, ... The train run then
+gets what `train` always writes, built from the sides' final models. `LocalClients` is the part every such
+command shares (the secret and keys, the listener, the client processes and their one-line errors);
+`serve_locally` runs a split-learning server with it and reads nothing of the clients'.
 """
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -33,21 +33,41 @@ from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, TrainedSplit, build_parties, load_data
 from vfl.wire.client import load_bottom
 from vfl.wire.handshake import Listener
+from vfl.wire.keys import new_secret, party_key_text, read_secret, write_private
 from vfl.wire.server import ServeSettings, load_top, serve
+from vfl.wire.tls import TlsFiles, client_context, server_context
 
 STOP_SECONDS = 10.0
 GRACE_SECONDS = 5.0
 """How long clients a failed session told to stop may take to end on their own."""
+CLIENT_MEMORY = 1 << 30
+"""What one client process may take at its peak, rounded up: a small-mlp or cnn client on mnist5k peaked at
+0.84 GiB resident (torch itself, the dataset, the model and its optimiser)."""
+
+
+def check_local_parties(parties: int) -> None:
+    """Refuse `parties` client processes on this machine when its available memory cannot hold them."""
+    try:
+        with open("/proc/meminfo") as fh:
+            available = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return                                  # not Linux: nothing to go by
+    most = max(1, available // CLIENT_MEMORY)
+    if parties > most:
+        raise SplitlabError(f"--parties {parties} over TCP starts {parties} client processes of up to "
+                            f"{CLIENT_MEMORY / 2**30:g} GiB each; this machine has {available / 2**30:.1f} GiB "
+                            f"available, room for {most}; run fewer parties, or in process (--transport local)")
 
 
 def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
-                   timeout: float) -> list[str]:
-    """`splitlab client` for feature party `party` of `config`, as its own process runs it."""
+                   timeout: float, tls: list[str] = ()) -> list[str]:
+    """`splitlab client` for feature party `party` of `config`, as its own process runs it (`tls`: its TLS
+    options, `LocalClients.tls_options`)."""
     command = [sys.executable, "-m", "splitlab", "client", "--connect", address, "--secret-file", str(secret),
                "--party", str(party), "--parties", str(config.parties), "--dataset", config.dataset,
                "--arch", config.arch, "--cut-layer", str(config.cut_layer), "--lr", repr(config.lr),
                "--optimizer", config.optimizer, "--seed", str(config.seed), "--device", config.device,
-               "--defence", config.defence, "--timeout", repr(timeout), "--out", str(out), "--json"]
+               "--defence", config.defence, "--timeout", repr(timeout), "--out", str(out), "--json", *tls]
     return command + (["--data-root", config.data_root] if config.data_root else [])
 
 
@@ -65,25 +85,18 @@ def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, ou
 
 
 def child_environment() -> dict[str, str]:
-    """This process's environment, with this checkout first on the path, this process's torch thread count
-    (the same arithmetic, so the same numbers) and c10d's own warnings off (errors stay one line)."""
+    """This process's environment, with this checkout first on the path and this process's torch thread count
+    for OpenMP and MKL alike (the same arithmetic, so the same numbers: an MKL_NUM_THREADS left at another
+    count changes how the client's convolutions sum)."""
     root = str(Path(vfl.__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""),
-            "OMP_NUM_THREADS": str(torch.get_num_threads()), "TORCH_CPP_LOG_LEVEL": "ERROR"}
+    threads = str(torch.get_num_threads())
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + path if path else ""), "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
 
 
-def _write_secret(folder: Path) -> Path:
-    path = folder / "secret"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secrets.token_urlsafe(32))
-    return path
-
-
-RUNTIME_NOISE = (": at the pace of its first ", "what():", "terminate called")
-"""Lines a client's stderr can hold that say nothing of its end: a long run's one-off pace estimate, and what
-gloo's C++ threads print when the server tears the connection down mid-frame."""
+RUNTIME_NOISE = (": at the pace of its first ",)
+"""Lines a client's stderr can hold that say nothing of its end: a long run's one-off pace estimate."""
 
 
 def _last_error(log: Path) -> str | None:
@@ -117,42 +130,82 @@ def _stop(children: list[subprocess.Popen], grace: float = 0.0) -> None:
 
 
 class LocalClients:
-    """Client processes on this machine for a server in this process: a fresh secret (a file only this user
-    can read, removed afterwards), a listener on 127.0.0.1 (any free port) and each client's stderr kept.
+    """Client processes on this machine for a server in this process: a fresh secret and each party's own key
+    (files only this user can read; in memory where the system allows, so nothing is left on disk even when
+    this process is killed; each client is handed its own key only), a listener on 127.0.0.1 (any free port; TLS with
+    `tls`, the server's certificate and key and the CA the clients check it with) and each client's stderr kept.
 
-        with LocalClients(timeout) as local:
-            local.start(command)               # e.g. client_command(config, 0, local.address, local.secret, ...)
+        with LocalClients(timeout, parties=K) as local:
+            local.start(command)               # e.g. client_command(config, 0, local.address, local.key(0), ...)
             ... run the server on local.listener ...
             local.wait()                       # every client exited 0, or one line naming the one that did not
 
     Leaving it stops whatever still runs (SIGTERM, then SIGKILL); a `SplitlabError` leaving it carries what
     each client said about its end, so a failure on either side is one line."""
 
-    def __init__(self, timeout: float):
-        self.timeout = timeout
+    def __init__(self, timeout: float, parties: int = 1, tls: TlsFiles = TlsFiles()):
+        check_local_parties(parties)
+        self.timeout, self.parties, self.tls = timeout, parties, tls
         self.children: list[subprocess.Popen] = []
         self._logs: list[Path] = []
         self._folder: tempfile.TemporaryDirectory | None = None
+        self._fds: dict[str, int] = {}                  # "/proc/self/fd/N" -> N, the secrets held in memory
 
     def __enter__(self) -> "LocalClients":
         self._folder = tempfile.TemporaryDirectory(prefix="splitlab-wire-")
         try:
-            self.secret = _write_secret(Path(self._folder.name))
-            self.listener = Listener("127.0.0.1", 0, self.timeout)
+            self.secret = self._private("secret", new_secret())
+            shared = read_secret(self.secret).shared()
+            self._keys = [self._private(f"party-{k}.key", party_key_text(shared, k)) for k in range(self.parties)]
+            if self.tls.enabled:
+                client_context(TlsFiles(ca=self.tls.ca))        # the clients' CA, checked before any starts
+            own = server_context(TlsFiles(self.tls.cert, self.tls.key))
+            self.listener = Listener("127.0.0.1", 0, self.timeout, own)
         except BaseException:
-            self._folder.cleanup()
+            self._release()
             raise
         return self
+
+    def _private(self, name: str, text: str) -> Path:
+        """`text` in a file only this user can read: a memory file (Linux: gone with the last process holding
+        it, whatever ends them), named by its /proc path, else a file in this run's temporary folder."""
+        if not hasattr(os, "memfd_create") or not Path("/proc/self/fd").is_dir():
+            path = Path(self._folder.name) / name
+            write_private(path, text)
+            return path
+        fd = os.memfd_create(f"splitlab-{name}")
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode())
+        path = f"/proc/self/fd/{fd}"
+        self._fds[path] = fd
+        return Path(path)
+
+    def _release(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._folder.cleanup()
 
     @property
     def address(self) -> str:
         return self.listener.address
 
+    def key(self, party: int) -> Path:
+        """Party `party`'s own key file (it proves that slot only)."""
+        return self._keys[party]
+
+    @property
+    def tls_options(self) -> list[str]:
+        """A client's TLS options: it checks the server's certificate against the CA."""
+        return ["--tls-ca", self.tls.ca] if self.tls.enabled else []
+
     def start(self, command: list[str]) -> None:
+        """Start `command`, handing it the secrets in memory that it names (its own key) and no other."""
         log = Path(self._folder.name) / f"client-{len(self.children)}.log"
+        named = [fd for path, fd in self._fds.items() if path in command]
         with open(log, "w") as err:
             self.children.append(subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                  stderr=err, env=child_environment(),
+                                                  stderr=err, env=child_environment(), pass_fds=named,
                                                   start_new_session=True))    # Ctrl-C reaches the server only
         self._logs.append(log)
 
@@ -178,22 +231,23 @@ class LocalClients:
                 if said:
                     raise SplitlabError("; ".join([str(exc), *said])) from None
         finally:
-            self._folder.cleanup()
+            self._release()
 
 
 def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: Role | None = None,
-                  progress: bool = True, timeout: float = 60.0,
-                  launched_by: str = "train --transport tcp") -> tuple[dict[str, Any], Run]:
+                  progress: bool = True, timeout: float = 60.0, launched_by: str = "train --transport tcp",
+                  tls: TlsFiles = TlsFiles()) -> tuple[dict[str, Any], Run]:
     """The server of `config` in this process (`role`, or the `server` object given) and each feature party in
     a `splitlab client` process on 127.0.0.1; returns the server's metrics and its run (`run/server`), whose
     transcript/ holds what it received. Nothing of the clients' is read: their runs are `run/party-K`."""
-    with LocalClients(timeout) as local:
+    with LocalClients(timeout, config.parties, tls) as local:
         settings = ServeSettings(train=config, listen="127.0.0.1:0", secret_file=str(local.secret), timeout=timeout,
-                                 role=role)
+                                 role=role, tls_cert=tls.cert, tls_key=tls.key)
         server_run = Run.create("serve", {"serve": settings, "launched_by": launched_by},
                                 run.path / "server")
         for k in range(config.parties):
-            local.start(client_command(config, k, local.address, local.secret, run.path / f"party-{k}", timeout))
+            local.start(client_command(config, k, local.address, local.key(k), run.path / f"party-{k}", timeout,
+                                       local.tls_options))
         metrics = serve(settings, server_run, role=server, listener=local.listener, progress=progress,
                         resumable=False)
         local.wait()
@@ -202,10 +256,11 @@ def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: R
 
 
 def train_over_tcp(config: TrainConfig, run: Run, role: str = "honest", progress: bool = True,
-                   timeout: float = 60.0) -> tuple[TrainedSplit, dict[str, Any]]:
+                   timeout: float = 60.0, tls: TlsFiles = TlsFiles()) -> tuple[TrainedSplit, dict[str, Any]]:
     """Train `config` with the server here and each feature party in a `splitlab client` process on
-    127.0.0.1; returns the trained split (the sides' final models) and the wire run's own facts."""
-    metrics, server_run = serve_locally(config, run, role, progress=progress, timeout=timeout)
+    127.0.0.1 (over TLS with `tls`); returns the trained split (the sides' final models) and the wire run's
+    own facts."""
+    metrics, server_run = serve_locally(config, run, role, progress=progress, timeout=timeout, tls=tls)
     device = resolve_device(config.device)
     return _assembled(config, device, run, metrics), {
         "transport": "tcp", "epoch_seconds": metrics["epoch_seconds"], "traffic_per_epoch": metrics["traffic_per_epoch"],

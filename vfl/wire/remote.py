@@ -21,7 +21,7 @@ from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.parties import CutLayout
 from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
-from vfl.wire.channel import Channel, Traffic, close_channels
+from vfl.wire.channel import Channel, PeerSilent, Traffic
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
 
 QUERY_ROWS = 1000
@@ -39,6 +39,15 @@ class Limits:
 
     def as_dict(self) -> dict[str, int]:
         return dict(vars(self))
+
+    @classmethod
+    def from_terms(cls, value: object) -> "Limits":
+        """The limits in a server's terms: exactly these fields, each a whole number (else a one-line refusal)."""
+        fields = tuple(cls.__dataclass_fields__)
+        if not isinstance(value, dict) or set(value) != set(fields) or \
+                any(type(value[k]) is not int or not 0 <= value[k] < 2**40 for k in fields):
+            raise SplitlabError("the server sent malformed limits in its terms; run the same splitlab on both sides")
+        return cls(**value)
 
 
 class RemoteParties:
@@ -101,25 +110,30 @@ class RemoteParties:
             ch.receive(Expect(Allow(Kind.EPOCH_SAVED, step=epoch)))
 
     def finish(self, timeout: float) -> None:
-        """End the session: BYE to every party, waiting until each has taken it."""
+        """End the session: BYE to every party, waiting up to `timeout` seconds for each to close its end (it
+        has then read everything)."""
         for ch in self.channels:
             ch.send(Frame(Kind.BYE))
         for ch in self.channels:
-            ch.flush(timeout)
+            ch.finish(timeout)
 
-    def abort(self, reason: str, grace: float = 2.0) -> None:
+    def abort(self, reason: str) -> None:
         """Tell every party the session stops and why (best effort: a party may be gone already)."""
         for ch in self.channels:
             if ch.peer_stopped:
                 continue
             try:
                 ch.send(abort(reason))
-                ch.flush(grace)
-            except Exception:               # noqa: BLE001 - the peer is gone or stuck: nothing left to tell it
+            except SplitlabError:           # the peer is gone or stuck: nothing left to tell it
                 pass
 
-    def close(self, failed: bool) -> None:
-        close_channels(self.channels, failed)
+    def close(self, failed: bool, grace: float = 2.0) -> None:
+        """Close every connection; after a failure each party still reachable gets `grace` seconds to read why
+        (a silent one none)."""
+        for ch in self.channels:
+            if failed and not isinstance(ch.broken, PeerSilent):
+                ch.finish(grace)
+            ch.close()
 
     @property
     def traffic(self) -> Traffic:

@@ -14,7 +14,6 @@ model), `metrics.json` (accuracy, history, seconds, traffic per epoch) and `run.
 from __future__ import annotations
 
 import math
-import socket
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -31,19 +30,16 @@ from vfl.runtime import resolve_device
 from vfl.wire.settings import ServeSettings
 from vfl.training import FitState, TrainConfig, fit, query_targets, target_indices
 from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
-from vfl.wire.channel import Channel, process_group
 from vfl.wire.checkpoints import EpochCheckpoints
-from vfl.wire.handshake import Listener, gloo_store, parse_address, read_secret
+from vfl.wire.handshake import Listener, parse_address
+from vfl.wire.keys import Secret, read_secret
 from vfl.runtime import terminate_as_interrupt
 from vfl.wire.lifecycle import saved_note
 from vfl.wire.remote import Limits, RemoteParties
+from vfl.wire.tls import server_context
 from vfl.wire.roles import build_role
 
 TOP_FORMAT = "splitlab-top/1"
-
-
-def _gloo_host(host: str) -> str:
-    return socket.gethostname() if host in ("0.0.0.0", "::", "") else host
 
 
 class _ClientTerms:
@@ -82,24 +78,20 @@ class _ClientTerms:
                 "limits": self.limits.as_dict()}
 
 
-def admit(listener: Listener, secret: bytes, parties: int, terms: Callable[[int, Any], dict[str, Any]],
-          layout: CutLayout, device: torch.device, timeout: float) -> tuple[RemoteParties, list[dict]]:
+def admit(listener: Listener, secret: Secret, parties: int, terms: Callable[[int, Any], dict[str, Any]],
+          layout: CutLayout, device: torch.device) -> tuple[RemoteParties, list[dict]]:
     """Admit `parties` clients (the handshake; `terms` checks each one's configuration and gives the session's
-    terms), then connect the process group that carries their tensors. Returns the clients as the server sees
-    them and the configurations they declared."""
-    bodies = listener.accept(secret, parties, terms)
-    group = process_group(gloo_store(listener.store, listener.session), 0, parties + 1, _gloo_host(listener.host),
-                          timeout)
-    channels = [Channel(group, k + 1, f"party {k}", timeout) for k in range(parties)]
+    terms) on the connections that then carry their tensors. Returns the clients as the server sees them and
+    the configurations they declared."""
+    channels, bodies = listener.accept(secret, parties, terms)
     return RemoteParties(channels, layout, device), bodies
 
 
 def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout, limits: Limits,
                  device: torch.device, start_epoch: int = 0) -> RemoteParties:
-    """Admit the split-learning parties `settings` trains with (the handshake), then connect their process group."""
+    """Admit the split-learning parties `settings` trains with (the handshake)."""
     terms = _ClientTerms(settings, list(layout.shapes), limits, start_epoch)
-    return admit(listener, read_secret(settings.secret_file), settings.train.parties, terms, layout, device,
-                 settings.timeout)[0]
+    return admit(listener, read_secret(settings.secret_file), settings.train.parties, terms, layout, device)[0]
 
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
@@ -153,7 +145,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
         transcripts.forget_after(state.epoch)
     limits = Limits(len(train), len(test), config.batch_size, datasets.dataset_spec(config.dataset).num_classes)
     if listener is None:
-        listener = Listener(*parse_address(settings.listen, "--listen"), settings.timeout)
+        listener = listen(settings)
     run.log(f"listening on {listener.address} for {config.parties} part{'y' if config.parties == 1 else 'ies'}"
             + (f", resuming after epoch {state.epoch}" if state.epoch else ""))
     parties: RemoteParties | None = None
@@ -189,7 +181,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
             from None
     except SplitlabError as exc:
         if parties is not None:
-            parties.abort(f"the server stopped ({exc})")
+            parties.abort(str(exc))             # each party shows it as "the server stopped: ..."
         run.log(f"stopped: {exc}")
         raise SplitlabError(f"{exc}; {saved_note(run, max(checkpoints.epochs(), default=0), resumable)}") from None
     except Exception as exc:                # a bug (in a role's callback, say): the parties still hear of it
@@ -207,6 +199,11 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     run.write_metrics(metrics)
     run.log(f"finished: accuracy {metrics['accuracy']}")
     return metrics
+
+
+def listen(settings: ServeSettings) -> Listener:
+    """The server's listening socket as `settings` say (`--listen`, `--timeout`, the TLS options)."""
+    return Listener(*parse_address(settings.listen, "--listen"), settings.timeout, server_context(settings.tls))
 
 
 def _metrics(role: str, config: TrainConfig, state: FitState, traffic: list[dict], seconds: float) -> dict[str, Any]:

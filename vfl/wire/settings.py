@@ -8,9 +8,11 @@ from vfl.errors import SplitlabError
 from vfl.fsha_victim import FshaClientConfig
 from vfl.options import Validated, choice, integer, number, option, optional, text
 from vfl.training import TrainConfig
-from vfl.wire.handshake import parse_address, read_secret
+from vfl.wire.handshake import parse_address
+from vfl.wire.keys import read_secret
 from vfl.wire.lifecycle import MAX_TIMEOUT
 from vfl.wire.roles import ROLES, check_role
+from vfl.wire.tls import TlsFiles, client_context, server_context
 from vfl.validate import check_int
 
 __all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN", "CLIENT_KINDS", "FSHA_CLIENT"]
@@ -28,16 +30,25 @@ FSHA_CLIENT = ("level", "lr_client", "batch_size", "width")
 class Peer(Validated):
     """What both programs take beside the training configuration."""
     train: TrainConfig = field(default_factory=TrainConfig)
-    secret_file: str | None = option(None, "File holding the secret both sides share (at least 16 bytes, e.g. `head "
-                                     "-c 32 /dev/urandom | base64`); a peer that cannot prove it is refused before "
-                                     "any tensor is exchanged.", optional(text()))
+    secret_file: str | None = option(None, "The server's: the shared secret (at least 32 bytes, e.g. `head -c 32 "
+                                     "/dev/urandom | base64`, in a file only you can read). A client's: its party's "
+                                     "key (`splitlab keys`) or the shared secret. A peer that cannot prove it is "
+                                     "refused before any tensor is exchanged.", optional(text()))
     timeout: float = option(60.0, "Seconds to wait for the peer (to join, or to send its next message) before giving "
                             "up with an error.", number(low=0, low_open=True, high=MAX_TIMEOUT))
     resume: bool = option(False, "Continue the run in --out from its last finished epoch (model, optimiser, random "
                           "streams and data order): give it to both sides.")
+    tls_cert: str | None = option(None, "TLS: this side's certificate (PEM); the server's turns TLS on, a client's is "
+                                  "shown where the server asks for one.", optional(text()))
+    tls_key: str | None = option(None, "TLS: the private key of --tls-cert (PEM, a file only you can read).",
+                                 optional(text()))
+    tls_ca: str | None = option(None, "TLS: the CA certificate (PEM) the peer's certificate must be signed by; a "
+                                "client's turns TLS on (and checks the server's name), the server's asks every "
+                                "client for a certificate.", optional(text()))
 
-    def check(self) -> None:
-        read_secret(self.secret_file)
+    @property
+    def tls(self) -> TlsFiles:
+        return TlsFiles(self.tls_cert, self.tls_key, self.tls_ca)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +67,8 @@ class ServeSettings(Peer):
     def check(self) -> None:
         parse_address(self.listen, "--listen")
         check_role(self.role, self.choose_gradient)
-        super().check()
+        read_secret(self.secret_file).shared()
+        server_context(self.tls)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,4 +91,5 @@ class ClientSettings(Peer):
             raise SplitlabError("--kind fsha takes FSHA's victim configuration, --kind split none")
         if self.kind == "fsha" and self.resume:
             raise SplitlabError("--resume is for --kind split: FSHA's victim keeps no checkpoints")
-        super().check()
+        read_secret(self.secret_file).for_party(self.party)
+        client_context(self.tls)

@@ -24,6 +24,7 @@ from vfl.fsha_victim import FshaClientConfig
 from vfl.parties import CutLayout
 from vfl.protocol import CutGradient, MaliciousServer, Prediction, Transcript, exchange
 from vfl.wire.handshake import Listener
+from vfl.wire.keys import Secret
 from vfl.wire.remote import Limits, RemoteParties
 from vfl.wire.server import admit
 
@@ -62,7 +63,7 @@ class VictimTerms:
         return {"rounds": self.rounds, "epochs": 0, "start_epoch": 0, "limits": self.limits.as_dict()}
 
 
-def open_victim_session(listener: Listener, secret: bytes, expected: FshaClientConfig, rounds: int, timeout: float,
+def open_victim_session(listener: Listener, secret: Secret, expected: FshaClientConfig, rounds: int,
                         device: torch.device, transcript: Transcript | None = None) -> tuple[RemoteParties,
                                                                                               "OwnBatchSession"]:
     """Admit the victim (the handshake), connect it, and return it as the server sees it with the session over
@@ -70,7 +71,7 @@ def open_victim_session(listener: Listener, secret: bytes, expected: FshaClientC
     classes = datasets.dataset_spec(expected.dataset).num_classes
     limits = Limits(0, 0, expected.batch_size, classes, query_rows=classes)
     layout = CutLayout([expected.feature_shape])
-    parties, (body,) = admit(listener, secret, 1, VictimTerms(expected, rounds, limits), layout, device, timeout)
+    parties, (body,) = admit(listener, secret, 1, VictimTerms(expected, rounds, limits), layout, device)
     return parties, OwnBatchSession(parties, expected.batch_size, int(body["targets"]), transcript)
 
 

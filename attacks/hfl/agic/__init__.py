@@ -2,7 +2,7 @@
 from attacks.hfl.agic.attack import AGIC
 from attacks.hfl.agic.settings import AGICSettings
 from attacks.hfl import trajectory
-from attacks.hfl.awa.diagnostics import upload_diagnostics
+from attacks.hfl.fedavg import upload_diagnostics
 from attacks.spec import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "AGIC", "AGICSettings"]
@@ -20,6 +20,7 @@ SPEC = AttackSpec(
                              {"iterations": 300}),
     ),
     model="convnet",
+    smoke={"iterations": 5},
     deviations=(
         Deviation("model and data", "ResNet-18 on CIFAR-10", "a width-16 ConvNet on mnist5k digits", "CPU time"),
         Deviation("layer weights", "not given by the AWA paper", "conv and FC layers rising linearly 1..K, BN 1",

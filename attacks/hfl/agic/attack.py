@@ -16,14 +16,16 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import Adam, Block, Cosine, FedAvgUpdate, LayerGroups, Objective, Schedule, compile_extras, ramp, run
+from attacks.engine import (QUIET, Adam, Block, Cosine, EngineOptions, FedAvgUpdate, LayerGroups, Objective, Schedule,
+                            ramp, run)
 from attacks.hfl.agic.settings import AGICSettings
 from attacks.hfl.trajectory import Snapshots
-from attacks.hfl.observations import FedAvgObservation, check_requirements
+from attacks.hfl.fedavg import KnownLabelsFedAvg
+from attacks.hfl.observations import FedAvgObservation
 from attacks.hfl.variables import engine_context, initial_variables
 from attacks.result import Reconstruction
 
-__all__ = ["AGIC", "KnownLabelsFedAvg", "agic_weights"]
+__all__ = ["AGIC", "agic_weights"]
 
 
 def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[float]:
@@ -38,21 +40,13 @@ def agic_weights(groups: LayerGroups, last_weight: float | None = None) -> list[
     return weights
 
 
-class KnownLabelsFedAvg:
-    """What AGIC and AWA need of their FedAvg observation: the update, the local hyperparameters, the labels."""
-    requires = ("update", "batch_size", "local_hyperparameters", "labels")
-
-    def check(self, observation) -> None:
-        check_requirements(self.name, self.requires, observation)
-
-
 @dataclass(frozen=True)
 class AGIC(KnownLabelsFedAvg):
     settings: AGICSettings = AGICSettings(preset="agic.quick", iterations=300)
     name = "agic"
 
-    def __call__(self, observation: FedAvgObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+    def __call__(self, observation: FedAvgObservation, *, seed: int = 0, engine: EngineOptions = QUIET,
+                 init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
         network = observation.model.network
@@ -64,12 +58,10 @@ class AGIC(KnownLabelsFedAvg):
                                   images=s.initial)
         snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
         schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations, hooks=(snapshots,) if snapshots else ()),))
-        result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
-                     description=f"agic {s.preset} ({mode})", compile=s.compile)
+        result = run(objective, variables, target, schedule, engine)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
                               labels=observation.labels.to(result.best["x"].device).expand(s.restarts, -1),
-                              label_rule="known", mode=result.mode,
-                              extras={"layer_weights": weights, **compile_extras(result)},
+                              label_rule="known", extras={"layer_weights": weights},
                               artefacts={"trajectory": snapshots.record(s.restarts)} if snapshots else {})

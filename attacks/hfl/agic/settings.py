@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
 from attacks.hfl.trajectory import trajectory_option
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
 from vfl.options import option
 
 __all__ = ["AGICSettings"]
@@ -24,7 +23,7 @@ class AGICSettings(EngineSettings):
     weighs k); BN layers weigh 1. Adam lr 0.1 and the iteration count as AWA (the paper compares at equal
     budget), labels known, no prior, x ~ U(0, 1) as AWA.
     """
-    iterations: int = option(1_000, "Adam steps (preset: 1,000).", ITERATIONS)
+    iterations: int = option(1_000, "Adam steps.", ITERATIONS)
     restarts: int = option(1, "independent restarts; the lowest-loss one is the answer.", RESTARTS)
     lr: float = 0.1
     last_weight: float | None = None

@@ -1,12 +1,13 @@
 """AWA: the approximate and weighted attack on a FedAvg client's model update.
 
-`attack.py` is Algorithm 2; `interpolation.py` the replication of the local epochs (eqs. 19-20),
-`match.py` the weighted and enhanced update match (eqs. 23-30), `bo.py` the Bayesian optimisation of Q,
+`attack.py` is Algorithm 2; `attacks.hfl.fedavg` the replication of the local epochs (eqs. 19-20), which AGIC
+shares; `match.py` the weighted and enhanced update match (eqs. 23-30), `bo.py` the Bayesian optimisation of Q,
 `diagnostics.py` what the evaluation measures beside it.
 """
 from attacks.hfl.awa.attack import AWA
-from attacks.hfl.awa.diagnostics import evaluation, save_figures, upload_diagnostics
+from attacks.hfl.awa.diagnostics import evaluation, save_figures
 from attacks.hfl.awa.settings import UNWEIGHTED, AWASettings
+from attacks.hfl.fedavg import upload_diagnostics
 from attacks.spec import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "AWA", "AWASettings"]
@@ -35,6 +36,7 @@ SPEC = AttackSpec(
                           {"iterations": 300, "q": UNWEIGHTED, "replication": "exact"}),
     ),
     model="convnet",
+    smoke={"iterations": 5},
     deviations=(
         Deviation("model and data", "ResNet-18 on CIFAR-10", "a width-16 ConvNet on mnist5k digits", "CPU time"),
         Deviation("Bayesian optimisation", "a GP with a Gaussian kernel and closed-form expected improvement",

@@ -20,17 +20,16 @@ Settings and their sources: `attacks.hfl.awa.settings.AWASettings`; presets in `
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
-from attacks.engine import (Adam, Block, FedAvgUpdate, LayerGroups, Objective, Schedule, SquaredL2, compile_extras,
+from attacks.engine import (QUIET, Adam, Block, EngineOptions, FedAvgUpdate, LayerGroups, Objective, Schedule, SquaredL2,
                             parameter_leaves, run)
-from attacks.hfl.agic.attack import KnownLabelsFedAvg
 from attacks.hfl.awa.bo import bayes_optimise
-from attacks.hfl.awa.interpolation import Bound, epoch_problem, plan_replication
 from attacks.hfl.awa.match import Q_NAMES, EnhancedSquaredL2
 from attacks.hfl.awa.settings import AWASettings, Q_BOX
+from attacks.hfl.fedavg import KnownLabelsFedAvg, epoch_problem, plan_replication
 from attacks.hfl.observations import FedAvgObservation
 from attacks.hfl.trajectory import Snapshots
 from attacks.hfl.variables import initial_variables
@@ -38,6 +37,22 @@ from attacks.result import Reconstruction
 from vfl.errors import SplitlabError
 
 __all__ = ["AWA"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A simulator with its context fixed (shared by every trial) and its output scaled.
+
+    Lets trials differ only in what the target holds per trial (AWA's Q) without batching the model's
+    weights under vmap, which would turn every convolution into a per-trial one.
+    """
+    simulator: Callable[[Mapping[str, Any], Mapping[str, Any]], list[torch.Tensor]]
+    context: Mapping[str, Any]
+    scale: float = 1.0
+
+    def __call__(self, variables: Mapping[str, Any], context: Mapping[str, Any]) -> list[torch.Tensor]:
+        out = self.simulator(variables, self.context)
+        return out if self.scale == 1.0 else [t * self.scale for t in out]
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,9 +65,8 @@ class _Problem:
     objectives: dict = field(default_factory=dict, repr=False)
     """One objective per eps, kept so that BO's batches reuse its compiled programs."""
 
-    def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, mode: str,
-               progress: bool, description: str, answer: str = "best", snapshots: Snapshots | None = None,
-               compile: str = "off"):
+    def attack(self, qs: torch.Tensor, x0: torch.Tensor, iterations: int, lr: float, eps: float, engine: EngineOptions,
+               answer: str = "best", snapshots: Snapshots | None = None):
         """RecAttack for each row of `qs` (trials), from `x0`; returns the engine result, each trial's answer
         (its lowest-loss iterate, or with `answer="final"` its last one, as Algorithm 2) and f(Q) there."""
         trials = qs.shape[0]
@@ -62,8 +76,7 @@ class _Problem:
         match = objective.match
         target = {"observed": match.target(self.observed, qs, trials)}
         schedule = Schedule((Block(("x",), Adam(lr), iterations, hooks=(snapshots,) if snapshots else ()),))
-        result = run(objective, {"x": x0}, target, schedule, mode=mode, per_trial_target=True, keep=("x",),
-                     progress=progress, description=description, compile=compile)
+        result = run(objective, {"x": x0}, target, schedule, engine, per_trial_target=True)
         xs = result.final["x"].detach() if answer == "final" else result.best["x"]
         return result, xs, self.mismatch(xs, result.diverged)
 
@@ -104,8 +117,8 @@ class AWA(KnownLabelsFedAvg):
         return _Problem(Bound(simulator, context, scale), [u * scale for u in matched],
                         LayerGroups.of(model.network, s.grouping), plan.method)
 
-    def __call__(self, observation: FedAvgObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+    def __call__(self, observation: FedAvgObservation, *, seed: int = 0, engine: EngineOptions = QUIET,
+                 init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         """`init` overrides the dummy start: x of shape (restarts, ...) without BO, (2, ...) with it (the
         BO trials' start, the re-run's start)."""
         self.check(observation)
@@ -120,31 +133,26 @@ class AWA(KnownLabelsFedAvg):
         if s.bo_trials:
             x0 = initial_variables(observation, 2, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
-            trials, f, history, seconds, steps, diverged, bo, compiled = self._optimise(problem, x0, seed, mode,
-                                                                                      progress, artefacts)
+            trials, f, history, seconds, steps, diverged, bo = self._optimise(problem, x0, seed, engine, artefacts)
             extras["bo"] = bo
-            extras.update(compiled)
             q_used = bo["q_star"]
         else:
             x0 = initial_variables(observation, s.restarts, seed, label_logits=False, init=init,
                                   images=s.initial)["x"]
             qs = torch.tensor(s.q, dtype=dtype, device=device).expand(s.restarts, len(Q_NAMES))
             snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
-            result, trials, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, mode, progress,
-                                               f"awa {s.preset} ({mode})", s.answer, snapshots, compile=s.compile)
+            result, trials, f = problem.attack(qs, x0, s.iterations, s.lr, s.eps, engine, s.answer, snapshots)
             if snapshots:
                 artefacts["trajectory"] = snapshots.record(s.restarts)
-            extras.update(compile_extras(result))
             history, seconds, steps, diverged = result.trace, result.seconds, result.steps, result.diverged
             q_used = dict(zip(Q_NAMES, s.q))
-            mode = result.mode
         extras["q"] = q_used
         ok = torch.isfinite(f)
         extras["f"] = float(f[ok].min()) if bool(ok.any()) else None
         labels = observation.labels.to(device).expand(trials.shape[0], -1)
         return Reconstruction(attack=self.name, preset=s.preset, trials=trials, loss=f, history=history,
                               diverged=diverged, seconds=seconds, steps=steps, initial=self._starts(x0, len(trials)),
-                              labels=labels, label_rule="known", mode=mode, extras=extras, artefacts=artefacts)
+                              labels=labels, label_rule="known", extras=extras, artefacts=artefacts)
 
     def _starts(self, x0: torch.Tensor, trials: int) -> torch.Tensor:
         """Each trial's dummy start: x0 itself, or with BO x0[0] for every BO trial and x0[1] for the re-run."""
@@ -152,22 +160,19 @@ class AWA(KnownLabelsFedAvg):
             return x0
         return torch.cat([x0[:1].expand(trials - 1, *x0.shape[1:]), x0[1:]])
 
-    def _optimise(self, problem: _Problem, x0: torch.Tensor, seed: int, mode: str, progress: bool, artefacts: dict):
+    def _optimise(self, problem: _Problem, x0: torch.Tensor, seed: int, engine: EngineOptions, artefacts: dict):
         """BO over Q: every trial starts from x0[0]; then the re-run with Q* from x0[1] (the one run whose
         trajectory is recorded, into `artefacts`)."""
         s = self.settings
         iterations = s.bo_iterations or s.iterations
         kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []
-        runs = []
         seconds = 0.0
 
         def evaluate(qs: torch.Tensor) -> torch.Tensor:
             nonlocal seconds
             start = x0[:1].expand(len(qs), *x0.shape[1:])
-            result, xs, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, mode, progress,
-                                           f"awa {s.preset} BO trials {len(kept) + 1}-{len(kept) + len(qs)}", s.answer,
-                                           compile=s.compile)
-            runs.append(result)
+            phase = engine.labelled(f"BO trials {len(kept) + 1}-{len(kept) + len(qs)}")
+            result, xs, f = problem.attack(qs.to(x0), start, iterations, s.lr, s.eps, phase, s.answer)
             seconds += result.seconds
             kept.extend(zip(xs, f, result.trace["match"].T, result.diverged))
             return f.cpu()
@@ -175,11 +180,10 @@ class AWA(KnownLabelsFedAvg):
         trace = bayes_optimise(evaluate, trials=s.bo_trials, random=s.random_trials, box=Q_BOX, names=Q_NAMES, seed=seed)
         q_star = torch.tensor([trace.best_params], dtype=x0.dtype, device=x0.device)
         snapshots = Snapshots(s.trajectory, s.iterations) if s.trajectory else None
-        result, xs, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, mode, progress,
-                                       f"awa {s.preset} Q*", s.answer, snapshots, compile=s.compile)
+        result, xs, f = problem.attack(q_star, x0[1:], s.iterations, s.lr, s.eps, engine.labelled("Q*"), s.answer,
+                                       snapshots)
         if snapshots:
             artefacts["trajectory"] = snapshots.record(1, first=len(kept))
-        bo_compiled = compile_extras(*runs, result)
         seconds += result.seconds
         kept.append((xs[0], f[0], result.trace["match"][:, 0], result.diverged[0]))
         xs, fs, curves, diverged = zip(*kept)
@@ -190,5 +194,4 @@ class AWA(KnownLabelsFedAvg):
         bo = trace.record()
         bo.update(iterations=iterations, rerun_trial=len(kept) - 1, q_star=dict(zip(Q_NAMES, trace.best_params)))
         steps = iterations * (len(trace.batches)) + s.iterations
-        return (torch.stack(xs), torch.stack(fs), {"match": history}, seconds, steps, torch.stack(diverged), bo,
-                bo_compiled)
+        return torch.stack(xs), torch.stack(fs), {"match": history}, seconds, steps, torch.stack(diverged), bo

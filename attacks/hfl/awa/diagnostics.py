@@ -1,9 +1,7 @@
-"""Evaluation-side diagnostics for the FedAvg attacks (AWA, and AGIC beside it): quantities that need what
-the attack never sees (the client's true per-epoch weights, the ground-truth images), added to
-metrics.json through the specs' hooks, and AWA's BO figure.
+"""AWA's evaluation-side diagnostics: quantities that need what the attack never sees (the ground-truth
+images), added to metrics.json through its spec's hooks, and its BO figure. (The interpolation's error against
+the client's true epochs, which AGIC reports too, is `attacks.hfl.fedavg.upload_diagnostics`.)
 
-- `interpolation`: how far the interpolated epoch-e target u / E (eq. 20) is from the client's true
-  epoch-e update, relative to the latter; and the same for the interpolated start theta~_{e-1}.
 - `bo_scores`: PSNR of the BO trials (random ones, the best one, the re-run with Q*), so a sweep can
   check that Q* beats the median random Q, and the rank correlation of f(Q) with PSNR over the trials.
 """
@@ -13,43 +11,14 @@ import math
 import statistics
 from typing import TYPE_CHECKING, Any
 
-import torch
 from scipy.stats import rankdata
 
 from attacks.hfl import trajectory
-from attacks.hfl.awa.interpolation import epoch_problem, plan_replication
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["upload_diagnostics", "evaluation", "save_figures", "interpolation_errors", "bo_scores"]
-
-
-def _norm(tensors) -> float:
-    return float(torch.sqrt(sum(t.double().square().sum() for t in tensors)))
-
-
-def interpolation_errors(observation, epoch: int = 1) -> dict[str, float]:
-    """||u/E - (theta_{e-1} - theta_e)|| / ||theta_{e-1} - theta_e|| and ||theta~_{e-1} - theta_{e-1}|| /
-    ||theta_0 - theta_{e-1}|| (0 for e = 1) from the client's true per-epoch weights."""
-    path = [dict(observation.model.params)] + [dict(p) for p in observation.epoch_params]
-    names, E = list(path[0]), observation.local_epochs
-    true_step = [path[epoch - 1][k] - path[epoch][k] for k in names]
-    plan = plan_replication(E, observation.batch_size, observation.local_batch_size, "interpolate", epoch)
-    start, approx = epoch_problem(path[0], observation.update, plan)      # eqs. 19-20, as the attack uses them
-    start_true = [path[epoch - 1][k] for k in names]
-    start_approx = [start[k] for k in names]
-    moved = _norm([path[0][k] - s for k, s in zip(names, start_true)])
-    return {"epoch": epoch,
-            "update_error": _norm([a - t for a, t in zip(approx, true_step)]) / max(_norm(true_step), 1e-30),
-            "start_error": _norm([a - t for a, t in zip(start_approx, start_true)]) / moved if moved > 0 else 0.0}
-
-
-def upload_diagnostics(observation, settings) -> dict[str, Any]:
-    """metrics.json additions known before the attack runs (FedAvg over several epochs only)."""
-    if getattr(observation, "epoch_params", None) is None or observation.local_epochs < 2:
-        return {}
-    return {"interpolation": interpolation_errors(observation, getattr(settings, "target_epoch", 1))}
+__all__ = ["evaluation", "save_figures", "bo_scores"]
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
 from attacks.hfl.trajectory import trajectory_option
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional
 
@@ -52,7 +51,7 @@ class AWASettings(EngineSettings):
     (the trials then differ only in Q) and the re-run with Q* from a fresh one; the answer is whichever
     of the re-run and the best BO trial has the lower f(Q) ("keep the best trial too").
     """
-    iterations: int = option(1_000, "Adam steps of each attack run (preset: 1,000).", ITERATIONS)
+    iterations: int = option(1_000, "Adam steps of each attack run.", ITERATIONS)
     restarts: int = option(1, "independent restarts without BO (the BO trials are its restarts).", RESTARTS)
     lr: float = 0.1
     q: tuple[float, ...] = TABLE_III[4]

@@ -20,6 +20,7 @@ SPEC = AttackSpec(
                             {"iterations": 20, "restarts": 4}),
     ),
     model="lenet",
+    smoke={"iterations": 2, "restarts": 1},
     deviations=(
         Deviation("data", "CIFAR-100, SVHN, MNIST and LFW images", "the embedded mnist5k digits (a 5,000-image MNIST "
                   "subset)", "no download on a fresh machine; --dataset mnist or cifar10 once downloaded"),
@@ -42,6 +43,7 @@ IDLG_SPEC = AttackSpec(
                              {"labels": "analytic", "iterations": 20, "restarts": 4}),
     ),
     model="lenet",
+    smoke={"iterations": 2, "restarts": 1},
     deviations=(
         Deviation("stopping", "stop once the loss is below 1e-6", "no early stop; the lowest-loss iterate is kept",
                   "the same answer at convergence, and one stopping rule for every restart attack"),

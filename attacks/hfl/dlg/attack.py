@@ -8,7 +8,7 @@
       return x' (and argmax l')
 
 Settings and their sources: `attacks.hfl.dlg.settings.DLGSettings`; presets in `attacks.hfl.dlg` (the spec).
-Restarts are engine trials, run together (`mode="batched"`) or one after another (`"sequential"`).
+Restarts are engine trials, run together or one after another as the engine options say.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import LBFGS, Block, FedSGDGradient, Objective, Schedule, SquaredL2, compile_extras, run
+from attacks.engine import LBFGS, QUIET, Block, EngineOptions, FedSGDGradient, Objective, Schedule, SquaredL2, run
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import FedSGDObservation, check_requirements
 from attacks.hfl.dlg.settings import DLGSettings
@@ -44,8 +44,8 @@ class DLG:
     def check(self, observation) -> None:
         check_requirements(self.name, self.requires, observation)
 
-    def __call__(self, observation: FedSGDObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+    def __call__(self, observation: FedSGDObservation, *, seed: int = 0, engine: EngineOptions = QUIET,
+                 init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
         joint = s.labels == "joint"
@@ -56,13 +56,11 @@ class DLG:
         update = ("x", "label_logits") if joint else ("x",)
         optimiser = LBFGS(lr=s.lr, max_iter=s.max_iter, history_size=s.history_size)
         schedule = Schedule((Block(update, optimiser, s.iterations),))
-        result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
-                     description=f"{self.name} {s.preset} ({mode})", compile=s.compile)
+        result = run(objective, variables, target, schedule, engine, keep=update)
         if joint:
             restart_labels = result.best["label_logits"].argmax(-1)
         else:
             restart_labels = labels.to(result.best["x"].device).expand(s.restarts, -1)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
-                              steps=schedule.steps, initial=variables["x"], labels=restart_labels, label_rule=rule,
-                              mode=result.mode, extras=compile_extras(result))
+                              steps=schedule.steps, initial=variables["x"], labels=restart_labels, label_rule=rule)

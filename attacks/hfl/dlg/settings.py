@@ -3,13 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import EngineSettings
-from vfl.options import integer, option
+from attacks.settings import ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, RESTARTS, EngineSettings
+from vfl.options import checked, option
 
-__all__ = ["DLGSettings", "ITERATIONS", "RESTARTS"]
-
-ITERATIONS = integer(low=1, high=10_000_000)
-RESTARTS = integer(low=1, high=10_000)
+__all__ = ["DLGSettings"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,18 +21,17 @@ class DLGSettings(EngineSettings):
     label read off the final layer's gradient (argmin of its row sums, exact at batch size 1) and
     optimises x' alone with hard-label CE.
 
-    Sources (mit-han-lab/dlg `main.py`, PatrickZH/iDLG `iDLG.py`; notes/references/hfl_anchors.md
-    section 4.2): `torch.optim.LBFGS` with torch's defaults, lr 1, max_iter 20 inner iterations per
-    step, history 100, no line search; 300 outer steps; summed squared differences with no 0.5 factor;
-    no prior, no box; randn init; model = the sigmoid LeNet with U(-0.5, 0.5) init, inputs in [0,1]
-    unnormalised. iDLG's early stop at loss < 1e-6 is not used (the best iterate is kept instead).
+    Sources (the authors' code: mit-han-lab/dlg `main.py`, PatrickZH/iDLG `iDLG.py`): `torch.optim.LBFGS`
+    with torch's defaults, lr 1, max_iter 20 inner iterations per step, history 100, no line search; 300
+    outer steps; summed squared differences with no 0.5 factor; no prior, no box; randn init; model = the
+    sigmoid LeNet with U(-0.5, 0.5) init, inputs in [0,1] unnormalised. iDLG's early stop at loss < 1e-6 is not used (the best iterate is kept instead).
     """
-    iterations: int = option(300, "L-BFGS steps, each of up to max_iter inner iterations (preset: 300).", ITERATIONS)
+    iterations: int = option(300, "L-BFGS steps, each of up to max_iter inner iterations.", ITERATIONS)
     restarts: int = option(1, "independent restarts; the lowest-loss one is the answer (DLG and iDLG ran one).",
                            RESTARTS)
-    lr: float = 1.0
-    max_iter: int = 20
-    history_size: int = 100
+    lr: float = checked(1.0, LBFGS_LR)
+    max_iter: int = checked(20, LBFGS_INNER)
+    history_size: int = checked(100, LBFGS_HISTORY)
     labels: str = "joint"
     """joint: optimise label logits with the images (DLG); analytic: iDLG / counting rule."""
 

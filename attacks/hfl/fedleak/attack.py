@@ -27,8 +27,8 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from attacks.engine import (L1, Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
-                            Sum, compile_extras, run, tv_l1)
+from attacks.engine import (L1, QUIET, Adam, Block, BoxClamp, Cosine, EngineOptions, FedAvgUpdate, FedSGDGradient,
+                            Objective, Prior, Schedule, Sum, run, tv_l1)
 from attacks.hfl.fedleak.parts import ActivationL1, GlobalTopMagnitude, GradientBlend, TopMagnitude, activation_l1
 from attacks.hfl.fedleak.settings import FedLeakSettings
 from attacks.hfl.labels import count_labels, fedleak_labels
@@ -79,8 +79,8 @@ class FedLeak(UploadAttack):
             raise SplitlabError(f"fedleak's activation prior (beta {self.settings.beta}) reads ReLU outputs, and model "
                                 f"{observation.model.arch} has none; use --beta 0 or a ReLU model (convnet, resnet10)")
 
-    def __call__(self, observation: FedSGDObservation | FedAvgObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+    def __call__(self, observation: FedSGDObservation | FedAvgObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
         network = observation.model.network
@@ -115,8 +115,7 @@ class FedLeak(UploadAttack):
         blend = (GradientBlend(s.blend, s.k, lookahead=s.probe == "lookahead"),) if s.blend > 0 else ()
         schedule = Schedule((Block(update, Adam(s.lr), s.iterations, hooks=blend + (BoxClamp(0.0, 1.0, first=1),)),))
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
-        result = run(objective, variables, target, schedule, mode=mode, keep=update, progress=progress,
-                     description=f"fedleak {s.preset} ({mode})", compile=s.compile)
+        result = run(objective, variables, target, schedule, engine, keep=update)
         answer, loss = result.best, result.best_loss
         if s.answer == "final":                       # Alg. 1's x'_I, ranked by its own D
             answer, loss = result.final, result.final_loss(objective.weights())
@@ -127,4 +126,4 @@ class FedLeak(UploadAttack):
         return Reconstruction(attack=self.name, preset=s.preset, trials=answer["x"], loss=loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=trial_labels, label_rule=rule,
-                              mode=result.mode, extras={"inferred_labels": labels.tolist(), **compile_extras(result)})
+                              extras={"inferred_labels": labels.tolist()})

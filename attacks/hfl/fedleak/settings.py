@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
 from vfl.options import choice, number, option
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice
@@ -46,7 +45,8 @@ class FedLeakSettings(EngineSettings):
       the column sums for B <= N; counts from the column sums minus "max W", read as the largest gradient
       entry, plus fill-in for B > N). `refine_labels`: optimise label logits with the images (softmax
       labels), started at `label_logit` on the inferred class and 0 elsewhere; the paper does not say
-      how it parameterises them.
+      how it parameterises them. `label_logit` 0 starts every slot uniform: the labels are optimised jointly
+      without the inference (Table 14's "without label inference" arm).
     - FedAvg (`fedavg`): the server's estimate g = (theta_0 - theta_E) / (lr * steps), matched against
       one FedSGD gradient of the whole batch ("gradient"; the paper's Delta w / lr, which we also divide
       by the number of local steps so it stays on a gradient's scale), or the update simulated by
@@ -59,34 +59,36 @@ class FedLeakSettings(EngineSettings):
     cannot move a pixel far enough on a CPU budget (calibration on ConvNet b = 8: lr 1e-3 / 1e-2 / 1e-1
     gave 7.1 / 11.2 / 13.3 dB).
     """
-    iterations: int = option(10_000, "Adam steps (preset: 10,000).", ITERATIONS)
+    iterations: int = option(10_000, "Adam steps.", ITERATIONS)
     restarts: int = option(1, "independent restarts (the paper runs one reconstruction per batch).", RESTARTS)
     lr: float = 1e-4
-    ratio: float = option(0.5, "fraction R of gradient entries matched, the top-R% of |dummy gradient| "
-                          "(preset 0.5).", number(low=0, high=1, low_open=True))
-    selection: str = option("global", "top-R% over the global or per layer gradient (preset global).",
+    ratio: float = option(0.5, "fraction R of gradient entries matched, the top-R% of |dummy gradient|.",
+                          number(low=0, high=1, low_open=True))
+    selection: str = option("global", "top-R% over the global or per layer gradient.",
                             choice(SELECTIONS))
-    blend: float = option(0.7, "gradient-regularisation weight lambda' in [0, 1] (0: off; preset 0.7).",
+    blend: float = option(0.7, "gradient-regularisation weight lambda' (0: off).",
                           number(low=0, high=1))
-    k: float = option(0.01, "k, the probe step length (preset 0.01).", number(low=0, low_open=True),
+    k: float = option(0.01, "k, the probe step length.", number(low=0, low_open=True),
                       flag="--probe-step")
-    probe: str = option("ascent", "probe direction, ascent or lookahead (+grad as the equations, or -grad as "
-                        "the appendix example; preset ascent).", choice(PROBE_SIGNS))
-    alpha: float = option(1e-5, "TV weight (preset 1e-5).", number(low=0))
-    beta: float = option(1e-4, "activation-L1 weight (preset 1e-4).", number(low=0))
+    probe: str = option("ascent", "probe direction: ascent (+grad, as the equations) or lookahead (-grad, as "
+                        "the appendix example).", choice(PROBE_SIGNS))
+    alpha: float = option(1e-5, "TV weight.", number(low=0))
+    beta: float = option(1e-4, "activation-L1 weight.", number(low=0))
     l1: bool = option(True, "the L1 distance of the selected gradient entries (--no-l1 drops it: Table 19's ablation).",
                       flag="--l1/--no-l1")
     cosine: bool = option(True, "the cosine distance of the selected entries (--no-cosine drops it: Table 19).",
                           flag="--cosine/--no-cosine")
     l1_mean: bool = False
-    label_rule: str = option("count", "count or fedleak (the counting rule, or FedLeak's column-sum rule; preset "
-                             "count).", choice(LABEL_RULES))
+    label_rule: str = option("count", "the counting rule (count) or FedLeak's column-sum rule (fedleak).",
+                             choice(LABEL_RULES))
     refine_labels: bool = option(True, "keep the inferred labels fixed (default: refine them jointly).",
                                  flag="--no-refine", negate=True)
-    label_logit: float = 10.0
+    label_logit: float = option(10.0, "with --labels recovered and refinement: the starting logit of each slot's "
+                                "inferred class (0: a uniform start that ignores the inference, Table 14's arm "
+                                "without it; preset 10).", number(low=0, high=1e3))
     fedavg: str = "gradient"
-    answer: str = option("best", "best or final: return each restart's lowest-loss iterate (the lab's convention; "
-                         "preset best) or its last one (Alg. 1's x'_I).", choice(ANSWERS))
+    answer: str = option("best", "return each restart's lowest-loss iterate (best, the lab's convention) or its "
+                         "last one (final, Alg. 1's x'_I).", choice(ANSWERS))
 
     def check(self) -> None:
         check_choice("fedavg", self.fedavg, FEDAVG_MODELS)

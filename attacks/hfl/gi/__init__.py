@@ -19,6 +19,7 @@ SPEC = AttackSpec(
                            "equal to fedleak.quick's)",
                {"iterations": 600, "langevin": 0.01}),
     ),
+    smoke={"iterations": 20},
     deviations=(
         Deviation("model and data", "ResNet-50 pretrained on ImageNet at batch 8-48", "a width-16 ConvNet from random "
                   "weights on mnist5k digits", "CPU time; its BN statistics are those of an untrained model"),

@@ -19,8 +19,8 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from attacks.engine import (Adam, BNStatistics, Block, BoxClamp, FedSGDGradient, Objective, Prior, Schedule, SquaredL2,
-                            compile_extras, l2, run, tv_l1)
+from attacks.engine import (QUIET, Adam, BNStatistics, Block, BoxClamp, EngineOptions, FedSGDGradient, Objective, Prior,
+                            Schedule, SquaredL2, l2, run, tv_l1)
 from attacks.hfl.gi.parts import CosineDecay, GroupConsistency, Langevin
 from attacks.hfl.gi.settings import GISettings
 from attacks.hfl.labels import yin_labels
@@ -45,7 +45,7 @@ class GradInversion(UploadAttack):
             raise SplitlabError(f"gi's BatchNorm prior (--bn {self.settings.bn:g}) reads BatchNorm layers, and model "
                                 f"{observation.model.arch} has none; use --bn 0 or a BN model (convnet, resnet10)")
 
-    def __call__(self, observation: FedSGDObservation, *, seed: int = 0, mode: str = "auto", progress: bool = False,
+    def __call__(self, observation: FedSGDObservation, *, seed: int = 0, engine: EngineOptions = QUIET,
                  init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
@@ -67,11 +67,10 @@ class GradInversion(UploadAttack):
         schedule = Schedule((Block(("x",), Adam(s.lr), s.iterations, hooks=hooks, decay=CosineDecay(s.warmup)),))
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
         target = {"observed": list(observation.gradient), "context": engine_context(observation, labels)}
-        result = run(objective, variables, target, schedule, mode="batched" if group else mode, keep=("x",),
-                     progress=progress, description=f"gi {s.preset} ({mode})", compile=s.compile)
+        result = run(objective, variables, target, schedule, engine)
         # the last iterate, as GradInversion returns it (a prior that only grows keeps the lowest loss at the start)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.final["x"].detach(),
                               loss=result.final_loss(objective.weights()),
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"], labels=labels.expand(s.restarts, -1),
-                              label_rule=rule, mode=result.mode, extras=compile_extras(result))
+                              label_rule=rule)

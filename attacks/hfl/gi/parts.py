@@ -64,7 +64,9 @@ class Langevin(Hook):
         self.step += 1
         with torch.no_grad():
             x = params[0]
-            noise = torch.randn(x.shape, generator=self.draws, dtype=x.dtype).to(x.device, non_blocking=True)
+            # drawn into pinned memory for a GPU: a copy from pageable memory would wait for the GPU every step
+            noise = torch.randn(x.shape, generator=self.draws, dtype=x.dtype, pin_memory=x.is_cuda)
+            noise = noise.to(x.device, non_blocking=True)
             x.add_(noise, alpha=size)
 
 
@@ -72,8 +74,9 @@ class Langevin(Hook):
 class GroupConsistency(Hook):
     """Adds weight * grad ||x_r - mean_r x_r||^2 to each restart's image gradient, the mean held fixed: the pull of
     GradInversion's group consistency toward the restarts' consensus (its registration of each image to the
-    consensus is not done). It sees every restart only when the restarts run batched."""
+    consensus is not done). It sees every restart at once, so the restarts run batched."""
     weight: float
+    all_trials = True
 
     def on_grads(self, grads, params, grad_at):
         x = params[0].detach()

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
+from vfl.errors import SplitlabError
 from vfl.options import number, option
 
 __all__ = ["GISettings"]
@@ -29,19 +29,24 @@ class GISettings(EngineSettings):
     The BN statistics are the global model's running statistics (the server has them; FedLeak does not say
     whether its GI baseline was given the client's).
     """
-    iterations: int = option(20_000, "Adam steps (preset: 20,000).", ITERATIONS)
+    iterations: int = option(20_000, "Adam steps.", ITERATIONS)
     restarts: int = option(1, "independent restarts (with --group-weight, the group whose consensus pulls them).",
                            RESTARTS)
     lr: float = 0.1
     warmup: int = 50
     scale: float = 1e-4
     """Weight of the squared-L2 gradient match."""
-    tv: float = option(1e-4, "TV weight (preset 1e-4).", number(low=0))
+    tv: float = option(1e-4, "TV weight.", number(low=0))
     l2: float = 1e-6
-    bn: float = option(0.1, "BatchNorm-statistics weight (preset 0.1; 0: off, for a model without BN).",
+    bn: float = option(0.1, "BatchNorm-statistics weight (0: off, for a model without BN).",
                        number(low=0))
     first_bn: float = 10.0
-    langevin: float = option(0.2, "Langevin noise scale, times the learning rate (preset 0.2; 0: off).",
+    langevin: float = option(0.2, "Langevin noise scale, times the learning rate (0: off).",
                              number(low=0, high=10))
     group_weight: float = option(0.0, "group consistency: pull of each restart toward their mean (0: off; needs "
                                  "--restarts > 1).", number(low=0))
+
+    def check(self) -> None:
+        if self.group_weight > 0 and self.restarts < 2:
+            raise SplitlabError(f"--group-weight pulls the restarts toward their mean, so it needs --restarts 2 or "
+                                f"more (got {self.restarts}); raise --restarts or drop --group-weight")

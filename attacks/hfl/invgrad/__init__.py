@@ -18,6 +18,7 @@ SPEC = AttackSpec(
                                 {"iterations": 200, "restarts": 2}),
     ),
     model="convnet",
+    smoke={"iterations": 10, "restarts": 1},
     deviations=(
         Deviation("model and data", "ResNet-18/ResNet-32 on ImageNet and CIFAR-10, a width-64 ConvNet on CIFAR-10",
                   "a width-16 ConvNet on mnist5k digits", "CPU time; MNIST-like data are not in the paper"),

@@ -19,8 +19,9 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (Adam, Block, BoxClamp, Cosine, FedAvgUpdate, FedSGDGradient, Objective, Prior, Schedule,
-                            SignedGradients, StepDecay, compile_extras, run, tv_l1)
+from attacks.engine import (QUIET, Adam, Block, BoxClamp, Cosine, EngineOptions, FedAvgUpdate, FedSGDGradient, Objective,
+                            Prior, Schedule,
+                            SignedGradients, StepDecay, run, tv_l1)
 from attacks.hfl.labels import recover_labels
 from attacks.hfl.observations import Observation, UploadAttack, upload_needs
 from attacks.hfl.invgrad.settings import DEFAULT_TV, InvGradSettings
@@ -36,8 +37,8 @@ class InvertingGradients(UploadAttack):
     name = "invgrad"
     requires = upload_needs("labels")                  # FedAvg: the unrolled steps need the labels
 
-    def __call__(self, observation: Observation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False, init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
+    def __call__(self, observation: Observation, *, seed: int = 0, engine: EngineOptions = QUIET,
+                 init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
         network = observation.model.network
@@ -57,10 +58,8 @@ class InvertingGradients(UploadAttack):
         objective = Objective(simulator=simulator, match=Cosine(), priors=priors)
         target = {"observed": list(observed), "context": engine_context(observation, labels)}
         variables = initial_variables(observation, s.restarts, seed, label_logits=False, init=init)
-        result = run(objective, variables, target, schedule, mode=mode, keep=("x",), progress=progress,
-                     description=f"invgrad {s.preset} ({mode})", compile=s.compile)
+        result = run(objective, variables, target, schedule, engine)
         return Reconstruction(attack=self.name, preset=s.preset, trials=result.best["x"], loss=result.best_loss,
                               history=result.trace, diverged=result.diverged, seconds=result.seconds,
                               steps=schedule.steps, initial=variables["x"],
-                              labels=labels.to(result.best["x"].device).expand(s.restarts, -1), label_rule=rule,
-                              mode=result.mode, extras=compile_extras(result))
+                              labels=labels.to(result.best["x"].device).expand(s.restarts, -1), label_rule=rule)

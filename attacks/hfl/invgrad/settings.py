@@ -3,16 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from attacks.hfl.dlg.settings import ITERATIONS, RESTARTS
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
 from vfl.options import number, option, optional
 
 __all__ = ["InvGradSettings", "TV_WEIGHT_BY_DATASET", "DEFAULT_TV", "for_dataset"]
 
 TV_WEIGHT_BY_DATASET = {
     # IG's `reconstruct_image.py --tv` default is 1e-4; its ConvNet CIFAR-10 notebooks use 1e-6, and
-    # its ImageNet ResNet notebooks 1e-1 (hfl_anchors.md 3.2). MNIST-like data are not in the IG
-    # paper: we use the CLI default. Our images are unnormalised [0,1], IG's normalised by the
+    # its ImageNet ResNet notebooks 1e-1 (github.com/JonasGeiping/invertinggradients). MNIST-like data are
+    # not in the IG paper: we use the CLI default. Our images are unnormalised [0,1], IG's normalised by the
     # dataset std (about 0.25-0.3), so the same weight is a few times stronger relative to IG's.
     "mnist5k": 1e-4, "mnist": 1e-4, "fashion-mnist": 1e-4,
     "cifar10": 1e-6,
@@ -34,15 +33,15 @@ class InvGradSettings(EngineSettings):
     which the one with the lowest loss is kept. Labels are given (the paper's setting) or, when the
     server does not know them, recovered analytically (iDLG at batch size 1, counting above it).
 
-    Sources (JonasGeiping/invertinggradients `reconstruct_image.py --optim ours` and notebooks;
-    hfl_anchors.md 3.2 and 5.2): cost `sim` over indices `def` (all layers), Adam lr 0.1, `signed`
+    Sources (github.com/JonasGeiping/invertinggradients, `reconstruct_image.py --optim ours` and its
+    notebooks): cost `sim` over indices `def` (all layers), Adam lr 0.1, `signed`
     True (the CLI default), `boxed` True, MultiStepLR at max_it // 2.667, // 1.6, // 1.142 with gamma
     0.1, 24,000 iterations, init randn, scoring by loss; TV weight per dataset (`TV_WEIGHT_BY_DATASET`:
     1e-4 CLI default, 1e-6 ConvNet CIFAR-10 notebooks, 1e-1 ImageNet notebooks); 8 restarts as in the
     paper's ImageNet ResNet runs (its notebooks also use 4, 32, and 1 for the ConvNet).
     BatchNorm in eval mode (`model.eval()`), as IG does.
     """
-    iterations: int = option(24_000, "Adam steps (preset: 24,000).", ITERATIONS)
+    iterations: int = option(24_000, "Adam steps.", ITERATIONS)
     restarts: int = option(8, "independent restarts; the lowest-loss one is the answer.", RESTARTS)
     tv: float | None = option(None, "TV weight (default: the dataset's, 1e-4 for the digits).",
                               optional(number(low=0)))

@@ -2,10 +2,10 @@
 
     Algorithm (Li et al., TGIAs-RO, Algorithm 1 and Eq. 5):
       given the uploads g_t = grad_{w_t} L(w_t, D) of one batch at the global weights w_t, t = 1..T
-      Step I:  y <- known labels, or last-layer label optimisation on g_1
+      Step I:  y <- known labels, or last-layer label optimisation on g_1..g_T (or g_1 alone)
       f_t(x) = sum_l omega_l || grad_{w_t^l} L(w_t; x, y) - g_t^l ||^2
-      joint:        x ~ N(0, 1);  L-BFGS on sum_t f_t(x) / T                           (Eq. 5)
-      Algorithm 1:  x^0 ~ N(0, 1)
+      joint:        x ~ N(0, 1);  L-BFGS on sum_t f_t(x) / T  (+ tv * TV(x), Table IX)    (Eq. 5)
+      Algorithm 1:  x^0 ~ N(0, 1)  (copy_starts="distinct": one draw per copy, Table VII's Single + RA)
                     for s = 1..R_g:
                       Step II  (all t at once): x_t <- x^{s-1};  R_l L-BFGS steps on f_t(x_t)
                       Step III: x^s <- RobustAgg(x_1, ..., x_T)    (mean, median, trimmed, Krum)
@@ -23,7 +23,9 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import LBFGS, Block, Consensus, FedSGDGradient, Objective, Schedule, SquaredL2, compile_extras, run
+from attacks.engine import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSGDGradient, Objective, Prior, Schedule,
+                            SquaredL2, run)
+from attacks.engine.priors import tv_l1
 from attacks.hfl.observations import RoundLog, check_requirements
 from attacks.hfl.tgias.aggregators import aggregator
 from attacks.hfl.tgias.label_optimisation import optimise_labels
@@ -65,13 +67,16 @@ class TGIAsRO:
                                 f"holds {len(observation.rounds)}")
 
     def labels(self, log: RoundLog, seed: int) -> tuple[torch.Tensor, str]:
-        """Known labels where the server has them, else last-layer label optimisation on the first upload."""
+        """Known labels where the server has them, else last-layer label optimisation on the T uploads (Step I;
+        `label_gradients="first"`: on the first alone)."""
         first = log.rounds[0]
         if first.labels is not None:
             return first.labels, "known"
-        return optimise_labels([first], steps=self.settings.label_steps, seed=seed), "optimised"
+        s = self.settings
+        uploads = log.rounds[:s.temporal] if s.label_gradients == "all" else log.rounds[:1]
+        return optimise_labels(uploads, steps=s.label_steps, seed=seed), "optimised"
 
-    def __call__(self, observation: RoundLog, *, seed: int = 0, mode: str = "auto", progress: bool = False,
+    def __call__(self, observation: RoundLog, *, seed: int = 0, engine: EngineOptions = QUIET,
                  init: Mapping[str, torch.Tensor] | None = None) -> Reconstruction:
         self.check(observation)
         s = self.settings
@@ -84,38 +89,39 @@ class TGIAsRO:
         params = {k: _stack(u.model.params[k] for u in uploads) for k in observation.model.param_names}
         buffers = dict(observation.model.buffers)
         observed = [_stack(layer) for layer in zip(*(u.gradient for u in uploads))]
-        first = initial_variables(observation, 1, seed, label_logits=False, init=init)
-        description = f"{self.name} {s.preset} {s.aggregator} T={s.temporal} ({mode})"
-        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=mode != "sequential"),
-                                    TemporalSquaredL2([1.0 / s.temporal] * s.temporal, ramp))
+        distinct = s.copy_starts == "distinct" and s.aggregator != "joint"
+        starts = initial_variables(observation, s.temporal if distinct else 1, seed, label_logits=False, init=init)
+        first = {"x": starts["x"][:1]} if distinct else starts
+        engine = engine.labelled(f"{s.aggregator} T={s.temporal}")
+        priors = (Prior("tv", "x", tv_l1, s.tv),) if s.tv > 0 else ()
+        joint_objective = Objective(TemporalFedSGDGradient(network, vectorised=not engine.sequential),
+                                    TemporalSquaredL2([1.0 / s.temporal] * s.temporal, ramp), priors)
         joint_target = {"observed": observed, "context": {"params": params, "buffers": buffers, "labels": labels}}
         if s.aggregator == "joint":
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations)
-            result = run(joint_objective, first, joint_target, schedule, mode="batched", progress=progress,
-                         description=description, compile=s.compile)
-            answer, mode_run = result.best["x"], "batched" if mode != "sequential" else "sequential"
+            result = run(joint_objective, first, joint_target, schedule, engine)      # one trial
+            answer = result.best["x"]
         else:
             combine = aggregator(s.aggregator, beta=s.trim, f=s.f)
-            copies = {"x": first["x"].expand(s.temporal, *first["x"].shape[1:]).clone()}
+            copies = {"x": starts["x"].expand(s.temporal, *starts["x"].shape[1:]).clone()}
             target = {"observed": observed,
                       "context": {"params": params, "buffers": {k: _stack([v] * s.temporal) for k, v in buffers.items()},
                                   "labels": labels.expand(s.temporal, -1)}}
             consensus = Consensus(("x",), lambda v, alive: {"x": _agree(combine, v["x"], alive).expand_as(v["x"])},
                                   reset=s.reset)
             schedule = Schedule((Block(("x",), optimiser, s.local_steps),), rounds=s.iterations, consensus=consensus)
-            objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp))
-            # the engine refuses "sequential": the consensus needs every copy at once
-            result = run(objective, copies, target, schedule, mode="sequential" if mode == "sequential" else "batched",
-                         per_trial_target=True, progress=progress, description=description, compile=s.compile)
-            answer, mode_run = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0), "batched"
+            objective = Objective(FedSGDGradient(network), SquaredL2(weights=ramp), priors)
+            # the copies run together: the consensus needs every copy at once (the check refuses sequential)
+            result = run(objective, copies, target, schedule, engine, per_trial_target=True)
+            answer = _agree(combine, result.best["x"], ~result.diverged).unsqueeze(0)
         with torch.no_grad():
             loss = joint_objective({"x": answer[0]}, joint_target, ("match",))["match"].reshape(1)
         diverged = ~torch.isfinite(loss)
         return Reconstruction(attack=self.name, preset=s.preset, trials=answer, loss=loss, history=result.trace,
                               diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
-                              labels=labels.expand(1, -1), label_rule=rule, mode=mode_run,
+                              labels=labels.expand(1, -1), label_rule=rule,
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,
-                                      "copies_diverged": int(result.diverged.sum()), **compile_extras(result)})
+                                      "copies_diverged": int(result.diverged.sum())})
 
 
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:

@@ -3,14 +3,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import EngineSettings
+from attacks.settings import ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, EngineSettings
 from vfl.errors import SplitlabError
-from vfl.options import choice, integer, number, option, optional
+from vfl.options import checked, choice, integer, number, option, optional
 
-__all__ = ["TGIAsSettings", "FORMS"]
+__all__ = ["TGIAsSettings", "FORMS", "LABEL_GRADIENTS", "COPY_STARTS"]
 
 FORMS = ("joint", "mean", "median", "trimmed", "krum")
 """`joint`: Eq. 5 minimised directly; the others: Algorithm 1 with that data-space aggregator."""
+COPY_STARTS = ("same", "distinct")
+"""Algorithm 1's copies start from one x^0 (`same`) or each from its own draw (`distinct`)."""
+LABEL_GRADIENTS = ("all", "first")
+"""Which temporal gradients label optimisation reads: all T (the paper's Step I) or the first."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,19 +51,22 @@ class TGIAsSettings(EngineSettings):
       as for DLG), which at T = 1 with the mean is exactly iDLG's answer;
     - label optimisation (labels not known): `label_steps` L-BFGS steps (max_iter 20) on dummy last-layer
       features (one set per t) and one shared set of label logits, matching every t's last-layer weight
-      and bias gradients, each normalised by its own squared norm; labels = argmax.
+      and bias gradients, each normalised by its own squared norm; labels = argmax. `label_gradients`:
+      over all T temporal gradients (Step I of Algorithm 1, the paper preset's) or the first alone;
+    - `tv` > 0 adds Table IX's L_TV (anisotropic TV, mean |dx| + mean |dy|, Inverting Gradients' form; the paper
+      gives neither the form nor the weight); `copy_starts="distinct"` gives every copy its own N(0, 1) start
+      (Table VII's "Single + RA", restarts from different seeds aggregated robustly).
     """
-    temporal: int = option(10, "temporal gradients T of the target batch (preset 10).", integer(low=1, high=1000))
-    aggregator: str = option("median", "joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum "
-                             "(preset median).", choice(FORMS))
-    iterations: int = option(300, "R_g, global rounds (the joint form: R_g x R_l L-BFGS steps; preset 300).",
-                             integer(low=1, high=10_000_000))
-    local_steps: int = option(1, "R_l, L-BFGS steps per round (per copy in Algorithm 1; preset 1).",
+    temporal: int = option(10, "temporal gradients T of the target batch.", integer(low=1, high=1000))
+    aggregator: str = option("median", "joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum.", choice(FORMS))
+    iterations: int = option(300, "R_g, global rounds (the joint form: R_g x R_l L-BFGS steps).",
+                             ITERATIONS)
+    local_steps: int = option(1, "R_l, L-BFGS steps per round (per copy in Algorithm 1).",
                               integer(low=1, high=100_000))
-    lr: float = 1.0
-    max_iter: int = 20
-    history_size: int = 100
-    ramp: bool = option(True, "linearly increasing layer weights or uniform ones (preset: the ramp).",
+    lr: float = checked(1.0, LBFGS_LR)
+    max_iter: int = checked(20, LBFGS_INNER)
+    history_size: int = checked(100, LBFGS_HISTORY)
+    ramp: bool = option(True, "linearly increasing layer weights, or uniform ones.",
                         flag="--layer-ramp/--uniform-layers")
     beta: float | None = option(None, "trimmed mean: fraction dropped at each end (default 0.3).",
                                 optional(number(low=0, high=0.5, high_open=True)), flag="--trim-beta")
@@ -68,6 +75,14 @@ class TGIAsSettings(EngineSettings):
     reset: bool = option(True, "Algorithm 1: keep the L-BFGS state across each aggregation (default: fresh "
                          "every round).", flag="--carry-state", negate=True)
     label_steps: int = 50
+    tv: float = option(0.0, "weight of a total-variation prior on the images (Table IX's L_TV; preset 0: "
+                       "prior-free, as the paper attacks).", number(low=0, high=1e6))
+    copy_starts: str = option("same", "Algorithm 1: every copy starts from the same x^0 (the paper's) or from "
+                              "its own draw (Table VII's Single + RA: restarts robustly aggregated).",
+                              choice(COPY_STARTS))
+    label_gradients: str = option("all", "with --labels recovered: label optimisation over all T temporal "
+                                  "gradients (Algorithm 1's Step I) or the first alone (preset: all).",
+                                  choice(LABEL_GRADIENTS))
 
     restarts = 1
 
@@ -78,6 +93,8 @@ class TGIAsSettings(EngineSettings):
                 raise SplitlabError(f"{flag} does not apply to --aggregator {self.aggregator}")
         if not self.reset and self.aggregator == "joint":
             raise SplitlabError("--carry-state does not apply to --aggregator joint")
+        if self.copy_starts != "same" and self.aggregator == "joint":
+            raise SplitlabError("--copy-starts does not apply to --aggregator joint (one x, no copies)")
         if self.aggregator == "krum" and self.f > self.temporal - 3:
             raise SplitlabError(f"Krum with f = {self.f} needs T >= f + 3 temporal gradients, not {self.temporal}; "
                                 "lower --krum-f or raise --temporal")

@@ -44,23 +44,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attacks.engine import MODES
+from attacks.engine import QUIET, EngineOptions
 from attacks.result import Reconstruction
 from attacks.split.fsha.images import BatchStream, to_dataset_images
 from attacks.split.fsha.networks import AttackerNetworks, build_attacker
 from attacks.split.fsha.settings import FshaSettings
 from vfl.errors import SplitlabError
 from vfl.models.fsha import INPUT_SHAPE, SETUPS
-from vfl.progress import progress_bar
 from vfl.runtime import adam, generator, stream_seed, wait_for
 from vfl.validate import check_choice, check_int
 
 __all__ = ["FSHA", "FshaObservation", "TrainedServer", "HISTORY_FIELDS", "Monitor", "penalty_from_gradient",
            "gradient_penalty"]
-
-OWN_LOOP = "own loop"
-"""FSHA runs one loop of protocol rounds; the engine's mode names are accepted and mean that loop."""
-
 
 def penalty_from_gradient(grad: torch.Tensor, norm: str = "full") -> torch.Tensor:
     """mean((||g|| - 1)^2) for critic gradients g (N, C, H, W).
@@ -104,9 +99,13 @@ class FshaObservation:
     family it faces (`resnet` or `mlp`; it picks the matching pilot and critic, JAST section 4.2),
     and the session with the client (protocol rounds and the targets' smashed data only)."""
     public_images: torch.Tensor
+    """(N, C, H, W) public images of the client's domain, in [0,1]."""
     feature_shape: tuple[int, int, int]
+    """(C, H, W) of the smashed data the client sends."""
     session: Session
+    """The protocol with the client: `round(choose_gradient)` runs one round, `target_activations()` ends it."""
     client_arch: str = "resnet"
+    """The client family it faces (resnet or mlp)."""
 
     def __post_init__(self) -> None:
         if self.public_images.dim() != 4 or len(self.public_images) == 0:
@@ -233,7 +232,7 @@ class FSHA:
     settings: FshaSettings = FshaSettings(preset="fsha.paper")
     name = "fsha"
 
-    def __call__(self, observation: FshaObservation, *, seed: int = 0, mode: str = OWN_LOOP, progress: bool = False,
+    def __call__(self, observation: FshaObservation, *, seed: int = 0, engine: EngineOptions = QUIET,
                  monitor: Monitor | None = None, interruptible: bool = False) -> Reconstruction:
         """Hijack the client for `settings.iterations` rounds, then decode the targets' smashed data.
 
@@ -241,7 +240,6 @@ class FSHA:
         is still made; otherwise Ctrl-C propagates. Ground truth never enters here."""
         s = self.settings
         check_int("attack seed", seed, low=0, high=2**63 - 1)
-        check_choice("FSHA mode", mode, (OWN_LOOP, *MODES))
         device = observation.public_images.device
         if len(observation.public_images) < s.batch_size:
             raise SplitlabError(f"the public split has {len(observation.public_images)} images, fewer than "
@@ -254,7 +252,7 @@ class FSHA:
         done, diverged_at, interrupted = 0, None, False
         wait_for(device)
         start = time.perf_counter()
-        with progress_bar(s.iterations, f"fsha {observation.client_arch}", enabled=progress) as bar:
+        with engine.bar(s.iterations, f"fsha {observation.client_arch}") as bar:
             try:
                 for step in range(s.iterations):
                     observation.session.round(server.choose_gradient)
@@ -292,7 +290,7 @@ class FSHA:
             attack=self.name, preset=s.preset, trials=trials, loss=target_loss, per_target=True,
             history={name: history[:done, i:i + 1] for i, name in enumerate(HISTORY_FIELDS)},
             diverged=diverged, seconds=seconds, steps=done, initial=to_dataset_images(initial, shape).unsqueeze(1),
-            mode=OWN_LOOP, artefacts={"server": TrainedServer(server.pilot, server.decoder, server.discriminator)},
+            artefacts={"server": TrainedServer(server.pilot, server.decoder, server.discriminator)},
             extras={"rounds": done, "iterations_asked": s.iterations, "interrupted": interrupted,
                     "diverged_at": diverged_at,
                     "iterations_per_second": done / seconds if seconds > 0 else None,

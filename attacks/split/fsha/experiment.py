@@ -17,6 +17,7 @@ from attacks.split.fsha.attack import FSHA, FshaObservation
 from attacks.split.fsha.evaluation import RoundLog
 from attacks.split.fsha.victim import FshaVictim, load_split, victim_side
 from vfl.cli_output import table
+from vfl.errors import SplitlabError
 from vfl.options import choice, option
 from vfl.protocol import Transcript
 from vfl.runs import Run
@@ -98,15 +99,17 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
         f"device {side.device}; preset {s.preset}")
     observation = FshaObservation(public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
     return attack_and_score(SPEC, attack, observation, Truth(side.targets, context={"side": side, "rounds": rounds}),
-                            run=run, seed=seed, mode="own loop", progress=progress, lpips=lpips, fid=fid,
+                            run=run, seed=seed, progress=progress, lpips=lpips, fid=fid,
                             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
                             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}",
                             call={"monitor": rounds, "interruptible": interruptible})
 
 
-def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
+def execute(prepared: Prepared, run: Run | None, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
     if prepared.config.transport == "tcp":
-        from attacks.split.fsha.wire import run_fsha_over_tcp       # torch.distributed only when asked for
+        if run is None:
+            raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
+        from attacks.split.fsha.wire import run_fsha_over_tcp
 
         return run_fsha_over_tcp(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips,
                                  fid=fid, progress=progress, private=prepared.private, public=prepared.public)

@@ -39,12 +39,12 @@ class FshaSettings(AttackSettings):
     """
     preset: str = "fsha.paper"
     iterations: int = option(3000, "protocol rounds; each uses one private batch (the client's) and one public "
-                             "batch (the server's) (preset: paper 3000).", integer(low=1, high=10_000_000))
-    batch_size: int = option(64, "private and public images per round (preset: paper 64).",
+                             "batch (the server's).", integer(low=1, high=10_000_000))
+    batch_size: int = option(64, "private and public images per round.",
                              integer(low=1, high=1_000_000))
-    lr_pilot: float = option(1e-5, "Adam learning rate of pilot encoder + decoder (preset: paper 1e-5).",
+    lr_pilot: float = option(1e-5, "Adam learning rate of pilot encoder + decoder.",
                              number(low=0, low_open=True, high=10))
-    lr_discriminator: float = option(1e-4, "the critic's Adam learning rate (preset: paper 1e-4).",
+    lr_discriminator: float = option(1e-4, "the critic's Adam learning rate.",
                                      number(low=0, low_open=True, high=10))
     adam_eps: float = 1e-7
     """Adam epsilon of the server's optimisers (TF/Keras default; torch's is 1e-8)."""
@@ -52,8 +52,8 @@ class FshaSettings(AttackSettings):
     gp_weight: float = option(500.0, "gradient-penalty weight; 0 turns the penalty off.", number(low=0, high=1e9))
     gp_norm: str = option("full", "gradient-penalty norm: full (WGAN-GP) or spatial (the original's per-channel "
                           "norm over H, W).", choice(GP_NORMS))
-    width: float = option(1.0, "multiplier on every network's widths, the client's and the server's (preset: "
-                          "paper 1).", number(low=0, low_open=True, high=16))
+    width: float = option(1.0, "multiplier on every network's widths, the client's and the server's.",
+                          number(low=0, low_open=True, high=16))
     discriminator_entry: str = option("tf", "tf (the stride-1 critic entry the TF code runs) or strided.",
                                       choice(DISCRIMINATOR_ENTRIES))
     log_every: int = option(100, "interval (rounds) at which the server checks its losses for divergence; logged "

@@ -30,7 +30,7 @@ from vfl.protocol import Client, Transcript
 from vfl.runs import Run
 from vfl.runtime import generator, resolve_device
 from vfl.wire.client import load_bottom
-from vfl.wire.handshake import read_secret
+from vfl.wire.keys import read_secret
 from vfl.wire.launch import LocalClients, fsha_client_command
 from vfl.runtime import terminate_as_interrupt
 from vfl.wire.victim_session import open_victim_session
@@ -99,7 +99,7 @@ def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClie
     parties, open_ = None, False
     try:
         parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
-                                               attack.settings.iterations, timeout, device, transcript)
+                                               attack.settings.iterations, device, transcript)
         open_ = True
         side = VictimSide(victim, device, private, public, None, mirror, targets, transcript, session)
 
@@ -119,7 +119,7 @@ def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClie
                                       _EndsAfterTargets(session, end), victim.arch)
         return attack_and_score(
             SPEC, attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run, seed=seed,
-            mode="own loop", progress=progress, lpips=lpips, fid=fid,
+            progress=progress, lpips=lpips, fid=fid,
             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
             call={"monitor": monitor})

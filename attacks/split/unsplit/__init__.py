@@ -29,6 +29,7 @@ SPEC = AttackSpec(
         Preset("unsplit.quick", "ours: the jast weights with 50 rounds (2,000 steps per target; a CPU smoke preset)",
                                 {"iterations": 50}),
     ),
+    smoke={"arch": "small-mlp", "epochs": 1, "iterations": 10},
     deviations=(
         Deviation("data", "MNIST and Fashion-MNIST (60,000 training images)", "the embedded mnist5k (4,000 training "
                   "images)", "no download on a fresh machine; --dataset mnist once downloaded"),

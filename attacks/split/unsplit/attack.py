@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attacks.engine import (Adam, Block, CutActivations, EngineResult, MeanSquared, Objective, Prior, Schedule,
-                            compile_extras, l2, run, tv_squared)
+from attacks.engine import (QUIET, Adam, Block, CutActivations, EngineOptions, EngineResult, MeanSquared, Objective,
+                            Prior, Schedule, l2, run, tv_squared)
 from attacks.result import Reconstruction
 from attacks.split.unsplit.settings import UnsplitSettings
 from vfl.models import arch_spec, build_split
@@ -46,11 +46,17 @@ class CutObservation:
     K feature parties (`parties` > 1) it is one party's slice of the joined activations (`party_view`), and
     `input_shape` that party's strip."""
     arch: str
+    """The client's architecture (the server knows it, not its weights)."""
     cut_layer: int
+    """Where the model is cut: layers 0..cut_layer are the client's."""
     input_shape: tuple[int, ...]
-    activations: torch.Tensor          # (targets, *activation shape), one row per target
+    """(C, H, W) of the client's input (with K parties, the attacked party's strip)."""
+    activations: torch.Tensor
+    """(targets, *activation shape): what the server received, one row per target."""
     parties: int = 1
+    """Feature parties K whose activations the server joins."""
     party: int = 0
+    """The attacked party (with K > 1)."""
 
 
 def observe(client, images: torch.Tensor, arch: str, cut_layer: int, server: nn.Module | None = None
@@ -110,8 +116,7 @@ class UnSplit:
             Block(("clone",), optimizer, s.clone_steps, select=False, terms=("match",)),   # Eq. 2: match only
         ), rounds=s.iterations)
 
-    def __call__(self, observation: CutObservation, *, seed: int = 0, mode: str = "auto",
-                 progress: bool = False) -> Reconstruction:
+    def __call__(self, observation: CutObservation, *, seed: int = 0, engine: EngineOptions = QUIET) -> Reconstruction:
         """Reconstruct every target of the observation. Ground truth never enters here."""
         s = self.settings
         spec = arch_spec(observation.arch)
@@ -125,15 +130,14 @@ class UnSplit:
         if s.clone == "per-target":
             clones = [_clone_params(clone_of(observation, seed, r)) for r in range(n)]
             variables = {"x": x0, "clone": {k: torch.cat([c[k] for c in clones]) for k in clones[0]}}
-            parts = [run(objective, variables, {"observed": [observed]}, self.schedule(), mode=mode,
-                         per_trial_target=True, keep=(), progress=progress, compile=s.compile,
-                         description=f"unsplit {observation.arch} per-target")]
+            parts = [run(objective, variables, {"observed": [observed]}, self.schedule(),
+                         engine.labelled(f"{observation.arch} per-target"), per_trial_target=True, keep=())]
         else:
             carried, parts = _clone_params(clone_of(observation, seed)), []
             for r in range(n):                                 # one clone, carried from target to target
                 parts.append(run(objective, {"x": x0[r:r + 1], "clone": carried}, {"observed": [observed[r:r + 1]]},
-                                 self.schedule(), per_trial_target=True, keep=(), progress=progress, compile=s.compile,
-                                 description=f"unsplit {observation.arch} shared, target {r + 1}/{n}"))
+                                 self.schedule(), engine.labelled(f"{observation.arch} shared, target {r + 1}/{n}"),
+                                 per_trial_target=True, keep=()))
                 carried = parts[-1].final["clone"]
         return _reconstruction(s, parts, x0)
 
@@ -149,5 +153,4 @@ def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: to
         attack="unsplit", preset=settings.preset, trials=cat(p.final["x"] for p in parts), loss=fit, history=trace,
         diverged=cat(p.diverged for p in parts), seconds=sum(p.seconds for p in parts), steps=settings.steps,
         per_target=True, initial=x0, mode=f"{settings.clone} ({parts[0].mode})",
-        extras={"activation_mse_per_target": fit, "activation_mse_trajectory_per_target": trace["match"].mean(0),
-                **compile_extras(*parts)})
+        extras={"activation_mse_per_target": fit, "activation_mse_trajectory_per_target": trace["match"].mean(0)})

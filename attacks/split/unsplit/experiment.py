@@ -95,9 +95,11 @@ def load_victim(checkpoint: Path, device: str = "auto", data_root: str | None = 
     return Victim(trained.config, train, test, trained, Path(checkpoint))
 
 
-def train_victim(victim: Victim, run: Run, progress: bool = True) -> Victim:
-    """Train the split model and save its checkpoint into the run directory."""
+def train_victim(victim: Victim, run: Run | None, progress: bool = True) -> Victim:
+    """Train the split model and save its checkpoint into the run directory (if there is one)."""
     trained = train_split(victim.config, victim.train, victim.test, run, progress)
+    if run is None:
+        return Victim(victim.config, victim.train, victim.test, trained)
     path, _ = save_trained(run, trained)
     run.log(f"trained {victim.config.arch} cut {victim.config.cut_layer}: accuracy {trained.accuracy:.4f} in "
             f"{trained.seconds:.1f} s")
@@ -109,7 +111,7 @@ def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[C
     process on 127.0.0.1 (`vfl.wire.launch.serve_locally`), then take the observation from what the server
     received: the last inference query, the evaluation targets' activations. Returns it with the test accuracy
     the server measured. Nothing of the clients' is read here: no weights, no images."""
-    from vfl.wire.launch import serve_locally         # torch.distributed only when asked for
+    from vfl.wire.launch import serve_locally
 
     config = victim.config
     device = resolve_device(config.device)
@@ -237,9 +239,11 @@ def prepare(config: UnsplitConfig) -> Prepared:
     return Prepared(config, attack, victim)
 
 
-def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
+def execute(prepared: Prepared, run: Run | None, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
     victim, c = prepared.victim, prepared.config
     if c.transport == "tcp":
+        if run is None:
+            raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
         observation, accuracy = observe_over_tcp(victim, run, progress)
         return attack_observation(victim, observation, accuracy, prepared.attack, run, seed=c.seed, lpips=lpips,
                                   fid=fid, progress=progress, target_party=c.target_party)

@@ -15,14 +15,14 @@ CLONE_MODES = ("shared", "per-target")
 @dataclass(frozen=True, kw_only=True)
 class UnsplitSettings(EngineSettings):
     """The attack's settings (JAST Eqs. 1-2); the presets say where each number comes from."""
-    iterations: int = option(200, "outer rounds of input steps, then clone steps (preset: jast 200).",
+    iterations: int = option(200, "outer rounds of input steps, then clone steps.",
                              integer(low=1, high=10_000_000))
     input_steps: int = 20
     """Input steps per round ("input_iters")."""
     clone_steps: int = 20
     """Clone steps per round ("model_iters")."""
-    lambda_tv: float = option(1.0, "weight of the squared TV prior (preset: jast 1).", number(low=0))
-    lambda_l2: float = option(0.1, "weight of mean(x^2) (preset: jast 0.1).", number(low=0))
+    lambda_tv: float = option(1.0, "weight of the squared TV prior.", number(low=0))
+    lambda_l2: float = option(0.1, "weight of mean(x^2).", number(low=0))
     lr: float = 1e-3
     """Adam learning rate, input and clone (amsgrad)."""
     init: float = 0.5

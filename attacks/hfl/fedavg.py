@@ -1,5 +1,8 @@
-"""Replicating a FedAvg client's local training on dummy data: exactly where the server can, by linear
-interpolation of the parameter path where it cannot (AWA, Section 3 and eqs. 19-21).
+"""What the FedAvg attacks share (AWA and AGIC beside it): replicating a client's local training on dummy data,
+the observation they need, and the evaluation-only error of the interpolation.
+
+Replication: exactly where the server can, by linear interpolation of the parameter path where it cannot
+(AWA, Section 3 and eqs. 19-21).
 
 With E local epochs of B mini-batches (B = N / M for mini-batch size M), the client reshuffles every
 epoch. The server can replay the whole update exactly when E = 1 (one shuffle: the dummy batch comes
@@ -14,11 +17,14 @@ Updates here follow the lab's sign, u = theta_0 - theta_E = -Delta theta.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
-__all__ = ["REPLICATIONS", "Replication", "plan_replication", "interpolated_path", "epoch_problem", "Bound"]
+from attacks.hfl.observations import check_requirements
+
+__all__ = ["REPLICATIONS", "Replication", "plan_replication", "interpolated_path", "epoch_problem", "KnownLabelsFedAvg",
+           "interpolation_errors", "upload_diagnostics"]
 
 REPLICATIONS = ("auto", "exact", "interpolate")
 """auto: exact when E = 1 or B = 1, interpolation otherwise (the paper); exact: refuse E > 1 with B > 1
@@ -69,17 +75,38 @@ def epoch_problem(params0: Mapping[str, torch.Tensor], update: Sequence[torch.Te
     return start, [u / plan.divisor for u in update]
 
 
-@dataclass(frozen=True)
-class Bound:
-    """A simulator with its context fixed (shared by every trial) and its output scaled.
+class KnownLabelsFedAvg:
+    """What AGIC and AWA need of their FedAvg observation: the update, the local hyperparameters, the labels."""
+    requires = ("update", "batch_size", "local_hyperparameters", "labels")
 
-    Lets trials differ only in what the target holds per trial (AWA's Q) without batching the model's
-    weights under vmap, which would turn every convolution into a per-trial one.
-    """
-    simulator: Callable[[Mapping[str, Any], Mapping[str, Any]], list[torch.Tensor]]
-    context: Mapping[str, Any]
-    scale: float = 1.0
+    def check(self, observation) -> None:
+        check_requirements(self.name, self.requires, observation)
 
-    def __call__(self, variables: Mapping[str, Any], context: Mapping[str, Any]) -> list[torch.Tensor]:
-        out = self.simulator(variables, self.context)
-        return out if self.scale == 1.0 else [t * self.scale for t in out]
+
+def _norm(tensors) -> float:
+    return float(torch.sqrt(sum(t.double().square().sum() for t in tensors)))
+
+
+def interpolation_errors(observation, epoch: int = 1) -> dict[str, float]:
+    """||u/E - (theta_{e-1} - theta_e)|| / ||theta_{e-1} - theta_e|| and ||theta~_{e-1} - theta_{e-1}|| /
+    ||theta_0 - theta_{e-1}|| (0 for e = 1) from the client's true per-epoch weights (evaluation only: the
+    attack never sees them)."""
+    path = [dict(observation.model.params)] + [dict(p) for p in observation.epoch_params]
+    names, E = list(path[0]), observation.local_epochs
+    true_step = [path[epoch - 1][k] - path[epoch][k] for k in names]
+    plan = plan_replication(E, observation.batch_size, observation.local_batch_size, "interpolate", epoch)
+    start, approx = epoch_problem(path[0], observation.update, plan)      # eqs. 19-20, as the attack uses them
+    start_true = [path[epoch - 1][k] for k in names]
+    start_approx = [start[k] for k in names]
+    moved = _norm([path[0][k] - s for k, s in zip(names, start_true)])
+    return {"epoch": epoch,
+            "update_error": _norm([a - t for a, t in zip(approx, true_step)]) / max(_norm(true_step), 1e-30),
+            "start_error": _norm([a - t for a, t in zip(start_approx, start_true)]) / moved if moved > 0 else 0.0}
+
+
+def upload_diagnostics(observation, settings) -> dict[str, Any]:
+    """The specs' `diagnostics` hook: metrics.json additions known before the attack runs (FedAvg over several
+    epochs only)."""
+    if getattr(observation, "epoch_params", None) is None or observation.local_epochs < 2:
+        return {}
+    return {"interpolation": interpolation_errors(observation, getattr(settings, "target_epoch", 1))}

@@ -1,0 +1,393 @@
+"""The rules that turn a sweep's cells into a verdict, one per shape of claim.
+
+    Beats    A is better than B (paired by seed): "FedLeak beats IG", "dropping L1 hurts"
+    Trend    a metric moves one way along a swept option (its ends paired by seed): "PSNR rises with T"
+    Level    a metric reaches (or stays under) the paper's number: "22.52 dB", "MSE X 0.05"
+    Fails    an attack does no better than a trivial answer (a defence protects, a client resists);
+             `Fails(..., fails=False)` the opposite: it still leaks
+    Close    A is within a margin of B (or, one-sided, no worse than B by more than it)
+    Holds    a yes/no property holds in every cell (or in most): "iDLG's bound is below DLG's"
+
+Every rule answers with a `Verdict` in the words `model.VERDICTS` defines, and records in its values the
+mean of the side the claim calls working (`claimed`) beside the best trivial answer of its cells (`trivial`)
+where the cells record baselines: a side no better than the all-zero image, the mean image, the attack's
+initial guess (or, for label inference, the majority class) never makes a claim reproduced. The side the claim calls worse may fail outright: an
+ablation that destroys the attack confirms the paper's direction. The contradiction test comes first, so a
+failed winner beaten by the other side reads as contradicted. `magnitude_only` in a verdict's values marks a
+contradiction of the paper's size alone (the direction held or could not be told), which a reduced setting
+softens to partly (`model.Claim.judge`).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Optional
+
+from splitlab.claims.cells import Guard, Paired, Rows, Select, Verdict, guard_of, level, shown
+from splitlab.claims.stats import DB, Scale, at_or_below, interval, share_interval, trivial, value_of, welch
+
+__all__ = ["Beats", "Trend", "Level", "AtLeast", "AtMost", "Fails", "Close", "Holds", "RULES"]
+
+
+def _columns(column) -> tuple[str, ...]:
+    return column if isinstance(column, tuple) else (column,)
+
+
+def _failed(found: Optional[Guard]) -> bool:
+    return found is not None and found.failed
+
+
+def _with(values: dict, found: Optional[Guard]) -> dict:
+    return {**values, **(found.values() if found is not None else {})}
+
+
+def _target(gap: Optional[float], scale: Scale) -> Optional[float]:
+    """The least change (on the scale's axis) that meets the paper's `gap` within the scale's band."""
+    return None if gap is None else abs(scale.to_axis(gap)) - scale.axis_band
+
+
+def _over_cells(rule, rows: Rows):
+    """(the selected cells, the metric's mean, low and high on the scale's axis, their count, the lab's words)
+    for the one-sample rules (Level, Fails), or the verdict where no cell holds the metric."""
+    chosen = rule.select.rows(rows)
+    found = level(chosen, rule.metric, rule.scale)
+    if found is None:
+        return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
+    mean, low, high, n = found
+    return chosen, mean, low, high, n, f"{rule.select.label}: {shown(rule.scale, mean, low, high)} over {n} cells"
+
+
+def _paper(gap: Optional[float], scale: Scale) -> str:
+    if gap is None:
+        return "the paper's claim"
+    return f"the paper's {'x' if scale.log else ''}{gap:{'g' if scale.log else '+g'}}{scale.unit}"
+
+
+@dataclass(frozen=True)
+class TwoSided(Paired):
+    """A against B on `metric` (paired by `by`): what Beats and Close share."""
+    a: Select = None  # type: ignore[assignment]
+    b: Select = None  # type: ignore[assignment]
+    metric: str = "psnr"
+    higher_is_better: bool = True
+    scale: Scale = DB
+    metric_b: Optional[str] = None
+    """B's metric where it differs from A's (two quantities of the same cells)."""
+    guard: Optional[str] = None
+    """The metric whose baselines judge A ("" for none; default: `metric` where the cells record baselines)."""
+
+    @property
+    def selects(self) -> tuple[Select, ...]:
+        return (self.a, self.b)
+
+    def compare(self, rows: Rows):
+        """(the difference in words, the values, its mean, low and high on the scale's axis in the claim's
+        direction, the pairs, A's guard), or the verdict where there are no pairs."""
+        a_rows, b_rows, s = self.a.rows(rows), self.b.rows(rows), self.scale
+        sign = 1.0 if self.higher_is_better else -1.0
+        diffs, n = self.differences(a_rows, b_rows, self.metric, self.metric_b or self.metric, s, sign)
+        if not diffs:
+            return Verdict("not attempted", "no paired results", "the sweep has no cells for both sides")
+        mean, low, high = interval(diffs)
+        lab, *shown_values = self.text(self.a.label, self.b.label, s, sign, mean, low, high, n)
+        found = guard_of(a_rows, self.metric, self.guard, self.higher_is_better)
+        return lab, _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found), mean, low, high, n, found
+
+
+@dataclass(frozen=True)
+class Beats(TwoSided):
+    """A beats B on `metric` by the paper's `gap` (None: the paper gives no number), paired by `by`.
+
+    reproduced: the 95% interval of the paired differences excludes no effect, A is above the trivial
+    baselines, and the mean reaches the paper's gap within the scale's band; partly: the direction holds but
+    the gap falls short, or the interval cannot tell, or A itself is no better than a trivial answer;
+    contradicted: B is significantly better, or (a size only) the interval rules the paper's gap out."""
+    summary: ClassVar[str] = "A is better than B, paired by seed, by the paper's gap where it gives one"
+    gap: Optional[float] = None
+    """The paper's A - B in the metric's units; on a log scale the factor by which A is better."""
+
+    def __call__(self, rows: Rows) -> Verdict:
+        compared = self.compare(rows)
+        if isinstance(compared, Verdict):
+            return compared
+        lab, values, mean, low, high, n, found = compared
+        s = self.scale
+        paper, target = _paper(self.gap, s), _target(self.gap, s)
+        if n < 2:
+            return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
+        if high < 0:
+            return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
+        if _failed(found):
+            return Verdict("partly", lab, found.text(self.a.label) + ", so it shows no working attack", values)
+        if low > 0:
+            if target is None or mean >= target:
+                return Verdict("reproduced", lab, "", values)
+            return Verdict("partly", lab, f"the direction holds; the gap is short of {paper} by more than "
+                                          f"{s.words()}", values)
+        if target is not None and high < target:
+            return Verdict("contradicted", lab, f"no significant difference, and the interval rules out {paper}",
+                           {**values, "magnitude_only": True})
+        return Verdict("partly", lab, f"not significant over {n} {self.by}s", values)
+
+
+@dataclass(frozen=True)
+class Trend(Paired):
+    """`metric` moves in `direction` (+1 rises, -1 falls) along the swept `x`, judged on its ends: the last
+    setting against the first, paired by `by` (Welch's interval where the ends share no key).
+
+    reproduced: the ends' interval excludes no change, the means move the claimed way at every step, the
+    better end is above the trivial baselines and (with the paper's `gap`, its change over the same range)
+    the change reaches it within the band; partly: otherwise in the claimed direction; contradicted: the
+    ends move significantly the other way, or (a size only) the interval rules out the paper's change.
+    `columns` reads the points from columns of the same cells instead ({x: column}; {x: (column, ...)}: the
+    median of those columns, a phase of a curve such as BO's guided trials)."""
+    summary: ClassVar[str] = "a metric moves one way along a swept setting: its ends paired by seed, every step"
+    select: Select = None  # type: ignore[assignment]
+    x: str = ""
+    metric: str = "psnr"
+    direction: int = 1
+    higher_is_better: bool = True
+    scale: Scale = DB
+    gap: Optional[float] = None
+    """The paper's change from the lab's first setting to its last, in the metric's units."""
+    columns: Optional[Mapping[float, str]] = None
+    guard: Optional[str] = None
+
+    @property
+    def selects(self) -> tuple[Select, ...]:
+        return (self.select,)
+
+    def _points(self, rows: Rows) -> dict[float, list[Mapping[str, Any]]]:
+        points: dict[float, list] = {}
+        for r in self.select.rows(rows):
+            if self.columns is not None:
+                for x, column in self.columns.items():
+                    found = [v for v in (value_of(r, c) for c in _columns(column)) if v is not None]
+                    if found:
+                        points.setdefault(float(x), []).append({**r, self.metric: statistics.median(found)})
+            else:
+                x = value_of(r, self.x)
+                if x is not None and level([r], self.metric, self.scale) is not None:
+                    points.setdefault(x, []).append(r)
+        return points
+
+    def _ends(self, first: Rows, last: Rows) -> tuple[float, float, float, str, int]:
+        """direction x (last - first): mean, low, high (paired, else Welch; None for low and high where the
+        run kept only means), how, n."""
+        s, d = self.scale, float(self.direction)
+        diffs, n = self.differences(last, first, self.metric, self.metric, s, d)
+        if n >= 2:
+            return (*interval(diffs), f"{n} paired {self.by}s", n)
+        a, b = (level(r, self.metric, s) for r in (last, first))
+        cells = [[s.to_axis(v) for v in (value_of(r, self.metric) for r in side) if v is not None]
+                 for side in (last, first)]
+        if not all(len(c) >= 2 for c in cells):           # an earlier run's means only: no interval
+            return d * (a[0] - b[0]), None, None, "the run kept only means", min(a[3], b[3])
+        raw = welch(*cells)
+        low, high = sorted((d * raw[1], d * raw[2]))
+        return d * raw[0], low, high, f"unpaired, {a[3]} and {b[3]} cells", min(a[3], b[3])
+
+    def __call__(self, rows: Rows) -> Verdict:
+        points, s = self._points(rows), self.scale
+        if len(points) < 2:
+            return Verdict("not attempted", "fewer than two points", "the sweep has too few settings")
+        xs = sorted(points)
+        means = [level(points[x], self.metric, s)[0] for x in xs]
+        lab = ", ".join(f"{self.x or 'setting'} {x:g}: {s.from_axis(m):.3g}{s.unit}" for x, m in zip(xs, means))
+        mean, low, high, how, n = self._ends(points[xs[0]], points[xs[-1]])
+        d = self.direction
+        lab += (f"; last - first {s.difference(d * mean)} " + (f"(no interval: {how})" if low is None else
+                f"[{s.difference(min(d * low, d * high))}, {s.difference(max(d * low, d * high))}] (95%, {how})"))
+        better = points[xs[-1]] if (d > 0) == self.higher_is_better else points[xs[0]]
+        found = guard_of(better, self.metric, self.guard, self.higher_is_better)
+        values = _with({"first": s.from_axis(means[0]), "last": s.from_axis(means[-1]), "mean": mean, "low": low,
+                        "high": high, "n": n}, found)
+        steps = [d * (b - a) for a, b in zip(means, means[1:])]
+        target = _target(self.gap, s)
+        if low is None:
+            return Verdict("partly", lab, "no interval (the run kept only means); the ends move "
+                                          + ("as claimed" if mean > 0 else "the other way"), values)
+        if high < 0:
+            return Verdict("contradicted", lab, "the ends move significantly the other way", values)
+        if _failed(found):
+            return Verdict("partly", lab, found.text("the better end") + ", so the trend is among failed "
+                                          "reconstructions", values)
+        if low > 0:
+            if target is not None and mean < target:
+                return Verdict("partly", lab, f"the direction holds; the change is short of "
+                                              f"{_paper(self.gap, s)} by more than {s.words()}", values)
+            if all(step >= 0 for step in steps):
+                return Verdict("reproduced", lab, "", values)
+            return Verdict("partly", lab, "the ends move as claimed, not every step", values)
+        if target is not None and high < target:
+            return Verdict("contradicted", lab, "no significant change, and the interval rules out "
+                                                f"{_paper(self.gap, s)}", {**values, "magnitude_only": True})
+        return Verdict("partly", lab, "the ends' change is not significant", values)
+
+
+@dataclass(frozen=True)
+class Level:
+    """The mean of `metric` over the selected cells reaches the paper's `value` (or, `higher_is_better`
+    False, stays at or below it), within the scale's band.
+
+    reproduced: the mean meets the paper's number within the band, above the trivial baselines; partly: short
+    of it while the interval still reaches it, or at a trivial baseline on average only; contradicted: the
+    interval rules the paper's number out (a size), or even its better end is no better than a trivial
+    answer (the attack fails outright: the direction)."""
+    summary: ClassVar[str] = "a mean reaches the paper's number (or stays under it), judged on its interval"
+    select: Select
+    metric: str
+    value: float
+    higher_is_better: bool = True
+    scale: Scale = DB
+    guard: Optional[str] = None
+
+    @property
+    def selects(self) -> tuple[Select, ...]:
+        return (self.select,)
+
+    def __call__(self, rows: Rows) -> Verdict:
+        over = _over_cells(self, rows)
+        if isinstance(over, Verdict):
+            return over
+        chosen, mean, low, high, n, lab = over
+        s = self.scale
+        found = guard_of(chosen, self.metric, self.guard, self.higher_is_better)
+        values = _with({"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n},
+                       found)
+        sign = 1.0 if self.higher_is_better else -1.0
+        paper = f"the paper's {self.value:g}{s.unit}"
+        if found is not None and found.failed_outright and found.low != found.high:
+            return Verdict("contradicted", lab, found.text(self.select.label) + " at either end of its interval: "
+                                                "the attack does not work here", values)
+        if _failed(found):
+            return Verdict("partly", lab, found.text(self.select.label), values)
+        target = s.to_axis(self.value)
+        if sign * (mean - target) >= -s.axis_band:
+            return Verdict("reproduced", lab, "", values)
+        best_end = high if self.higher_is_better else low
+        if low != high and sign * (best_end - target) < -s.axis_band:
+            return Verdict("contradicted", lab, f"the interval rules out {paper} (within {s.words()})",
+                           {**values, "magnitude_only": True})
+        return Verdict("partly", lab, f"short of {paper} by more than {s.words()}"
+                                      + ("" if low != high else "; no interval"), values)
+
+
+def AtLeast(select: Select, metric: str, value: float, scale: Scale = DB, guard: Optional[str] = None) -> Level:
+    return Level(select, metric, value, True, scale, guard)
+
+
+def AtMost(select: Select, metric: str, value: float, scale: Scale = DB, guard: Optional[str] = None) -> Level:
+    return Level(select, metric, value, False, scale, guard)
+
+
+@dataclass(frozen=True)
+class Fails:
+    """The selected cells do no better than the best trivial answer on `metric` (`fails=False`: they do
+    better, the attack still leaks), judged on the 95% interval of their mean.
+
+    reproduced: the whole interval is on the claimed side of the trivial baseline (within its margin);
+    contradicted: the whole interval is on the other side; partly: the interval straddles it, or there is
+    no interval."""
+    summary: ClassVar[str] = "the cells do no better (or, for a leak, better) than the best trivial answer"
+    select: Select
+    metric: str = "psnr"
+    higher_is_better: bool = True
+    scale: Scale = DB
+    fails: bool = True
+
+    @property
+    def selects(self) -> tuple[Select, ...]:
+        return (self.select,)
+
+    def __call__(self, rows: Rows) -> Verdict:
+        over = _over_cells(self, rows)
+        if isinstance(over, Verdict):
+            return over
+        chosen, mean, low, high, n, lab = over
+        s, base = self.scale, trivial(chosen, self.metric, self.higher_is_better)
+        if base is None:
+            return Verdict("partly", lab, "the cells record no trivial baseline to compare with",
+                           {"mean": s.from_axis(mean), "n": n})
+        lab += f"; {base[1]}: {base[0]:.4g}{s.unit}"
+        values = {"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n,
+                  "claimed": s.from_axis(mean), "trivial": base[0], "guard": self.metric}
+        best, worst = (high, low) if self.higher_is_better else (low, high)
+        if low == high:
+            return Verdict("partly", lab, "no interval (one cell, or a run that kept only its mean)", values)
+        if at_or_below(s.from_axis(best), base[0], s, self.higher_is_better):
+            if self.fails:
+                return Verdict("reproduced", lab, "", values)
+            return Verdict("contradicted", lab, f"no better than {base[1]}: nothing leaks", values)
+        if not at_or_below(s.from_axis(worst), base[0], s, self.higher_is_better):
+            if self.fails:
+                return Verdict("contradicted", lab, f"better than {base[1]}: the attack still leaks", values)
+            return Verdict("reproduced", lab, "", values)
+        return Verdict("partly", lab, f"the interval straddles {base[1]}'s {base[0]:.4g}{s.unit}", values)
+
+
+@dataclass(frozen=True)
+class Close(TwoSided):
+    """A is within `margin` of B on `metric` (paired by `by`); `one_sided`: A is no worse than B by more than
+    `margin`. On a log scale the margin is a factor.
+
+    reproduced: the interval of the paired differences lies inside the margin (and A is above the trivial
+    baselines); contradicted: it lies wholly outside (a size, softened at a reduced setting); partly: it
+    straddles the margin."""
+    summary: ClassVar[str] = "A is within a margin of B (one-sided: no worse by more than it), paired by seed"
+    margin: float = 1.0
+    one_sided: bool = False
+
+    def __call__(self, rows: Rows) -> Verdict:
+        compared = self.compare(rows)
+        if isinstance(compared, Verdict):
+            return compared
+        lab, values, mean, low, high, n, found = compared
+        s = self.scale
+        m = s.to_axis(self.margin)
+        band = (f"{'no worse than' if self.one_sided else 'within'} "
+                f"{f'a factor {self.margin:g}' if s.log else f'{self.margin:g}{s.unit}'}")
+        if n < 2:
+            return Verdict("partly", lab, f"one paired {self.by}: no interval", values)
+        if high < -m or (not self.one_sided and low > m):
+            return Verdict("contradicted", lab, f"the interval lies outside the claim's margin ({band})",
+                           {**values, "magnitude_only": True})
+        if _failed(found):
+            return Verdict("partly", lab, found.text(self.a.label), values)
+        if low > -m and (self.one_sided or high < m):
+            return Verdict("reproduced", lab, "", values)
+        return Verdict("partly", lab, f"the interval straddles the claim's margin ({band})", values)
+
+
+@dataclass(frozen=True)
+class Holds:
+    """A yes/no `flag` (1 when the property holds) in every selected cell (`most`: in more than half).
+
+    reproduced: it holds in every cell (most: in more than half); contradicted: it fails in more than half;
+    partly: in between. The share is shown with its exact 95% interval."""
+    summary: ClassVar[str] = "a yes/no property holds in every cell (or in most), with its exact interval"
+    select: Select
+    flag: str
+    most: bool = False
+
+    @property
+    def selects(self) -> tuple[Select, ...]:
+        return (self.select,)
+
+    def __call__(self, rows: Rows) -> Verdict:
+        found = [v for v in (value_of(r, self.flag) for r in self.select.rows(rows)) if v is not None]
+        if not found:
+            return Verdict("not attempted", "no results", f"no cell records {self.flag}")
+        k, n = sum(v >= 0.5 for v in found), len(found)
+        low, high = share_interval(k, n)
+        lab = f"{self.select.label}: holds in {k} of {n} cells" + (f" [{low:.2f}, {high:.2f}]" if n > 1 else "")
+        values = {"mean": k / n, "low": low, "high": high, "n": n}
+        if (k > n / 2) if self.most else (k == n):
+            return Verdict("reproduced", lab, "", values)
+        if k < n / 2:
+            return Verdict("contradicted", lab, f"fails in {n - k} of {n} cells", values)
+        return Verdict("partly", lab, f"holds in {k} of {n} cells, not " + ("most" if self.most else "all"), values)
+
+
+RULES = (Beats, Trend, Level, Fails, Close, Holds)
+"""Every rule type (each has fixtures where the claim is false and at a trivial baseline in the tests)."""

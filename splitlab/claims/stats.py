@@ -1,0 +1,158 @@
+"""The arithmetic behind the ledger's verdicts: intervals, the metric's own units, the trivial baselines and
+the images behind a measurement. Pure Python (scipy's t quantile only), so `splitlab claims` needs no torch.
+
+- `interval`: a mean and its two-sided 95% t-interval; `welch` for two unpaired groups; `share_interval` the
+  exact (Clopper-Pearson) interval of a share of yes/no cells.
+- `Scale`: how a metric is compared with the paper's number: a band in its own units (1 dB of PSNR, 1
+  accuracy point, a factor 2 in MSE), and whether it is read on a log scale (ratios, not differences).
+- `trivial`: the best of the trivial answers the cells record under `baselines.{zero,mean,initial,majority}`
+  (the all-zero image, the per-target mean image, the attack's initial guess; for label inference, the
+  majority class for every sample, leak AUC 0.5); no attack that does no better than these has
+  reconstructed (or inferred) anything.
+- `images_behind`: how many distinct images the selected cells attacked (the `images` column, or for
+  results written before it, the batch from `index` on, the same on every seed).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from scipy.special import betaincinv, stdtrit
+
+__all__ = ["interval", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "PLAIN",
+           "value_of", "trivial", "BASELINES", "images_behind"]
+
+LEVEL = 0.95
+BASELINES = ("zero", "mean", "initial", "majority")
+"""The trivial answers an attack's metrics.json scores under `baselines` (docs/metrics.md): the first three for
+an image attack, `majority` for a label-inference attack."""
+BASELINE_WORDS = {"zero": "the all-zero image", "mean": "the mean image", "initial": "the attack's initial guess",
+                  "majority": "the majority class for every sample"}
+
+
+def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """Mean and a two-sided t-interval (the mean itself at both ends for fewer than two values)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, mean, mean
+    half = float(stdtrit(len(values) - 1, 0.5 + level / 2)) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
+def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """mean(a) - mean(b) with Welch's t-interval (unpaired groups); no interval with fewer than two each."""
+    mean = statistics.fmean(a) - statistics.fmean(b)
+    if len(a) < 2 or len(b) < 2:
+        return mean, mean, mean
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return mean, mean, mean
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = float(stdtrit(dof, 0.5 + level / 2)) * math.sqrt(va + vb)
+    return mean, mean - half, mean + half
+
+
+def share_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a share k / n: a t-interval on 0/1 values can leave [0, 1]."""
+    alpha = 1 - level
+    low = 0.0 if k == 0 else float(betaincinv(k, n - k + 1, alpha / 2))
+    high = 1.0 if k == n else float(betaincinv(k + 1, n - k, 1 - alpha / 2))
+    return low, high
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How a metric is compared with the paper's number.
+
+    `band`: how far from the paper's number (or gap) still counts as meeting it, in the metric's own units;
+    on a log scale a factor (2: within a factor 2). `margin`: how close to a trivial baseline counts as "at"
+    it. `unit` is printed after the numbers."""
+    name: str
+    unit: str
+    band: float
+    margin: float
+    log: bool = False
+
+    def to_axis(self, value: float) -> float:
+        """The value where differences are taken: log10 on a log scale."""
+        return math.log10(value) if self.log else value
+
+    def from_axis(self, value: float) -> float:
+        return 10 ** value if self.log else value
+
+    @property
+    def axis_band(self) -> float:
+        return math.log10(self.band) if self.log else self.band
+
+    def words(self) -> str:
+        return f"a factor {self.band:g}" if self.log else f"{self.band:g}{self.unit}"
+
+    def difference(self, value: float) -> str:
+        """A difference on the axis in words: a signed number, or a factor on a log scale."""
+        return f"x{10 ** value:.3g}" if self.log else f"{value:+.3g}{self.unit}"
+
+
+DB = Scale("PSNR", " dB", band=1.0, margin=0.1)
+POINTS = Scale("accuracy", "", band=0.01, margin=0.01)
+"""Accuracy as a fraction: the band is one accuracy point."""
+FACTOR = Scale("MSE", "", band=2.0, margin=1.02, log=True)
+"""Errors compared as ratios: within a factor 2 of the paper's; within 2% of a baseline is at it."""
+SSIM = Scale("SSIM", "", band=0.05, margin=0.01)
+SHARE = Scale("share", "", band=0.05, margin=0.01)
+"""Label and alignment accuracies, shares of cells: five points."""
+PLAIN = Scale("value", "", band=0.0, margin=0.0)
+"""A quantity with no paper number to meet (only a direction)."""
+
+
+def value_of(row: Mapping[str, Any], metric: str) -> float | None:
+    """A metric as a number: results.csv writes switches as True/False, read as 1 and 0."""
+    raw = row.get(metric)
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return float(raw.strip().lower() == "true")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def trivial(rows: Sequence[Mapping[str, Any]], metric: str, higher_is_better: bool):
+    """(the best trivial answer's mean on `metric`, its name) over the cells, or None where the cells record no
+    baseline for the metric (theory checks, accuracies, bounds)."""
+    best = None
+    for name in BASELINES:
+        found = [v for v in (value_of(r, f"baselines.{name}.{metric}") for r in rows) if v is not None]
+        if not found:
+            continue
+        mean = statistics.fmean(found)
+        if best is None or (mean > best[0] if higher_is_better else mean < best[0]):
+            best = (mean, BASELINE_WORDS[name])
+    return best
+
+
+def at_or_below(value: float, baseline: float, scale: Scale, higher_is_better: bool) -> bool:
+    """The value is no better than the baseline (within the scale's margin)."""
+    if scale.log:
+        return value >= baseline / scale.margin if not higher_is_better else value <= baseline * scale.margin
+    return value <= baseline + scale.margin if higher_is_better else value >= baseline - scale.margin
+
+
+def images_behind(rows: Sequence[Mapping[str, Any]]) -> str:
+    """How many distinct images the cells attacked, in words ("" when the cells are not image attacks)."""
+    rows = [r for r in rows if r.get("batch_size") not in (None, "")]
+    if not rows:
+        return ""
+    seeds = {str(r.get("seed")) for r in rows}
+    if any(r.get("images") not in (None, "") for r in rows):
+        drawn = {int(i) for r in rows for i in str(r.get("images") or "").split()}
+        per_seed = {str(r.get("seed")): str(r.get("images")) for r in rows}
+        varied = len(set(per_seed.values())) > 1
+        return (f"{len(drawn)} distinct images over {len(seeds)} seed{'s' * (len(seeds) > 1)}" if varied
+                else f"the same {len(drawn)} images on every seed")
+    batch = max(int(float(r["batch_size"])) for r in rows)
+    starts = {str(r.get("index")) for r in rows if r.get("index") not in (None, "")}
+    if len(starts) > 1:
+        return f"{batch * len(starts)} images ({len(starts)} batches of {batch} by index, one seed each)"
+    return f"the same {batch} images on every seed (results written before seeds drew the images)"

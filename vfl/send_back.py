@@ -1,0 +1,190 @@
+"""The label party's defences at the send-back point: what the server does to the cut gradient G = dL/dH
+before it returns it (`vfl.protocol.Server(defences=...)`), against a feature party that infers the labels
+from the gradients it receives (Li et al., ICLR 2022; Fu et al., USENIX Security 2022). A client-side
+defence (`vfl.defences`) cannot help here: the client is the attacker.
+
+Each acts per example on the batch's gradient, flattened to (B, d), and may read the batch's labels (the
+label party holds them); the training uses the perturbed gradient, so each one's cost in task accuracy is
+measured beside the leak it stops.
+
+- `max-norm`: Li et al.'s heuristic: g_j <- g_j (1 + sigma_j xi_j), xi_j ~ N(0, 1) one per example, with
+  sigma_j = sqrt(max_k ||g_k||^2 / ||g_j||^2 - 1): every example's expected squared norm becomes the batch's
+  largest, so the norm no longer tells the classes apart (the direction is kept).
+- `marvell:scale=S`: Li et al.'s Marvell: class-dependent Gaussian noise whose covariances minimise the
+  symmetrised KL divergence of the perturbed classes under the power budget P = S ||m1 - m0||^2
+  (`vfl.marvell`), re-solved on every batch from its own class statistics. Binary tasks only. A batch
+  holding one class only reuses the last batch's solution (none before the first).
+- `gradient-noise:ratio=R` or `gradient-noise:sigma=S`: isotropic Gaussian noise N(0, s^2 I) with
+  s = R max_k ||g_k|| / sqrt(d) (Li et al.'s `iso` baseline, scaled to the batch's largest gradient) or the
+  absolute s = S (the client-side defence of the same name, moved to the label party).
+- `sparsify:drop=F`: gradient sparsification: zero the fraction F of each example's gradient entries with
+  the smallest magnitude (Fu et al.'s GS defence; the HFL upload defence `topk` per example).
+
+Specs: `none`, or `+`-joined items parsed by `vfl.defences.parse_item` against `SEND_BACK` (one parser for
+every defence). Noise comes from a generator of the defence's own (option `seed`, default 0).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from vfl.defences import SEED, _SeededNoise, parse_item
+from vfl.errors import SplitlabError
+from vfl.marvell import Solution, solve
+from vfl.validate import SpecKey
+
+__all__ = ["SendBackDefence", "MaxNorm", "Marvell", "IsoNoise", "Sparsify", "SEND_BACK", "parse_send_back",
+           "check_send_back"]
+
+
+class SendBackDefence:
+    """Base: `on_send(G, labels)` returns the gradient the label party sends instead of G."""
+
+    name = "none"
+
+    def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        return g
+
+    def report(self) -> dict[str, Any]:
+        """What the defence did over the run (Marvell's divergence bound), for metrics.json."""
+        return {}
+
+
+def _rows(g: torch.Tensor) -> torch.Tensor:
+    return g.reshape(len(g), -1)
+
+
+class MaxNorm(SendBackDefence):
+    name = "max-norm"
+
+    def __init__(self, seed: int = 0):
+        self.noise = _SeededNoise(1.0, seed)
+
+    def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        squared = _rows(g).pow(2).sum(1)
+        sigma = (squared.max() / squared.clamp_min(torch.finfo(g.dtype).tiny) - 1).clamp_min(0).sqrt()
+        xi = self.noise.noise_like(squared)
+        factor = 1 + sigma * xi
+        return g * factor.view(-1, *[1] * (g.dim() - 1))
+
+
+class IsoNoise(SendBackDefence):
+    name = "gradient-noise"
+
+    def __init__(self, ratio: float | None = None, sigma: float | None = None, seed: int = 0):
+        self.ratio, self.sigma = ratio, sigma
+        self.noise = _SeededNoise(1.0, seed)
+
+    def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        rows = _rows(g)
+        scale = self.sigma if self.sigma is not None else \
+            self.ratio * rows.norm(dim=1).max() / math.sqrt(rows.shape[1])
+        return g + scale * self.noise.noise_like(g)
+
+
+class Sparsify(SendBackDefence):
+    name = "sparsify"
+
+    def __init__(self, drop: float):
+        self.drop = drop
+
+    def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        rows = _rows(g)
+        dropped = math.floor(self.drop * rows.shape[1])
+        if dropped == 0:
+            return g
+        smallest = rows.abs().topk(dropped, dim=1, largest=False).indices
+        return rows.scatter(1, smallest, 0.0).view_as(g)
+
+
+class Marvell(SendBackDefence):
+    name = "marvell"
+
+    def __init__(self, scale: float, seed: int = 0):
+        self.scale = scale
+        self.noise = _SeededNoise(1.0, seed)
+        self.last: tuple[torch.Tensor, Solution] | None = None
+        self.solutions: list[Solution] = []
+
+    def _solve(self, rows: torch.Tensor, positive: torch.Tensor) -> tuple[torch.Tensor, Solution] | None:
+        pos, neg = rows[positive], rows[~positive]
+        if len(pos) == 0 or len(neg) == 0:
+            return self.last                         # one class only: no class statistics in this batch
+        gap = pos.mean(0) - neg.mean(0)
+        stats = torch.stack([gap.pow(2).sum(), neg.var(0, correction=0).mean(), pos.var(0, correction=0).mean()])
+        g, u, v = stats.double().cpu().tolist()      # one host read per batch: the solver runs on the CPU
+        solution = solve(u, v, rows.shape[1], g, len(pos) / len(rows), self.scale)
+        self.solutions.append(solution)
+        return gap / gap.norm().clamp_min(torch.finfo(gap.dtype).tiny), solution
+
+    def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
+        if labels is None:
+            raise SplitlabError("marvell needs the batch's labels: it is the label party's defence")
+        rows = _rows(g)
+        positive = labels == 1
+        self.last = found = self._solve(rows, positive)
+        if found is None:
+            return g
+        axis, s = found
+        along = torch.where(positive, math.sqrt(s.lam11 - s.lam21), math.sqrt(s.lam10 - s.lam20)).to(rows.dtype)
+        spread = torch.where(positive, math.sqrt(s.lam21), math.sqrt(s.lam20)).to(rows.dtype)
+        xi = self.noise.noise_like(rows[:, 0])
+        noise = (along * xi)[:, None] * axis + spread[:, None] * self.noise.noise_like(rows)
+        return (rows + noise).view_as(g)
+
+    def report(self) -> dict[str, Any]:
+        if not self.solutions:
+            return {"marvell_batches": 0}
+        n = len(self.solutions)
+        return {"marvell_batches": n, "marvell_sum_kl_mean": sum(s.sum_kl for s in self.solutions) / n,
+                "marvell_sum_kl_before_mean": sum(s.sum_kl_before for s in self.solutions) / n,
+                "marvell_error_bound_mean": sum(s.error_bound for s in self.solutions) / n}
+
+
+SEND_BACK: dict[str, dict[str, SpecKey]] = {
+    "none": {},
+    "max-norm": {"seed": SEED},
+    "marvell": {"scale": SpecKey(low=0, high=1e6, required=True), "seed": SEED},
+    "gradient-noise": {"ratio": SpecKey(low=0, high=1e6), "sigma": SpecKey(low=0, high=1e6), "seed": SEED},
+    "sparsify": {"drop": SpecKey(low=0, high=1, high_open=True, required=True)},
+}
+"""The label party's send-back defences: name -> option -> type and range."""
+
+_EXAMPLE = "marvell:scale=1"
+
+
+def check_send_back(spec: str, classes: int) -> list:
+    """Names, options and values of a send-back spec, and that each fits the task (Marvell: binary only);
+    nothing is built."""
+    items = [item.strip() for item in spec.split("+")]
+    if not all(items):
+        raise SplitlabError(f"send-back defence {spec!r} has an empty item; use none or name[:key=value] items "
+                            "joined by +, e.g. max-norm or marvell:scale=1")
+    parsed = [parse_item(item, SEND_BACK, _EXAMPLE) for item in items]
+    for item in parsed:
+        if item.name == "marvell" and classes != 2:
+            raise SplitlabError(f"marvell is defined for binary tasks (Li et al.); this task has {classes} classes: "
+                                "use --task binary or another defence")
+        if item.name == "gradient-noise" and ("ratio" in item.options) == ("sigma" in item.options):
+            raise SplitlabError("gradient-noise takes one of ratio=R (relative to the batch's largest gradient, "
+                                "Li et al.'s iso) or sigma=S (absolute)")
+    return [item for item in parsed if item.name != "none"]
+
+
+def parse_send_back(spec: str, classes: int) -> list[SendBackDefence]:
+    """The send-back defences of a spec, for a task of `classes` classes."""
+    built: list[SendBackDefence] = []
+    for item in check_send_back(spec, classes):
+        o = item.options
+        seed = o.get("seed", 0)
+        if item.name == "max-norm":
+            built.append(MaxNorm(seed))
+        elif item.name == "marvell":
+            built.append(Marvell(o["scale"], seed))
+        elif item.name == "gradient-noise":
+            built.append(IsoNoise(o.get("ratio"), o.get("sigma"), seed))
+        else:
+            built.append(Sparsify(o["drop"]))
+    return built
