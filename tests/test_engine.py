@@ -71,6 +71,27 @@ def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
         torch.testing.assert_close(xb[r].detach(), x.detach(), rtol=1e-10, atol=1e-12)
 
 
+def test_lbfgs_runs_its_own_arithmetic_on_one_thread_and_the_closure_on_the_callers():
+    start = torch.randn(2, 6, dtype=torch.float64)
+    finals, seen = [], []
+    for threads in (2, 1):
+        x = start.clone().requires_grad_(True)
+
+        def closure():
+            seen.append((threads, torch.get_num_threads()))
+            x.grad = None
+            losses = ((x - 1) ** 4).sum(1)
+            losses.sum().backward()
+            return losses.detach()
+
+        torch.set_num_threads(threads)          # the suite runs on one thread; its fixture restores it
+        BatchedLBFGS([x], max_iter=5).step(closure)
+        assert torch.get_num_threads() == threads
+        finals.append(x.detach())
+    assert {given for given, _ in seen} == {1, 2} and all(given == inside for given, inside in seen)
+    assert torch.equal(finals[0], finals[1])
+
+
 def test_engine_lbfgs_on_one_trial_follows_torch_lbfgs():
     sim, target, variables, _ = _gradient_problem(trials=1)
     objective = Objective(sim, SquaredL2())

@@ -54,6 +54,7 @@ class BatchedLBFGS:
         self.head = torch.zeros(self.trials, dtype=torch.long, device=device)
         self.filled = 0                 # host-side bound on any trial's number of stored pairs
         self.h_diag = torch.ones(self.trials, dtype=dtype, device=device)
+        self._masks: dict[int, torch.Tensor] = {}
         self.d: torch.Tensor | None = None
         self.t: torch.Tensor | None = None
         self.prev_flat_grad: torch.Tensor | None = None
@@ -83,14 +84,21 @@ class BatchedLBFGS:
         accept = accept & (ys > 1e-10)
         rows, head = self.rows, self.head
         self.s[rows, head], self.y[rows, head] = s, y
-        # every stored s_i and y_i against the new y and s (row vectors times the buffer: a batched
-        # matrix-vector product the other way round was ten times slower on the CPU)
-        dots = torch.stack([y, s], 1) @ self.pairs.mT
-        self.gram[rows, :, :, head] = dots[:, 0].view(self.trials, 2, slots)              # s_i . y, y_i . y
-        self.gram[rows, :, head] = torch.stack([dots[:, 1, slots:], dots[:, 0, slots:]], 1)  # s . y_j, y . y_j
+        # every stored s_i and y_i against the new y and s, as row vectors times the buffer: a batched
+        # matrix-vector product the other way round ran ten times slower on the CPU, and a product with both
+        # rows at once starts a thread pool (under load, milliseconds)
+        with_y, with_s = (y[:, None] @ self.pairs.mT)[:, 0], (s[:, None] @ self.pairs.mT)[:, 0]
+        self.gram[rows, :, :, head] = with_y.view(self.trials, 2, slots)                      # s_i . y, y_i . y
+        self.gram[rows, :, head] = torch.stack([with_s[:, slots:], with_y[:, slots:]], 1)    # s . y_j, y . y_j
         self.head = (head + accept) % slots
         self.filled = min(self.filled + 1, self.history_size)
         self.h_diag = torch.where(accept, ys / _dot(y, y), self.h_diag)
+
+    def _below(self, m: int) -> torch.Tensor:
+        """(m, m) True below the diagonal (a mask, cached per size: `tril` starts a thread pool)."""
+        if m not in self._masks:
+            self._masks[m] = torch.ones(m, m, dtype=torch.bool, device=self.h_diag.device).tril(-1)
+        return self._masks[m]
 
     def _direction(self, g: torch.Tensor) -> torch.Tensor:
         """-H g for each trial's L-BFGS inverse Hessian H: the two-loop recursion in its compact form (Byrd,
@@ -114,7 +122,7 @@ class BatchedLBFGS:
         cells = (order[:, :, None] * slots + order[:, None, :]).view(self.trials, 1, m * m).expand(-1, 2, -1)
         sy, yy = self.gram.view(self.trials, 2, slots * slots).gather(2, cells).view(self.trials, 2, m, m).unbind(1)
         curvature = sy.diagonal(dim1=1, dim2=2)
-        lower = sy.tril(-1) + torch.diag_embed(torch.where(curvature == 0, 1.0, curvature))
+        lower = torch.where(self._below(m), sy, 0.0) + torch.diag_embed(torch.where(curvature == 0, 1.0, curvature))
         alpha = torch.linalg.solve_triangular(lower, a[:, :, None], upper=False)
         w = curvature[:, :, None] * alpha - gamma[:, :, None] * (b[:, :, None] - yy @ alpha)
         c = torch.linalg.solve_triangular(lower.mT, w, upper=True)
@@ -125,7 +133,30 @@ class BatchedLBFGS:
     @torch.no_grad()
     def step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
         """One `torch.optim.LBFGS.step` per trial. `closure` fills `.grad` and returns per-trial losses (it runs
-        with gradients enabled; the optimiser's own arithmetic records no graph, as torch's)."""
+        with gradients enabled; the optimiser's own arithmetic records no graph, as torch's).
+
+        On a CPU the optimiser's own arithmetic (vectors, the pairs' Gram matrices) runs on one intra-op thread
+        and the closure on the caller's: for tensors this small a thread pool's start and join cost more than
+        the work, and on a loaded CPU each parallel region can wait a whole time slice (7-16 ms per operation
+        measured at 2 threads and load 5, against 0.01-0.04 ms on one thread)."""
+        threads = torch.get_num_threads() if self.params[0].device.type == "cpu" else 1
+        if threads == 1:
+            return self._step(closure)
+
+        def evaluate() -> torch.Tensor:
+            torch.set_num_threads(threads)
+            try:
+                return closure()
+            finally:
+                torch.set_num_threads(1)
+
+        torch.set_num_threads(1)
+        try:
+            return self._step(evaluate)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _step(self, closure: Callable[[], torch.Tensor]) -> torch.Tensor:
         with torch.enable_grad():
             orig_loss = closure().detach()
         loss = orig_loss
