@@ -51,7 +51,7 @@ def test_help_and_version_import_no_command_module(args):
 
 
 LOADED_ON_DEMAND = ("lpips", "pytorch_fid", "torchvision", "matplotlib", "ray", "torch._inductor", "torch._dynamo",
-                    "sympy", "skimage")
+                    "sympy", "skimage", "scipy")
 """What an attack command's options never need: metrics, figures, sweeps and compiling load them when used."""
 
 
