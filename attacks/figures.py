@@ -105,6 +105,7 @@ def label_figure(scores: torch.Tensor, predicted: torch.Tensor, labels: torch.Te
     positive-class score per true class, and the ROC curve. Multi-class: the confusion matrix (rows: true)."""
     scores, predicted, labels = scores.detach().double().cpu(), predicted.cpu().long(), labels.cpu().long()
     classes = scores.shape[-1]
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(9, 3.4))
     left, right = figure.subplots(1, 2)
     if classes == 2:
