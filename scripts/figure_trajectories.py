@@ -2,6 +2,8 @@
 
     python scripts/figure_trajectories.py runs/sweep/awa-horizon [--out trajectories.png] [--metric ssim]
 
+`--metric ssim_global` draws the whole-image SSIM the AWA paper prints, which trajectories record beside `ssim`.
+
 Reads every finished cell's metrics.json, groups the cells by their swept values except the seed, and
 draws the mean and one standard deviation over seeds of the metric at each recorded iteration: one panel
 per setting (every swept key but preset, attack and seed), one line per preset. Prints the same numbers
@@ -56,7 +58,7 @@ def summary(runs: list[tuple[list[int], list[float]]]) -> tuple[list[int], list[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sweep", type=Path)
-    parser.add_argument("--metric", default="ssim", choices=("ssim", "psnr"))
+    parser.add_argument("--metric", default="ssim", choices=("ssim", "ssim_global", "psnr"))
     parser.add_argument("--out", type=Path, default=None, help="default: SWEEP/figures/trajectories_METRIC.png")
     args = parser.parse_args()
     panels = curves(args.sweep, args.metric)

@@ -227,6 +227,7 @@ def test_the_trajectory_ends_at_each_trials_last_iterate_in_either_mode(batch, m
     assert not torch.equal(record["images"][:, 0], record["images"][:, 1])
     curve = evaluation(rec, {}, Truth(x, y))["trajectory"]
     assert curve["trial"] == rec.best_trial and curve["ssim"][-1] == score(rec, x, y)["ssim"]
+    assert curve["ssim_global"][-1] == score(rec, x, y)["ssim_global"] and len(curve["ssim_global"]) == 3
 
 
 def test_recording_a_trajectory_changes_no_number(batch):

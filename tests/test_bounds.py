@@ -325,9 +325,9 @@ OLD_FLAGS = {"--surrogate-input", "--ridge", "--layers", "--rounds", "--devices"
 OPTIONS = [(f.name, flag_of(f, o), o.check.refused) for f, o in options_of(BoundsConfig) if o.check is not None]
 
 
-def test_the_command_keeps_its_flags_and_adds_fit_pairs_and_batch():
+def test_the_command_keeps_its_flags_and_adds_fit_pairs_batch_and_dataset():
     flags = {flag_of(f, o) for f, o in options_of(BoundsConfig)}
-    assert flags == OLD_FLAGS | {"--fit-pairs", "--batch"}
+    assert flags == OLD_FLAGS | {"--fit-pairs", "--batch", "--dataset"}
     result = runner.invoke(app, ["bounds", "--help"])
     assert result.exit_code == 0
     assert all(flag in result.output for flag in flags | {"--no-sensitivity", "--no-trends", "--out", "--json"})
@@ -488,3 +488,21 @@ def test_every_cell_of_the_bounds_sweeps_passes_the_configs_own_rules(name, pape
     assert len(cells) == {("bounds-surrogate", False): 5, ("bounds-surrogate", True): 10,
                           ("bounds-trends", False): 60, ("bounds-trends", True): 120,
                           ("bounds-batch", False): 15, ("bounds-batch", True): 50}[name, paper]
+
+
+def test_mnist5k_gives_the_papers_image_size_to_the_data_the_targets_and_ggls_decoder():
+    from types import SimpleNamespace
+
+    from theory_checks.bounds.attacks import pca_decoder
+    from theory_checks.bounds.experiment import targets as attacked
+
+    data = load_digits((0, 1), "mnist5k")
+    assert data.images.shape == (800, 1, 28, 28) and data.dim == 784 and float(data.labels.float().mean()) == 0.5
+    assert 0.0 <= float(data.images.min()) and float(data.images.max()) <= 1.0
+    assert pca_decoder(4, "mnist5k").basis.shape == (4, 784) and pca_decoder(4).basis.shape == (4, 64)
+    config = BoundsConfig(dataset="mnist5k", samples=3)
+    x, y = attacked(SimpleNamespace(fed=split_evenly(data, config.devices)), config)
+    assert x.shape == (3, 1, 28, 28) and y.shape == (3,)
+    assert config.attack.dataset == "mnist5k"
+    with pytest.raises(SplitlabError, match="--samples"):
+        BoundsConfig(dataset="mnist5k", samples=801)

@@ -66,6 +66,16 @@ def test_models_adapt_to_the_dataset(name, shape):
     assert all(float(p.detach().abs().max()) <= 0.5 for p in lenet.parameters())     # DLG's U(-0.5, 0.5) init
 
 
+def test_relu_lenet_initialisations_differ_only_in_the_draw():
+    default, uniform = build_hfl_model("lenet-relu", seed=3), build_hfl_model("lenet-relu-uniform", seed=3)
+    shapes = lambda m: [(n, p.shape) for n, p in m.named_parameters()]
+    assert shapes(default) == shapes(uniform)
+    fc1 = dict(default.named_parameters())["classifier.0.weight"]            # fan-in 256: torch's U(+-1/16)
+    assert float(fc1.detach().abs().max()) <= 1 / 16
+    values = torch.cat([p.detach().flatten() for p in uniform.parameters()])  # DLG's U(-0.5, 0.5), every tensor
+    assert float(values.abs().max()) <= 0.5 and abs(float(values.std()) - 12 ** -0.5) < 0.01
+
+
 def test_model_zoo_lists_the_hfl_models():
     rows = describe_hfl()
     assert [r["arch"] for r in rows] == list(HFL_MODELS)

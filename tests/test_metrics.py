@@ -135,6 +135,41 @@ def test_score_with_matching_equals_score_of_the_pre_permuted_batch():
     assert unmatched["image_mse"] > 2 * direct["image_mse"]
 
 
+def test_best_match_lets_two_targets_share_a_reconstruction_and_never_scores_below_one_to_one():
+    x_true = _images(3)
+    close = (x_true[0] + 0.01).clamp(0, 1)
+    # two reconstructions near target 0 and one far from everything: one-to-one must give target 1 or 2
+    # a poor partner, the best match gives every target its nearest reconstruction
+    x_rec = torch.stack([close, close, torch.zeros_like(close)])
+    score = metrics.score_reconstruction(x_rec, x_true, match=True)
+    nearest = [max(float(metrics.psnr(r[None], t[None])) for r in x_rec) for t in x_true]
+    assert score["per_image"]["psnr_best_match"] == pytest.approx(nearest)
+    assert score["psnr_best_match"] == pytest.approx(sum(nearest) / 3)
+    assert score["psnr_best_match"] > score["psnr"]
+    assert all(b >= p for b, p in zip(score["per_image"]["psnr_best_match"], score["per_image"]["psnr"]))
+    # a perfect batch in any order: the two rules agree (capped at 100 dB)
+    perfect = metrics.score_reconstruction(x_true.flip(0), x_true, match=True)
+    assert perfect["psnr_best_match"] == perfect["psnr"] == metrics.PSNR_CAP_DB
+    with pytest.raises(SplitlabError, match="cannot match"):
+        metrics.best_match_psnr(x_rec[:, :, :5], x_true)
+
+
+def test_global_ssim_is_the_awa_papers_formula_over_the_whole_image():
+    x_true = _images(3)
+    noisy = (x_true + 0.2 * torch.randn(x_true.shape, generator=torch.Generator().manual_seed(1))).clamp(0, 1)
+    a, b = noisy.flatten(1).double(), x_true.flatten(1).double()
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    cov = ((a - a.mean(1, keepdim=True)) * (b - b.mean(1, keepdim=True))).mean(1)
+    by_hand = ((2 * a.mean(1) * b.mean(1) + c1) * (2 * cov + c2)
+               / ((a.mean(1) ** 2 + b.mean(1) ** 2 + c1) * (a.var(1, unbiased=False) + b.var(1, unbiased=False) + c2)))
+    assert metrics.ssim_global(noisy, x_true).tolist() == pytest.approx(by_hand.tolist(), rel=1e-6)
+    assert metrics.ssim_global(x_true, x_true).tolist() == pytest.approx([1.0] * 3)
+    assert float(metrics.ssim_global(1 - x_true, x_true).max()) < 0            # anti-correlated
+    score = metrics.score_reconstruction(noisy, x_true)
+    assert score["ssim_global"] == pytest.approx(float(by_hand.mean()), rel=1e-6)
+    assert score["ssim_global"] != pytest.approx(score["ssim"], abs=1e-3)       # not the windowed SSIM
+
+
 def test_score_keys_clamping_minmax_and_unavailable_reasons():
     x_true = _images(3)
     x_true = metrics.minmax_normalise(x_true)  # each target spans exactly [0,1]

@@ -135,6 +135,14 @@ def test_temporal_gradients_vectorised_equal_one_at_a_time(mnist, lenet):
 
 # --- the FL trace ------------------------------------------------------------------------------------
 
+def test_more_local_batches_space_the_sightings_further_apart(mnist, lenet):
+    near = observe_trace(lenet, mnist, batch_size=2, temporal=3, clients=2, arch="lenet", seed=1)
+    far = observe_trace(lenet, mnist, batch_size=2, temporal=3, clients=2, local_batches=8, arch="lenet", seed=1)
+    gaps = lambda t: [b - a for a, b in zip(t.log.round_numbers, t.log.round_numbers[1:])]
+    assert max(gaps(near)) <= 5 and min(gaps(far)) >= 1 and sum(gaps(far)) > sum(gaps(near))
+    assert set(far.client_batches) == set(range(8))       # client 0 walks through all eight of its batches
+
+
 def test_other_clients_move_the_weights_between_sightings(mnist, lenet):
     trace = observe_trace(lenet, mnist, batch_size=2, temporal=4, clients=4, server_lr=0.1, arch="lenet", seed=1)
     log = trace.log
@@ -312,7 +320,7 @@ def _hfl(out, *args):
 
 def test_cli_run_records_the_trace(tmp_path):
     result = _hfl(tmp_path / "run", "--observe", "rounds", "--temporal", "2", "--iterations", "2", "--batch-size", "2",
-                  "--labels", "known", "--invalid", "1", "--invalid-kind", "noise", "--clients", "3",
+                  "--labels", "known", "--invalid", "1", "--invalid-kind", "noise", "--clients", "3", "--local-batches", "4",
                   "--aggregator", "trimmed", "--trim-beta", "0", "--local-steps", "2", "--carry-state", "--layer-ramp")
     assert result.exit_code == 0, result.output
     m = json.loads(result.stdout)["metrics"]
@@ -321,6 +329,7 @@ def test_cli_run_records_the_trace(tmp_path):
         (0.0, 2, False, True) and m["steps"] == 4
     assert m["label_rule"] == "known" and m["invalid"] == 1 and m["invalid_kind"] == "noise"
     assert len(m["target_rounds"]) == 2 and m["extras"]["temporal"] == 2 and m["observation"] == "rounds"
+    assert m["client_batches_seen"] == 4                  # a sighting every epoch of client 0's four batches
 
 
 @pytest.mark.parametrize("args,message", [
@@ -341,6 +350,9 @@ def test_cli_run_records_the_trace(tmp_path):
      "trains on all 4800 client images"),
     (["--observe", "rounds", "--restarts", "2"], "No such option: --restarts"),      # its copies are not restarts
     (["--observe", "rounds", "--temporal", "0"], "--temporal must be"),
+    (["--observe", "rounds", "--local-batches", "0"], "--local-batches must be"),
+    (["--observe", "rounds", "--clients", "101", "--local-batches", "10", "--batch-size", "4"],
+     "lower --clients, --local-batches or --batch-size"),
     (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),
     (["--observe", "rounds", "--local-steps", "0"], "--local-steps must be"),
     (["--observe", "rounds", "--aggregator", "median", "--mode", "sequential"], "applies to the joint form only"),

@@ -71,16 +71,18 @@ def evaluation(reconstruction, metrics: dict, truth) -> dict[str, Any]:
         return {}
     trial = best if best in record["trials"] else record["trials"][-1]
     x_true = truth.images.detach().float().cpu()
-    curve: dict[str, Any] = {"trial": trial, "iterations": record["iterations"], "psnr": [], "ssim": []}
+    curve: dict[str, Any] = {"trial": trial, "iterations": record["iterations"], "psnr": [], "ssim": [],
+                             "ssim_global": []}
     for images in record["images"][record["trials"].index(trial)].detach().float().cpu():
         s = score_reconstruction(images, x_true, match=len(x_true) > 1)
-        curve["psnr"].append(s["psnr"])
-        curve["ssim"].append(s["ssim"])
+        for key in ("psnr", "ssim", "ssim_global"):
+            curve[key].append(s[key])
     return {"trajectory": curve}
 
 
 def save_figure(run, outcome) -> None:
-    """trajectory.png: PSNR and SSIM of the answer against the iteration, when a trajectory was scored."""
+    """trajectory.png: PSNR and SSIM (windowed, and from whole-image statistics) of the answer against the
+    iteration, when a trajectory was scored."""
     curve = outcome.metrics.get("trajectory")
     if not curve:
         return
@@ -91,6 +93,10 @@ def save_figure(run, outcome) -> None:
         ax.plot(curve["iterations"], curve[key], marker=".")
         ax.set(xlabel="iteration", ylabel=label)
         ax.grid(alpha=0.3)
+    if "ssim_global" in curve:
+        right.plot(curve["iterations"], curve["ssim_global"], marker=".", label="whole-image (AWA's formula)")
+        right.lines[0].set_label("7x7 window")
+        right.legend(fontsize=7)
     rec = outcome.reconstruction
     figure.suptitle(f"{rec.attack} ({rec.preset}) along the run", fontsize=9)
     figure.tight_layout()

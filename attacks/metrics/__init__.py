@@ -15,11 +15,13 @@ from attacks.metrics.perceptual import FidMetric, LpipsMetric, frechet_distance,
 from attacks.metrics.pixel import (
     PSNR_CAP_DB,
     activation_mse,
+    best_match_psnr,
     image_mse,
     match_pairs,
     minmax_normalise,
     psnr,
     ssim,
+    ssim_global,
 )
 from attacks.metrics.schema import BASELINE_KEYS, IMAGE_KEYS, METRICS_SCHEMA
 from attacks.metrics.scoring import baselines, label_accuracy, score, score_reconstruction
@@ -29,7 +31,7 @@ _hub_checkpoint = hub_checkpoint  # the name `splitlab weights` (attacks.weights
 
 __all__ = [
     "BASELINE_KEYS", "FID_WEIGHTS_FILE", "IMAGE_KEYS", "LPIPS_BACKBONES", "METRICS_SCHEMA", "PSNR_CAP_DB",
-    "FidMetric", "LpipsMetric", "Unavailable", "activation_mse", "baselines", "frechet_distance",
+    "FidMetric", "LpipsMetric", "Unavailable", "activation_mse", "baselines", "best_match_psnr", "frechet_distance",
     "hub_checkpoint", "image_mse", "label_accuracy", "load_fid", "load_lpips", "match_pairs",
-    "minmax_normalise", "psnr", "score", "score_reconstruction", "ssim",
+    "minmax_normalise", "psnr", "score", "score_reconstruction", "ssim", "ssim_global",
 ]

@@ -67,6 +67,16 @@ def psnr(
     return db if max_db is None else db.clamp(max=max_db)
 
 
+def best_match_psnr(x_rec: torch.Tensor, x_true: torch.Tensor, *, max_db: float | None = PSNR_CAP_DB) -> torch.Tensor:
+    """Per target, the PSNR of its most similar reconstruction, shape (N_true,): FedLeak's scoring ("for each
+    image, we find the most similar reconstructed image"), where two targets may pick the same reconstruction.
+    Each pair is scored by `psnr` itself, so this is never below the one-to-one (Hungarian) pairing's
+    per-image PSNR, which gives each reconstruction to one target only."""
+    if x_rec.dim() != 4 or x_rec.shape[1:] != x_true.shape[1:]:
+        raise SplitlabError(f"cannot match {tuple(x_rec.shape)} against {tuple(x_true.shape)}")
+    return torch.stack([psnr(x_rec, target.expand_as(x_rec), max_db=max_db).max() for target in x_true])
+
+
 def ssim(x_rec: torch.Tensor, x_true: torch.Tensor, *, gaussian_weights: bool = False) -> torch.Tensor:
     """Per-image SSIM, shape (N,), with scikit-image on [0,1]-clamped inputs (data_range 1).
 
@@ -86,6 +96,22 @@ def ssim(x_rec: torch.Tensor, x_true: torch.Tensor, *, gaussian_weights: bool = 
         for r, t in zip(_numpy_images(x_rec), _numpy_images(x_true))
     ]
     return torch.tensor(values, dtype=torch.float32, device=x_rec.device)
+
+
+def ssim_global(x_rec: torch.Tensor, x_true: torch.Tensor, *, data_range: float = 1.0) -> torch.Tensor:
+    """Per-image SSIM from the whole image's statistics, shape (N,): the formula as the AWA paper writes it,
+    (2 mu_x mu_y + c1)(2 sigma_xy + c2) / ((mu_x^2 + mu_y^2 + c1)(sigma_x^2 + sigma_y^2 + c2)), with c1 =
+    (0.01 H)^2, c2 = (0.03 H)^2, H the data range, means and (population) moments over every pixel and
+    channel, on [0,1]-clamped inputs. No sliding window: one value per image pair, which forgives local
+    noise that the windowed `ssim` (scikit-image, 7x7) penalises."""
+    check_pair(x_rec, x_true, images=True)
+    a, b = x_rec.detach().clamp(0, 1).flatten(1).double(), x_true.detach().clamp(0, 1).flatten(1).double()
+    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+    mu_a, mu_b = a.mean(1), b.mean(1)
+    var_a, var_b = a.var(1, correction=0), b.var(1, correction=0)
+    cov = ((a - mu_a[:, None]) * (b - mu_b[:, None])).mean(1)
+    value = (2 * mu_a * mu_b + c1) * (2 * cov + c2) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
+    return value.float()
 
 
 def _numpy_images(x: torch.Tensor) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The keys of every attack's metrics.json and what each means (also the README's table)."""
 from __future__ import annotations
 
-IMAGE_KEYS = ("image_mse", "image_mse_minmax", "psnr", "psnr_max", "psnr_std", "ssim", "lpips", "fid")
+IMAGE_KEYS = ("image_mse", "image_mse_minmax", "psnr", "psnr_max", "psnr_std", "ssim", "lpips", "fid",
+              "psnr_best_match", "ssim_global")
 """The image scores of the answer; all null, with the reason, when every trial diverged."""
 BASELINE_KEYS = ("image_mse", "psnr", "ssim")
 """The image scores of each baseline (and of each restart under `per_trial`)."""
@@ -16,7 +17,11 @@ METRICS_SCHEMA = {
     "psnr": "mean per-image PSNR in dB on [0,1] (capped at 100 dB)",
     "psnr_max": "best per-image PSNR",
     "psnr_std": "population std of per-image PSNR",
+    "psnr_best_match": "mean over targets of the PSNR of each target's most similar reconstruction (FedLeak's "
+                       "scoring; one reconstruction may serve two targets), never below `psnr`",
     "ssim": "mean per-image SSIM (scikit-image, 7x7 window) on [0,1]",
+    "ssim_global": "mean per-image SSIM from whole-image means, variances and covariance (the AWA paper's formula, "
+                   "c1 = 0.01^2, c2 = 0.03^2 on [0,1]; no window)",
     "lpips": "mean LPIPS (AlexNet) or null when its weights are not here",
     "fid": "FID between targets and reconstructions or null (weights absent, or fewer than 2 images)",
     "label_accuracy": "accuracy of the labels the attack inferred: as a multiset for a batch reconstructed in any "

@@ -14,7 +14,8 @@ import torch
 
 from attacks.metrics.labels import LABEL_UNAVAILABLE, label_scores
 from attacks.metrics.perceptual import FidMetric, LpipsMetric
-from attacks.metrics.pixel import check_pair, image_mse, match_pairs, minmax_normalise, psnr, ssim
+from attacks.metrics.pixel import (best_match_psnr, check_pair, image_mse, match_pairs, minmax_normalise, psnr, ssim,
+                                   ssim_global)
 from attacks.metrics.schema import BASELINE_KEYS, IMAGE_KEYS
 from attacks.metrics.weights import Unavailable
 from attacks.result import Reconstruction
@@ -51,6 +52,8 @@ def score_reconstruction(
         "image_mse_minmax": image_mse(minmax_normalise(raw), x_true),
         "psnr": psnr(rec, x_true),
         "ssim": ssim(rec, x_true),
+        "psnr_best_match": best_match_psnr(rec, x_true),
+        "ssim_global": ssim_global(rec, x_true),
     }
     unavailable: dict[str, str] = {}
     lpips_values = _optional_metric("lpips", lpips, unavailable, lambda m: m(rec, x_true))
@@ -65,6 +68,8 @@ def score_reconstruction(
         "psnr_max": float(per_image["psnr"].max()),
         "psnr_std": float(per_image["psnr"].std(correction=0)),
         "ssim": float(per_image["ssim"].mean()),
+        "psnr_best_match": float(per_image["psnr_best_match"].mean()),
+        "ssim_global": float(per_image["ssim_global"].mean()),
         "lpips": None if lpips_values is None else float(lpips_values.mean()),
         "fid": fid_value,
         "matched": match,

@@ -62,6 +62,8 @@ class AttackSettings:
     latent: tuple[int, float] = (16, 1e-3)
     ggl_clip: float = 1.0
     """S of GGL's clipping defence T(g, S) = g / max(1, ||g|| / S); 0: none."""
+    dataset: str = "digits"
+    """The images GGL's PCA decoder is fitted on (all ten digits of them)."""
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,10 @@ class PCADecoder:
 
 
 @functools.lru_cache(maxsize=4)
-def pca_decoder(latent: int) -> PCADecoder:
-    """Fitted on all 1,797 digits (the paper's GGL generator is trained on the whole dataset)."""
-    x = load_digits(tuple(range(10))).flat
+def pca_decoder(latent: int, dataset: str = "digits") -> PCADecoder:
+    """Fitted on every image of the dataset, all ten digits (the paper's GGL generator is trained on the whole
+    dataset): 1,797 digits, or mnist5k's 4,000 train images."""
+    x = load_digits(tuple(range(10)), dataset).flat
     mean = x.mean(0)
     _, s, vh = torch.linalg.svd(x - mean, full_matrices=False)
     scale = s[:latent] / (x.shape[0] - 1) ** 0.5
@@ -194,7 +197,7 @@ def matched(final: torch.Tensor, truth: torch.Tensor) -> tuple[torch.Tensor, tor
 
 def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *, inits: int,
            settings: AttackSettings = AttackSettings(), record: Sequence[int] = (), seed: int = 0) -> AttackRun:
-    """Run `name` on the gradients of samples x (M, 1, 8, 8), labels y (M,), or of batches x (M, B, 1, 8, 8),
+    """Run `name` on the gradients of samples x (M, 1, H, W), labels y (M,), or of batches x (M, B, 1, H, W),
     y (M, B), at weights (P, p), from `inits` starts per sample (the same starts at every weight vector),
     recording iterates after `record` steps."""
     if name not in ATTACKS:
@@ -225,7 +228,7 @@ def attack(name: str, model: LogReg, weights: torch.Tensor, x: torch.Tensor, y: 
     context = {"params": {"weight": trials(weights[:, None].expand(P, M, -1))}}
     snapshots = Snapshots(frozenset(record))
     if name == "ggl":
-        decoder = pca_decoder(k)
+        decoder = pca_decoder(k, s.dataset)
         simulator = Decoded(gradient, decoder, image)
         if s.ggl_clip > 0:
             simulator, observed = Clipped(simulator, s.ggl_clip), clip_norm(observed, s.ggl_clip)

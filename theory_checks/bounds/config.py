@@ -12,7 +12,7 @@ from typing import Any
 
 from theory_checks.bounds.attacks import ATTACKS, AttackSettings
 from theory_checks.bounds.fedavg import GAMMA_RULES, MU_RULES
-from theory_checks.bounds.logreg import KINDS, load_digits
+from theory_checks.bounds.logreg import DATASETS, KINDS, load_digits
 from theory_checks.bounds.surrogate import FEEDS, INPUTS
 from vfl.errors import SplitlabError
 from vfl.options import Check, Validated, choice, integer, number, option
@@ -87,7 +87,9 @@ class BoundsConfig(Validated):
     init_std: float = option(1.0, "Standard deviation of the attacks' Gaussian init.",
                              number(low=0.0, low_open=True, high=1e3))
     model: str = option("binary", "binary (the paper's) or softmax LogReg.", choice(KINDS))
-    digits: tuple[int, ...] = option("0,1", "The digits of scikit-learn's digits data to use.", DIGITS)
+    dataset: str = option("digits", "digits (scikit-learn's 8x8, d = 64) or mnist5k (28x28, d = 784, the paper's "
+                          "MNIST size).", choice(DATASETS))
+    digits: tuple[int, ...] = option("0,1", "The digits of the dataset to use.", DIGITS)
     sensitivity: bool = option(True, "L_R over ridge x input x H.", flag="--sensitivity/--no-sensitivity")
     trends: bool = option(True, "The bound's trends in E, N and T (trends.png).", flag="--trends/--no-trends")
     seed: int = option(0, "Seed of the data split, FedAvg, the attacks' inits and the fit's pairs.",
@@ -99,7 +101,7 @@ class BoundsConfig(Validated):
                                 f"got {self.layers}")
         if self.model == "binary" and len(self.digits) != 2:
             raise SplitlabError(f"--model binary needs two --digits, got {','.join(map(str, self.digits))}")
-        available = len(load_digits(self.digits).labels)
+        available = len(load_digits(self.digits, self.dataset).labels)
         check_int("--devices", self.devices, low=1, high=available)
         check_int("--samples", self.samples, low=1, high=available // self.devices * self.devices)
         if self.batch > self.samples:
@@ -109,7 +111,7 @@ class BoundsConfig(Validated):
     def attack(self) -> AttackSettings:
         """The attacks' settings: --lr sets dlg's and idlg's step; invgrad's and ggl's keep theirs."""
         return AttackSettings(steps=self.attack_steps, lr={**AttackSettings().lr, "dlg": self.lr, "idlg": self.lr},
-                              init=(self.init_mean, self.init_std), ggl_clip=self.ggl_clip)
+                              init=(self.init_mean, self.init_std), ggl_clip=self.ggl_clip, dataset=self.dataset)
 
     @property
     def batches(self) -> int:

@@ -79,7 +79,7 @@ class Setting:
 
 def fl_setting(config: BoundsConfig, *, partial: bool = True) -> Setting:
     """Data split, L and mu by the paper's formulas, gamma, eta_t, FedAvg for all seeds, constants."""
-    data = load_digits(config.digits)
+    data = load_digits(config.digits, config.dataset)
     model = LogReg(config.model, data.dim, classes=len(config.digits))
     fed = split_evenly(data, config.devices, seed=config.seed)
     L = max(model.paper_L(x) for x in fed.x)
@@ -122,12 +122,13 @@ def curvature(setting: Setting, points: int = 20, seed: int = 0) -> dict:
 
 
 def targets(setting: Setting, config: BoundsConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """The attacked images: the first `samples` of the (seeded, shuffled) federation, as (M, 1, 8, 8) and (M,);
-    with `batch` B > 1 the first samples // B * B of them as M batches, (M, B, 1, 8, 8) and (M, B)."""
+    """The attacked images: the first `samples` of the (seeded, shuffled) federation, as (M, 1, H, H) and (M,);
+    with `batch` B > 1 the first samples // B * B of them as M batches, (M, B, 1, H, H) and (M, B) (H = 8 or 28)."""
     B, M = config.batch, config.batches
     if M * B > setting.fed.all_x.shape[0]:
         raise SplitlabError(f"--samples {config.samples} exceeds the {setting.fed.all_x.shape[0]} training samples")
-    x, y = setting.fed.all_x[: M * B].view(M, B, 1, 8, 8), setting.fed.all_y[: M * B].view(M, B)
+    side = math.isqrt(setting.fed.x.shape[-1])                     # square images: 8x8 digits, 28x28 mnist5k
+    x, y = setting.fed.all_x[: M * B].view(M, B, 1, side, side), setting.fed.all_y[: M * B].view(M, B)
     return (x[:, 0], y[:, 0]) if B == 1 else (x, y)
 
 
@@ -397,7 +398,7 @@ def deviations(config: BoundsConfig) -> dict:
     """What this run does differently from the paper, in words (recorded with the numbers): the declared
     deviations (`theory_checks.bounds.deviations`) and what this run's options add."""
     out = {d.what: f"{d.lab} (the paper: {d.paper})" for d in DEVIATIONS}
-    out["data"] = f"digits {list(config.digits)}: " + out["data"]
+    out["data"] = f"{config.dataset} digits {list(config.digits)}: " + out["data"]
     if "ggl" in config.attacks:
         out["GGL's generator"] += "; " + (f"its clipping defence T(g, S) at S = {config.ggl_clip:g}"
                                           if config.ggl_clip > 0 else "no clipping defence")

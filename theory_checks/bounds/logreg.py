@@ -11,7 +11,8 @@ Paper §5 / App. C.1.1 (its l2 coefficient gamma is called lam here; it also nam
   model; the paper never defines its multi-class LogReg).
 
 Data: `sklearn.datasets.load_digits` (ships inside scikit-learn, no download), 8x8 images / 16 in [0, 1],
-d = 64. Parameters are one flat vector w (p = d binary, p = K d softmax); no bias, as in the paper.
+d = 64; or `mnist5k`'s train split (the lab's embedded MNIST subset), 28x28 in [0, 1], d = 784, the paper's
+MNIST size. Parameters are one flat vector w (p = d binary, p = K d softmax); no bias, as in the paper.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from attacks.engine import task_loss
 from vfl.errors import SplitlabError
 
 KINDS = ("binary", "softmax")
+DATASETS = ("digits", "mnist5k")
+"""scikit-learn's 8x8 digits, or the lab's embedded MNIST subset at the paper's 28x28."""
 LAM = 0.1
 """The paper's l2 coefficient (App. C.1.1 names it gamma, as it names a step-size constant; renamed)."""
 DTYPE = torch.float64
@@ -33,7 +36,7 @@ DTYPE = torch.float64
 
 @dataclass(frozen=True)
 class Digits:
-    """Images (n, 1, 8, 8) in [0, 1] and class indices (n,) for the chosen digits (index i <-> digits[i])."""
+    """Images (n, 1, H, W) in [0, 1] and class indices (n,) for the chosen digits (index i <-> digits[i])."""
     images: torch.Tensor
     labels: torch.Tensor
     digits: tuple[int, ...]
@@ -49,21 +52,29 @@ class Digits:
 
 
 @functools.lru_cache(maxsize=8)
-def load_digits(digits: Sequence[int] = (0, 1)) -> Digits:
-    """All samples of `digits` (a tuple) from scikit-learn's copy of the UCI digits, in file order."""
-    from sklearn import __version__ as sklearn_version
-    from sklearn.datasets import load_digits as sk_load
-
+def load_digits(digits: Sequence[int] = (0, 1), dataset: str = "digits") -> Digits:
+    """All samples of `digits` (a tuple) from scikit-learn's copy of the UCI digits (8x8), or from the train
+    split of mnist5k (28x28, `dataset="mnist5k"`), in file order."""
     digits = tuple(int(d) for d in digits)
     if len(set(digits)) != len(digits) or len(digits) < 2 or not all(0 <= d <= 9 for d in digits):
         raise SplitlabError(f"digits must be at least two distinct values in 0..9, got {list(digits)}")
-    bunch = sk_load()
-    images = torch.as_tensor(bunch.images, dtype=DTYPE) / 16.0
-    target = torch.as_tensor(bunch.target)
+    if dataset == "mnist5k":
+        from vfl import data as datasets
+
+        split = datasets.load("mnist5k", "train")
+        images, target, source = split.images.to(DTYPE), split.labels, f"{split.provenance}, train split"
+    elif dataset == "digits":
+        from sklearn import __version__ as sklearn_version
+        from sklearn.datasets import load_digits as sk_load
+
+        bunch = sk_load()
+        images = torch.as_tensor(bunch.images, dtype=DTYPE).unsqueeze(1) / 16.0
+        target, source = torch.as_tensor(bunch.target), f"sklearn.datasets.load_digits (scikit-learn {sklearn_version}), /16"
+    else:
+        raise SplitlabError(f"unknown dataset {dataset!r}; choose one of: {', '.join(DATASETS)}")
     keep = torch.isin(target, torch.tensor(digits))
     labels = torch.tensor([digits.index(int(t)) for t in target[keep]])
-    return Digits(images[keep].unsqueeze(1), labels, digits,
-                  f"sklearn.datasets.load_digits (scikit-learn {sklearn_version}), digits {list(digits)}, /16")
+    return Digits(images[keep], labels, digits, f"{source}, digits {list(digits)}")
 
 
 @dataclass(frozen=True)

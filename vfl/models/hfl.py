@@ -6,7 +6,10 @@ dataset's channels, image size and number of classes.
   `models/vision.py`, and iDLG's copy (hidden 588 for 1x28x28, 768 for 3x32x32).
 - `lenet-relu`: TGIAs-RO's LeNet (its Table XI: 2 convs of kernel 5, 4 ReLUs, 2 max-pools, 3 fully
   connected layers, no BatchNorm): the LeNet-5 of LeCun et al. with ReLU, conv(C,6,5)-pool-conv(6,16,5)-pool,
-  Linear 120-84-classes (44,426 parameters on 1x28x28). PyTorch's default initialisation.
+  Linear 120-84-classes (44,426 parameters on 1x28x28). PyTorch's default initialisation (the paper does
+  not state its own).
+- `lenet-relu-uniform`: the same LeNet with DLG's initialisation, every weight and bias ~ U(-0.5, 0.5)
+  (Zhu et al.'s `weights_init`), for comparing the two readings of the paper's unstated initialisation.
 - `alexnet-bn`: TGIAs-RO's AlexNet (its Table XI: 5 convs of kernel 3 each followed by BatchNorm and ReLU, 4
   max-pools, 2 dropouts (inactive in eval mode), 3 fully connected layers with 2 ReLUs). The table gives no
   widths; these are the common CIFAR AlexNet's: 64-192-384-256-256 channels, Linear 4096-4096-classes.
@@ -170,13 +173,17 @@ class ResNet(nn.Module):
 class LeNetReLU(nn.Module):
     """LeNet-5 with ReLU and max-pooling: conv(C,6,5)-ReLU-pool-conv(6,16,5)-ReLU-pool, Linear 120-84-classes."""
 
-    def __init__(self, channels: int = 1, size: tuple[int, int] = (28, 28), num_classes: int = 10):
+    def __init__(self, channels: int = 1, size: tuple[int, int] = (28, 28), num_classes: int = 10,
+                 uniform: bool = False):
         super().__init__()
         self.features = nn.Sequential(nn.Conv2d(channels, 6, 5), nn.ReLU(), nn.MaxPool2d(2),
                                       nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))
         h, w = (((s - 4) // 2 - 4) // 2 for s in size)
         self.classifier = nn.Sequential(nn.Linear(16 * h * w, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
                                         nn.Linear(84, num_classes))
+        if uniform:                          # DLG's weights_init: U(-0.5, 0.5) for weights and biases
+            for p in self.parameters():
+                nn.init.uniform_(p, -0.5, 0.5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x).flatten(1))
@@ -223,6 +230,8 @@ HFL_MODELS: dict[str, HFLModelSpec] = {
                      "DLG's sigmoid LeNet, U(-0.5, 0.5) init (Zhu et al. 2019; iDLG: hidden 588 on MNIST)"),
         HFLModelSpec("lenet-relu", lambda shape, k: LeNetReLU(shape[0], shape[1:], k), 16,
                      "TGIAs-RO's LeNet (Table XI): LeNet-5 with ReLU and max-pooling", total_params=44_426),
+        HFLModelSpec("lenet-relu-uniform", lambda shape, k: LeNetReLU(shape[0], shape[1:], k, uniform=True), 16,
+                     "TGIAs-RO's LeNet with DLG's U(-0.5, 0.5) init of every weight and bias", total_params=44_426),
         HFLModelSpec("alexnet-bn", lambda shape, k: AlexNetBN(shape[0], shape[1:], k), 16,
                      "TGIAs-RO's AlexNet with BatchNorm (Table XI; the common CIFAR widths)",
                      total_params=20_127_690),

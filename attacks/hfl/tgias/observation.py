@@ -32,6 +32,8 @@ class TraceOptions(Validated):
     loss near 5e-4 and the target batch's gradient norm from about 5 at the last valid sighting to about 0.01,
     Prop. 1's converged model)."""
     clients: int = option(4, "FL clients K; client 0 holds the target batch.", integer(low=1, high=10_000))
+    local_batches: int = option(LOCAL_BATCHES, "batches each client holds; the target batch comes back about once "
+                                "every this many rounds.", integer(low=1, high=10_000))
     sample_fraction: float = option(1.0, "fraction of clients sampled per round.", number(low=0, high=1, low_open=True))
     server_lr: float = option(0.1, "the server's SGD learning rate.", number(low=0, high=1e3))
     invalid: int = option(0, "how many of the T temporal gradients are invalid.", integer(low=0, high=1000))
@@ -57,7 +59,7 @@ class TraceOptions(Validated):
 def check(config, settings, trace: TraceOptions) -> None:
     """The spec's `check` hook: the trace against the batch, the dataset and the attack's settings (before
     anything is loaded)."""
-    held = trace.clients * LOCAL_BATCHES * config.batch_size
+    held = trace.clients * trace.local_batches * config.batch_size
     if trace.trained and held > MAX_TRAINED_IMAGES:
         raise SplitlabError(f"--invalid-kind trained trains on all {held} client images in one batch; at most "
                             f"{MAX_TRAINED_IMAGES}: lower --clients or --batch-size")
@@ -73,18 +75,20 @@ def observe(config, model: nn.Module, data: datasets.ImageData, defence: Defence
     """The spec's `observe` hook: the trace the server logs for this config, and facts for metrics.json
     (alignment of client 0's uploads, how large the invalid uploads are against the valid ones)."""
     temporal = settings.temporal
-    held = trace.clients * LOCAL_BATCHES * config.batch_size
+    held = trace.clients * trace.local_batches * config.batch_size
     if held > len(data):                    # the clients' batches are distinct images of the train split
-        raise SplitlabError(f"--clients {trace.clients} hold {LOCAL_BATCHES} batches of {config.batch_size} each, "
-                            f"{held} images, more than the {len(data)} of the {config.dataset} train split; "
-                            "lower --clients or --batch-size")
+        raise SplitlabError(f"--clients {trace.clients} hold {trace.local_batches} batches of {config.batch_size} "
+                            f"each, {held} images, more than the {len(data)} of the {config.dataset} train split; "
+                            "lower --clients, --local-batches or --batch-size")
     trained, facts = None, {}
     if trace.trained:
-        held = client_data(data, clients=trace.clients, batch_size=config.batch_size, index=config.index)
+        held = client_data(data, clients=trace.clients, batch_size=config.batch_size, index=config.index,
+                           local_batches=trace.local_batches)
         trained, facts["trained_loss"] = converged_model(model, held, steps=trace.steps, seed=config.seed)
     logged: Trace = observe_trace(model, data, batch_size=config.batch_size, temporal=temporal, index=config.index,
                                   clients=trace.clients, sample_fraction=trace.sample_fraction,
-                                  server_lr=trace.server_lr, invalid=trace.invalid, invalid_kind=trace.invalid_kind,
+                                  server_lr=trace.server_lr, local_batches=trace.local_batches,
+                                  invalid=trace.invalid, invalid_kind=trace.invalid_kind,
                                   trained=trained, arch=config.arch, defence=defence, seed=config.seed,
                                   reveal_labels=reveal)
     clusters = align(logged.client_log)
