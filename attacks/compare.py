@@ -17,9 +17,9 @@ import csv
 import io
 import os
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import torch
-from matplotlib.figure import Figure
 
 from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
@@ -31,6 +31,9 @@ from attacks.split.unsplit import UnSplit
 from attacks.split.unsplit.experiment import Victim, attack_victim, train_victim
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PAPER_TABLE1 = {
     # (dataset, arch) -> the paper's Table 1 row (UnSplit, cut layer 1): MSE X (min-max), MSE Z, FID, accuracy %
@@ -228,6 +231,7 @@ def write_report(run: Run, base: TrainConfig, settings, rows: list[Row]) -> None
 
 def per_class_figure(rows: list[Row]) -> Figure:
     """JAST Figure 8: per-class reconstruction MSE and trajectory-mean cut-layer MSE."""
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(11, 3.4))
     left, right = figure.subplots(1, 2)
 

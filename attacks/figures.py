@@ -5,11 +5,13 @@ callers save it with `vfl.runs.Run.save_figure`.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def _as_image(x: torch.Tensor) -> np.ndarray:
@@ -24,6 +26,7 @@ def image_grid(rows: Sequence[tuple[str, torch.Tensor]], title: str = "", column
                cell: float = 1.0) -> Figure:
     """One row per (label, images in [0,1] shaped (N, C, H, W)); originals usually first."""
     columns = max(len(images) for _, images in rows)
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(cell * columns + 1.2, cell * len(rows) + (0.5 if title else 0.1)))
     axes = figure.subplots(len(rows), columns, squeeze=False)
     for r, (label, images) in enumerate(rows):
@@ -50,6 +53,7 @@ def per_class_bars(series: dict[str, Sequence[float]], ylabel: str, title: str =
     """Grouped bars: one group per class, one bar per series (JAST Figure 8 style)."""
     figure = None
     if ax is None:
+        from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
         figure = Figure(figsize=(7, 3))
         ax = figure.subplots()
     names = list(series)
@@ -72,6 +76,7 @@ def loss_curve_figure(history: dict[str, torch.Tensor], title: str = "") -> Figu
     """One panel per loss term: the mean over trials per step, with the trials' min-max band (log scale
     where the values are positive)."""
     names = [k for k, v in history.items() if v.numel()]
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(4.2 * max(len(names), 1), 3.2))
     axes = figure.subplots(1, max(len(names), 1), squeeze=False)[0]
     for ax, name in zip(axes, names):
@@ -100,6 +105,7 @@ def label_figure(scores: torch.Tensor, predicted: torch.Tensor, labels: torch.Te
     positive-class score per true class, and the ROC curve. Multi-class: the confusion matrix (rows: true)."""
     scores, predicted, labels = scores.detach().double().cpu(), predicted.cpu().long(), labels.cpu().long()
     classes = scores.shape[-1]
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(9, 3.4))
     left, right = figure.subplots(1, 2)
     if classes == 2:

@@ -60,7 +60,7 @@ def problems(steps_dlg: int, steps_ig: int, restarts: int) -> dict:
                                              ("IG 1 restart", "convnet", False, steps_ig, 1)):
         observation = observe_fedsgd(build_hfl_model(arch, seed=0), x, y, arch=arch)
         starts = initial_variables(observation, trials, 0, label_logits=joint)
-        out[name] = {"arch": arch, "joint": joint, "steps": steps, "trials": trials, "labels": y,
+        out[name] = {"arch": arch, "joint": joint, "steps": steps, "trials": trials, "labels": y, "truth": x,
                      "params": dict(observation.model.params), "buffers": dict(observation.model.buffers),
                      "gradient": list(observation.gradient), "starts": starts,
                      "shape": tuple(observation.model.input_shape), "classes": observation.model.num_classes}
@@ -68,7 +68,8 @@ def problems(steps_dlg: int, steps_ig: int, restarts: int) -> dict:
 
 
 def lab_run(name: str, problem: dict, compile_mode: str):
-    """The lab's attack on the problem; returns its final loss (a check both sides solved the same thing)."""
+    """The lab's attack on the problem: its Reconstruction and the CPU seconds of the attack call."""
+    from attacks.engine import EngineOptions
     from attacks.hfl.dlg import DLG
     from attacks.hfl.invgrad import InvertingGradients
     from attacks.hfl.observations import observe_fedsgd
@@ -82,10 +83,20 @@ def lab_run(name: str, problem: dict, compile_mode: str):
     if problem["joint"]:
         settings = replace(preset("dlg.original").settings(), iterations=problem["steps"], restarts=1,
                            compile=compile_mode)
-        return DLG(settings)(observation, seed=0, init=problem["starts"])
-    settings = replace(preset("invgrad.paper").settings(), iterations=problem["steps"], restarts=problem["trials"],
-                       tv=IG_TV, compile=compile_mode)
-    return InvertingGradients(settings)(observation, seed=0, init={"x": problem["starts"]["x"]})
+        attack, init = DLG(settings), problem["starts"]
+    else:
+        settings = replace(preset("invgrad.paper").settings(), iterations=problem["steps"],
+                           restarts=problem["trials"], tv=IG_TV, compile=compile_mode)
+        attack, init = InvertingGradients(settings), {"x": problem["starts"]["x"]}
+    engine = EngineOptions.of(settings, mode="auto")        # as the driver builds them: compile from settings
+    start = time.process_time()
+    result = engine.report.attach(attack(observation, seed=0, engine=engine, init=init))
+    return result, time.process_time() - start
+
+
+def psnr_of(image: torch.Tensor, truth: torch.Tensor) -> float:
+    from attacks.metrics import psnr
+    return float(psnr(image.detach().float().reshape(truth.shape), truth.float())[0])
 
 
 # --- breaching's side (runs in breaching's environment) -----------------------------------------------
@@ -133,11 +144,13 @@ def breaching_child(path: str, name: str) -> dict:
     shared = [{"gradients": [g.detach() for g in problem["gradient"]], "buffers": None,
                "metadata": {"num_data_points": 1, "labels": None if problem["joint"] else problem["labels"],
                             "local_hyperparams": None}}]
-    start = time.perf_counter()
-    _, stats = attacker.reconstruct(payload, shared, {}, dryrun=False)
-    seconds = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    reconstructed, stats = attacker.reconstruct(payload, shared, {}, dryrun=False)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     final = [v[-1] for k, v in stats.items() if k.endswith("_Val") and v]
-    return {"seconds": seconds, "final_loss": min(final) if final else None, "threads": torch.get_num_threads()}
+    torch.save(reconstructed["data"].detach().cpu(), f"{path}.{name}.rec.pt")
+    return {"seconds": seconds, "cpu_seconds": cpu, "final_loss": min(final) if final else None,
+            "threads": torch.get_num_threads(), "reconstruction": f"{path}.{name}.rec.pt"}
 
 
 def run_breaching(python: str, path: str, name: str, threads: int) -> dict:
@@ -172,6 +185,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads on both sides (default: torch's)")
     parser.add_argument("--compile", default="off", choices=("off", "on", "auto"), help="the lab's compile option")
     parser.add_argument("--quick", action="store_true", help="2 DLG steps, 8 IG iterations, one repeat")
+    parser.add_argument("--only", default=None, help="comma-separated problems to run (DLG, IG 8 restarts, IG 1 restart: "
+                        "a prefix is enough, e.g. --only DLG)")
     parser.add_argument("--breaching-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--name", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -191,27 +206,39 @@ def main() -> None:
     print(f"hardware: {hardware(torch.device('cpu'))}; both sides at {threads} torch threads; "
           f"median of {args.repeats} repeats, alternating", flush=True)
     cases = problems(args.dlg_steps, args.ig_iterations, args.restarts)
+    if args.only:
+        wanted = [w.strip().lower() for w in args.only.split(",")]
+        cases = {k: v for k, v in cases.items() if any(k.lower().startswith(w) for w in wanted)}
     rows = []
     with tempfile.TemporaryDirectory(prefix="splitlab-breaching-") as folder:
         path = os.path.join(folder, "problems.pt")
         torch.save(cases, path)
         for name, problem in cases.items():
-            lab, theirs, lab_loss, their_loss = [], [], None, None
+            lab, theirs, lab_cpu, their_cpu = [], [], [], []
             for _ in range(args.repeats):
-                # the engine's own clock (its steps, compile seconds taken out); breaching's reconstruct() call
-                result = lab_run(name, problem, args.compile)
-                lab.append(result.seconds - result.extras.get("compile", {}).get("compile_seconds", 0.0))
-                lab_loss = float(result.loss.min())
+                # the engine's own clock (its steps, compile seconds taken out); breaching's reconstruct() call;
+                # and each side's process CPU seconds over the same call (steadier on a shared machine)
+                result, cpu = lab_run(name, problem, args.compile)
+                compile_seconds = result.extras.get("compile", {}).get("compile_seconds", 0.0)
+                lab.append(result.seconds - compile_seconds)
+                lab_cpu.append(cpu - compile_seconds * torch.get_num_threads())
+                best = int(result.loss.argmin())
+                lab_loss, lab_psnr = float(result.loss[best]), psnr_of(result.trials[best], problem["truth"])
                 other = run_breaching(args.breaching_python, path, name, threads)
                 theirs.append(other["seconds"])
+                their_cpu.append(other["cpu_seconds"])
                 their_loss = other["final_loss"]
-            rows.append((name, problem["steps"], statistics.median(lab), statistics.median(theirs), lab_loss,
-                         their_loss))
+                their_psnr = psnr_of(torch.load(other["reconstruction"]), problem["truth"])
+            rows.append((name, problem["steps"], statistics.median(lab), statistics.median(theirs),
+                         statistics.median(lab_cpu), statistics.median(their_cpu), lab_loss, their_loss,
+                         lab_psnr, their_psnr))
             print(f"  {name}: done", flush=True)
-    print(f"\n{'problem':<16} {'steps':>6} {'lab s':>8} {'breaching s':>12} {'breaching / lab':>16}  "
+    print(f"\n{'problem':<16} {'steps':>6} {'lab s':>8} {'breaching s':>12} {'breaching / lab':>16} "
+          f"{'CPU s: lab':>11} {'breaching':>10} {'ratio':>7}  PSNR dB: lab / breaching  "
           f"loss: lab best / breaching last recorded")
-    for name, steps, lab, theirs, lab_loss, their_loss in rows:
-        print(f"{name:<16} {steps:>6} {lab:>8.2f} {theirs:>12.2f} {theirs / lab:>15.2f}x  "
+    for name, steps, lab, theirs, lab_cpu, their_cpu, lab_loss, their_loss, lab_psnr, their_psnr in rows:
+        print(f"{name:<16} {steps:>6} {lab:>8.2f} {theirs:>12.2f} {theirs / lab:>15.2f}x {lab_cpu:>11.2f} "
+              f"{their_cpu:>10.2f} {their_cpu / lab_cpu:>6.2f}x  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
               f"{lab_loss:.3g} / {their_loss if their_loss is None else f'{their_loss:.3g}'}")
     print(f"lab compile: {args.compile}; hardware after: {hardware(torch.device('cpu'))}")
 

@@ -1,3 +1,4 @@
+import os
 import signal
 
 import pytest
@@ -6,25 +7,27 @@ import torch
 HANG_SECONDS = 60
 """A command still running after this long under `time_limit` is hung (no input may hang a command)."""
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # a worker of `pytest -n N` (pytest-xdist): N workers share the cores, so the programs its tests start
+    # run torch on one thread too (they inherit the environment)
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
 
 @pytest.fixture(autouse=True)
-def _few_threads():
-    """Keep CPU tests predictable on small CI machines."""
+def _torch_on_one_thread():
+    """Tests run torch on one thread: their models and batches are small, and on a shared 2-core CPU two
+    threads waiting on each other cost up to 10x (measured); with one worker per core (`-n auto`) each worker
+    gets its core. The whole suite passes at one thread."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(min(threads, 2))
+    torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
 
 
 @pytest.fixture
 def one_thread():
-    """Small models (LeNet, a width-16 ConvNet, batches of 1-8) gain little from intra-op threads, and on a
-    shared 2-core CPU two threads waiting on each other cost up to 10x (measured): modules of such tests
-    use this fixture."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    """Every test runs torch on one thread (`_torch_on_one_thread`); modules that ask for this by name keep it."""
     yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,24 @@ def test_help_and_version_import_no_command_module(args):
     assert "-h" in out and "--version" in out
 
 
+LOADED_ON_DEMAND = ("lpips", "pytorch_fid", "torchvision", "matplotlib", "ray", "torch._inductor", "torch._dynamo",
+                    "sympy", "skimage", "scipy")
+"""What an attack command's options never need: metrics, figures, sweeps and compiling load them when used."""
+
+
+def test_attack_help_loads_no_metric_figure_sweep_or_compiler_module():
+    code = ("import sys\nfrom splitlab.cli import main\nsys.argv[0] = 'splitlab'\n"
+            "for args in (['hfl', '--attack', 'fedleak', '--help'], ['attack', 'unsplit', '--help']):\n"
+            "    sys.argv[1:] = args\n"
+            "    try:\n        main()\n    except SystemExit:\n        pass\n"
+            f"print([m for m in {LOADED_ON_DEMAND!r} if m in sys.modules])\n")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "--ratio" in done.stdout and "--clone" in done.stdout        # both helps were printed
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_version_is_the_installed_distribution():
     from importlib import metadata
 

@@ -104,15 +104,9 @@ def test_models_and_datasets_commands_list_everything():
 
 @pytest.mark.slow
 def test_reusing_a_finished_runs_out_exits_2_and_changes_nothing(tmp_path):
-    # the first run in a process of its own, as a finished command is: an in-process run stays locked
-    # until it is closed or collected (the CLI does not close it yet)
-    import os
-    import subprocess
-    import sys
-    first = subprocess.run([sys.executable, "-c", "from splitlab.cli import main; main()", "train", "--epochs", "1",
-                            "--arch", "small-mlp", "--out", str(tmp_path / "run")], capture_output=True, text=True,
-                           timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    assert first.returncode == 0, first.stderr
+    # in process: a command closes (unlocks) the runs it created when it ends, as a finished process does
+    first = _train(tmp_path / "run", "--arch", "small-mlp")
+    assert first.exit_code == 0, first.output
     before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").iterdir()}
     again = _train(tmp_path / "run", "--arch", "small-mlp", "--seed", "1")
     assert again.exit_code == 2 and len(again.stderr.strip().splitlines()) == 1

@@ -1,9 +1,9 @@
-"""The engine: batched trials equal sequential ones, L-BFGS equals torch's, divergence is per trial."""
+"""The engine: batched trials equal sequential ones, divergence is per trial (L-BFGS against torch's: test_lbfgs.py)."""
 import pytest
 import torch
 from torch import nn
 
-from attacks.engine import (L1, LBFGS, SGD, Adam, BatchedLBFGS, Block, BNStatistics, BoxClamp, Cosine, Prior,
+from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BNStatistics, BoxClamp, Cosine, Prior,
                             CutActivations, EngineOptions, FedAvgUpdate, FedSGDGradient, MeanSquared, Objective,
                             Schedule, SignedGradients, SquaredL2, StepDecay, Sum, run, tv_l1, tv_squared)
 from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
@@ -27,65 +27,6 @@ def _gradient_problem(dtype=torch.float64, trials=3):
     g = torch.Generator().manual_seed(1)
     variables = {"x": torch.rand(trials, 1, 1, 14, 14, generator=g, dtype=dtype)}
     return sim, target, variables, x_true
-
-
-# --- L-BFGS ---------------------------------------------------------------------------------------
-
-def _quartic(x, a, b, c=0.1):
-    return 0.5 * x @ a @ x - b @ x + c * (x ** 4).sum()
-
-
-@pytest.mark.parametrize("history_size", [100, 2])
-def test_batched_lbfgs_equals_torch_lbfgs_per_trial(history_size):
-    torch.manual_seed(0)
-    trials, n = 3, 6
-    mats = [(lambda m: m @ m.T + 0.1 * torch.eye(n))(torch.randn(n, n, dtype=torch.float64)) for _ in range(trials)]
-    mats[1], quartic = 2 * torch.eye(n, dtype=torch.float64), [0.1, 0.0, 0.1]   # trial 1 converges in 2 iterations
-    vecs = [torch.randn(n, dtype=torch.float64) for _ in range(trials)]
-    x0 = torch.randn(trials, n, dtype=torch.float64)
-
-    xb = x0.clone().requires_grad_()
-    batched = BatchedLBFGS([xb], max_iter=4, history_size=history_size)
-
-    def closure():
-        xb.grad = None
-        losses = torch.stack([_quartic(xb[r], mats[r], vecs[r], quartic[r]) for r in range(trials)])
-        losses.sum().backward()
-        return losses.detach()
-
-    singles = []
-    for r in range(trials):
-        x = x0[r].clone().requires_grad_()
-        singles.append((x, torch.optim.LBFGS([x], lr=1, max_iter=4, history_size=history_size)))
-    for _ in range(5):
-        batched.step(closure)
-        for r, (x, opt) in enumerate(singles):
-            def single_closure(x=x, opt=opt, r=r):
-                opt.zero_grad()
-                loss = _quartic(x, mats[r], vecs[r], quartic[r])
-                loss.backward()
-                return loss
-            opt.step(single_closure)
-    assert len(set(batched.n_iter.tolist())) == trials          # the trials stopped at different iterations
-    for r, (x, _) in enumerate(singles):
-        torch.testing.assert_close(xb[r].detach(), x.detach(), rtol=1e-10, atol=1e-12)
-
-
-def test_engine_lbfgs_on_one_trial_follows_torch_lbfgs():
-    sim, target, variables, _ = _gradient_problem(trials=1)
-    objective = Objective(sim, SquaredL2())
-    result = run(objective, variables, target, Schedule((Block(("x",), LBFGS(), 2),)), EngineOptions(mode="sequential"))
-    x = variables["x"][0].clone().requires_grad_()
-    opt = torch.optim.LBFGS([x], lr=1)
-
-    def closure():
-        opt.zero_grad()
-        loss = objective({"x": x}, target)["match"]
-        loss.backward()
-        return loss
-    for _ in range(2):
-        opt.step(closure)
-    torch.testing.assert_close(result.final["x"][0], x.detach(), rtol=1e-8, atol=1e-10)
 
 
 # --- batched vs sequential -------------------------------------------------------------------------
@@ -444,8 +385,9 @@ def test_engine_call_equals_functional_call_and_restores_the_module():
     assert torch.equal(call(tied, params, z), functional_call(tied, params, (z,)))
 
 
-def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results():
+def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results(monkeypatch):
     from attacks.engine import auto_mode
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)        # the rule for one CPU thread
     sim, target, variables, _ = _gradient_problem()
     assert auto_mode(variables) == "batched"                        # dummy inputs against a shared model
     big = nn.Linear(300, 300)                                        # per-trial weights above the threshold
@@ -466,6 +408,8 @@ def test_auto_mode_picks_a_valid_mode_and_gives_that_modes_results():
     assert auto.mode == "sequential"
     with pytest.raises(ValueError, match="unknown trials mode 'fast'; use batched, sequential, auto"):
         run(objective, variables, target, schedule, EngineOptions(mode="fast"))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)        # more threads: batched throughout
+    assert auto_mode({"x": torch.zeros(2, 1, 300), "clone": clones}) == "batched"
 
 
 def test_a_sum_of_matches_on_one_subset_selects_it_once_with_the_same_values():

@@ -267,3 +267,24 @@ def test_devices_the_lab_can_use(monkeypatch):
     assert resolve_device("auto") == torch.device("cpu")
     with pytest.raises(SplitlabError, match="CUDA is not available here; use --device cpu or auto"):
         resolve_device("cuda")
+
+
+def test_the_time_estimate_comes_at_the_first_tenth_at_the_pace_after_set_up(monkeypatch, capsys):
+    from vfl import progress
+
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: clock[0])
+    bar = progress._Bar(None, None, 1000, "work")
+    clock[0] = 20.0                          # one-off set-up before the first update: 20 s
+    bar.advance(10)
+    for _ in range(8):                       # then 1 s per 10 steps: 29 s + 90 s left at 100 steps
+        clock[0] += 1.0
+        bar.advance(10)
+    assert capsys.readouterr().err == ""     # 90 of 1000 steps: not a tenth yet, under a minute
+    clock[0] += 1.0
+    bar.advance(10)
+    line = capsys.readouterr().err
+    assert line == "work: at the pace of its first 100 of 1000 steps, about 2 min in all, 2 min left\n"
+    clock[0] += 1.0
+    bar.advance(10)
+    assert capsys.readouterr().err == ""     # said once

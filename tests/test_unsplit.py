@@ -150,7 +150,7 @@ def test_attack_unsplit_bad_input(tmp_path, args, message):
 @pytest.mark.slow
 def test_compare_writes_the_report_with_paper_numbers(tmp_path):
     result = runner.invoke(app, ["compare", "--archs", "small-mlp", "--epochs", "1", "--preset", "quick",
-                                 "--lambda-tv", "1.0", "--out", str(tmp_path / "cmp"), "--json"])
+                                 "--iterations", "2", "--lambda-tv", "1.0", "--out", str(tmp_path / "cmp"), "--json"])
     assert result.exit_code == 0, result.output
     report = (tmp_path / "cmp" / "report.md").read_text()
     assert "| mnist5k | small-mlp |" in report and "92.60" in report      # the paper's SmallMLP accuracy
@@ -164,7 +164,7 @@ def test_compare_writes_the_report_with_paper_numbers(tmp_path):
 @pytest.mark.slow
 def test_compare_with_fsha_adds_columns_figures_and_run_dirs(tmp_path):
     result = runner.invoke(app, ["compare", "--archs", "cnn,small-mlp", "--epochs", "1", "--preset", "quick",
-                                 "--attacks", "unsplit,fsha", "--fsha-iterations", "2", "--device", "cpu",
+                                 "--iterations", "2", "--attacks", "unsplit,fsha", "--fsha-iterations", "2", "--device", "cpu",
                                  "--out", str(tmp_path / "cmp"), "--json"])
     assert result.exit_code == 0, result.output
     rows = {r["model"]: r for r in json.loads(result.stdout)["metrics"]["rows"]}

@@ -1,8 +1,9 @@
 """One progress bar for all long work, drawn on stderr so `--json` output on stdout stays clean.
 
-Long work also says once, after its first steps, how long it will take in all (one stderr line, also
-when the bar is off, e.g. with --json or in a log): a laptop user learns at once whether a run is
-minutes or hours."""
+Long work also says once how long it will take in all (one stderr line, also when the bar is off, e.g. with
+--json or in a log): a laptop user learns early whether a run is minutes or hours. The estimate waits for the
+first tenth of the work (or a minute, whichever comes first) and takes its pace from the steps after the first
+update, so one-off set-up in the first steps does not stretch it."""
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +15,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 ESTIMATE_AFTER_SECONDS = 5.0
-"""Estimate once this much time has passed (shorter work finishes before anyone needs an estimate)."""
+"""No estimate before this much time has passed (shorter work finishes before anyone needs one)."""
+ESTIMATE_AT_FRACTION = 0.1
+"""Estimate once this fraction of the work is done..."""
+ESTIMATE_BY_SECONDS = 60.0
+"""...or once this much time has passed, whichever comes first."""
 
 
 def _duration(seconds: float) -> str:
@@ -30,18 +35,28 @@ class _Bar:
         self._progress, self._task = progress, task
         self._total, self._description = total, description
         self._done, self._start, self._estimated = 0, time.perf_counter(), False
+        self._first: tuple[int, float] | None = None      # (steps, time) at the first update
 
     def advance(self, n: int = 1) -> None:
         self._done += n
         if self._progress is not None:
             self._progress.advance(self._task, n)
-        if not self._estimated and self._done < self._total:
-            elapsed = time.perf_counter() - self._start
-            if elapsed >= ESTIMATE_AFTER_SECONDS:
-                self._estimated = True
-                total = elapsed * self._total / self._done
-                print(f"{self._description}: at the pace of its first {self._done} of {self._total} steps, about "
-                      f"{_duration(total)} in all, {_duration(total - elapsed)} left", file=sys.stderr, flush=True)
+        if self._estimated or self._done >= self._total:
+            return
+        now = time.perf_counter()
+        if self._first is None:
+            self._first = (self._done, now)
+            return
+        elapsed = now - self._start
+        if elapsed < ESTIMATE_AFTER_SECONDS or (self._done < ESTIMATE_AT_FRACTION * self._total
+                                                 and elapsed < ESTIMATE_BY_SECONDS):
+            return
+        self._estimated = True
+        steps, seconds = self._done - self._first[0], now - self._first[1]
+        pace = seconds / steps if steps > 0 and seconds > 0 else elapsed / self._done
+        left = pace * (self._total - self._done)
+        print(f"{self._description}: at the pace of its first {self._done} of {self._total} steps, about "
+              f"{_duration(elapsed + left)} in all, {_duration(left)} left", file=sys.stderr, flush=True)
 
     def describe(self, text: str) -> None:
         if self._progress is not None:

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from attacks.engine.allocator import keep_large_blocks
 from attacks.engine.compilation import Compilation
 from attacks.engine.compiled import step_signature
 from attacks.engine.matches import subset_of
@@ -221,20 +222,25 @@ def _concat(results: list[EngineResult]) -> EngineResult:
 
 
 AUTO_SEQUENTIAL_NUMEL = 1 << 16
-"""`mode="auto"` on a CPU runs the trials one after another when they carry their own model weights (a
-dict variable, e.g. UnSplit's per-target clones) with a tensor of more elements than this, and batches
-them otherwise. Under vmap each trial's weight matrix makes the model's products batched matmuls, which
-CPU BLAS runs far slower than the same products one trial at a time: UnSplit's MLP clone (784 x 1024)
-ran batched at 0.6-0.77x the sequential speed for 2, 4 and 10 targets, while the CNN clone (208 weights)
-ran 5x faster batched at 10 targets, and dummy inputs against a shared model 1.1-2.3x faster at 4
-restarts (DLG, Inverting Gradients, the FedLeak parts; `scripts/bench_engine.py`, `bench_unsplit.py`,
-2-core EPYC, torch 2.14, 1 and 2 threads). On a GPU batching wins throughout."""
+"""`mode="auto"` on a CPU with one torch thread runs the trials one after another when they carry their own
+model weights (a dict variable, e.g. UnSplit's per-target clones) with a tensor of more elements than this, and
+batches them otherwise. With one thread each trial's weights and Adam state (16 MB for UnSplit's MLP clone,
+784 x 1024) stay in cache between its steps, and under vmap they do not: the MLP clone ran batched at
+0.6-0.77x the sequential speed for 2, 4 and 10 targets, while the CNN clone (208 weights) ran 5x faster
+batched at 10 targets, and dummy inputs against a shared model 1.1-2.3x faster at 4 restarts (DLG, Inverting
+Gradients, the FedLeak parts; `scripts/bench_engine.py`, `bench_unsplit.py`, 2-core EPYC, torch 2.14).
+
+With more than one torch thread the trials are batched throughout: a single trial's small operations then
+pay the thread pool's start and join at every step, and ten of them per step cost more than one batched
+operation. UnSplit's MLP clone per target ran batched 1.6-1.7x faster than sequential at 2 threads in
+`splitlab compare` and in `bench_unsplit.py --compile --threads 2` (0.83 against 1.35 ms per target-step),
+and 2.8x in CPU time on a loaded machine. On a GPU batching wins throughout."""
 
 
 def auto_mode(variables: Variables) -> str:
     """The trials mode `mode="auto"` picks for these variables (see AUTO_SEQUENTIAL_NUMEL)."""
     first = leaves(variables, list(variables))[0]
-    if first.shape[0] == 1 or first.device.type != "cpu":
+    if first.shape[0] == 1 or first.device.type != "cpu" or torch.get_num_threads() > 1:
         return "batched"
     weights = [t for value in variables.values() if isinstance(value, dict) for t in value.values()]
     return "sequential" if any(t[0].numel() > AUTO_SEQUENTIAL_NUMEL for t in weights) else "batched"
@@ -274,6 +280,7 @@ def run(objective: Objective, variables: Variables, target: Any, schedule: Sched
         mode = auto_mode(variables)
     if any(getattr(hook, "all_trials", False) for block in schedule.blocks for hook in block.hooks):
         mode = "batched"
+    keep_large_blocks()
     if mode == "sequential" and schedule.consensus is not None:
         raise ValueError("a consensus between rounds needs all trials together; run it batched")
     for block in schedule.blocks:                   # a misspelt term name fails here, before any work

@@ -7,14 +7,16 @@ The attack adds `Snapshots` to its block's hooks and hands `snapshots.record()` 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
-from matplotlib.figure import Figure
 
 from attacks.engine.optim import Hook
 from attacks.metrics.scoring import score_reconstruction
 from vfl.options import integer, option
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["trajectory_option", "Snapshots", "evaluation", "save_figure"]
 
@@ -84,6 +86,7 @@ def save_figure(run, outcome) -> None:
     curve = outcome.metrics.get("trajectory")
     if not curve:
         return
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(7, 3))
     left, right = figure.subplots(1, 2)
     for ax, key, label in ((left, "psnr", "PSNR (dB)"), (right, "ssim", "SSIM")):

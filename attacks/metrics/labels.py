@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import torch
-from scipy.stats import rankdata
 
 __all__ = ["auc", "leak_auc", "label_scores", "LABEL_UNAVAILABLE"]
 
@@ -26,6 +25,8 @@ def auc(scores: torch.Tensor, positive: torch.Tensor) -> float:
     n0 = len(positive) - n1
     if n1 == 0 or n0 == 0:
         return float("nan")
+    from scipy.stats import rankdata          # scipy.stats (a second of imports) loads when an AUC is scored
+
     ranks = torch.as_tensor(rankdata(scores.detach().cpu().double().flatten().numpy()))
     return float((ranks[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 

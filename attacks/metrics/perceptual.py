@@ -13,9 +13,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from lpips import LPIPS
-from pytorch_fid import inception as fid_inception
-from torchvision.models import inception_v3
 
 from attacks.metrics.pixel import check_pair
 from attacks.metrics.weights import FID_WEIGHTS_FILE, LPIPS_BACKBONES, Unavailable, local_weights, unavailable
@@ -82,6 +79,8 @@ def load_lpips(
                                 "--lpips-weights", require)
     if isinstance(state, Unavailable):
         return state
+    from lpips import LPIPS               # lpips (and torchvision) load only when the metric is built
+
     with warnings.catch_warnings():  # lpips passes torchvision's deprecated `pretrained=False`
         warnings.simplefilter("ignore", UserWarning)
         model = LPIPS(pretrained=True, net=net, pnet_rand=True, verbose=False)
@@ -176,6 +175,9 @@ def _fid_inception(state: dict[str, torch.Tensor]) -> _InceptionPool:
     the file: torchvision's Inception v3 built without weights (`weights=None`, no init since every
     tensor is loaded), pytorch-fid's FID blocks swapped in, and the state dict loaded strictly (a
     missing, unexpected or mis-shaped key raises RuntimeError)."""
+    from pytorch_fid import inception as fid_inception      # loaded only when FID is built
+    from torchvision.models import inception_v3
+
     net = inception_v3(weights=None, aux_logits=False, num_classes=1008, init_weights=False)
     net.Mixed_5b = fid_inception.FIDInceptionA(192, pool_features=32)
     net.Mixed_5c = fid_inception.FIDInceptionA(256, pool_features=64)

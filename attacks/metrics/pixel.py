@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
-from skimage.metrics import structural_similarity
 
 from vfl.errors import SplitlabError
 
@@ -91,6 +89,8 @@ def ssim(x_rec: torch.Tensor, x_true: torch.Tensor, *, gaussian_weights: bool = 
         raise SplitlabError(f"SSIM needs images of at least 7x7, got {tuple(x_rec.shape[-2:])}")
     options = {"gaussian_weights": True, "sigma": 1.5, "use_sample_covariance": False} if gaussian_weights else {}
     channel_axis = -1 if x_rec.shape[1] > 1 else None
+    from skimage.metrics import structural_similarity     # scikit-image (and scipy) load when SSIM is scored
+
     values = [
         structural_similarity(r, t, data_range=1.0, channel_axis=channel_axis, **options)
         for r, t in zip(_numpy_images(x_rec), _numpy_images(x_true))
@@ -136,6 +136,8 @@ def match_pairs(x_rec: torch.Tensor, x_true: torch.Tensor, *, cost: str = "mse")
         raise SplitlabError(f"cannot match {len(x_rec)} reconstructions one-to-one to {len(x_true)} targets")
     a, b = x_rec.detach().flatten(1).double(), x_true.detach().flatten(1).double()
     pair_mse = torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist") ** 2 / a.shape[1]
+    from scipy.optimize import linear_sum_assignment      # scipy loads when a batch is matched
+
     rows, cols = linear_sum_assignment(pair_mse.cpu().numpy())
     perm = np.empty(len(x_true), dtype=np.int64)
     perm[cols] = rows

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scipy.stats import rankdata
-from matplotlib.figure import Figure
 
 from attacks.hfl import trajectory
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["evaluation", "save_figures", "bo_scores"]
 
@@ -57,6 +59,7 @@ def save_figures(run, outcome) -> None:
     bo = outcome.reconstruction.extras.get("bo")
     if not bo:
         return
+    from matplotlib.figure import Figure      # matplotlib loads when a figure is drawn
     figure = Figure(figsize=(5, 3.4))
     ax = figure.subplots()
     f = [math.nan if v is None else v for v in bo["f_per_trial"]]
