@@ -212,7 +212,7 @@ def test_ctrl_c_on_the_server_ends_both_sides_with_one_line_each(tmp_path, secre
         (server_code, server_err), (client_code, client_err) = _finish(server, 30), _finish(client, 30)
     finally:
         _kill_all(server, client)
-    assert server_code == client_code == 2, (server_err, client_err)
+    assert server_code in (2, -signal.SIGINT) and client_code == 2, (server_err, client_err)   # see test_wire_attacks
     assert _error_lines(server_err) == [f"error: interrupted; saved through epoch 1 in {tmp_path / 'server'}; "
                                         "continue both sides with --resume"]
     assert _error_lines(client_err) == ["error: the server stopped: the server was interrupted; saved through epoch 1 "
