@@ -4,8 +4,10 @@ in-process run is `splitlab train`'s epoch loop; the TCP runs are `splitlab trai
 server in this process, the client in a `splitlab client` process on 127.0.0.1 at the same torch thread
 count (TLS with a throwaway self-signed certificate; needs the `openssl` program, else `--no-tls`). An
 epoch is its training rounds and its test-set inference queries (the epoch-end checkpoints are outside it,
-as in process). Every run must end with the in-process run's weights; the script checks it. Run it on a
-quiet machine: timings on a shared one mean little.
+as in process). Every run must end with the in-process run's weights; the script checks it. Each side runs as
+the lab runs it: the TCP programs with idle OpenMP threads asleep (`vfl.wire.idle_threads`, set in this process
+before torch loads), the in-process baseline in a child process with torch's default (as `splitlab train`). Run
+it on a quiet machine: timings on a shared one mean little.
 
     python scripts/bench_wire.py --threads 2                        # cnn and mlp, 3 epochs each
     python scripts/bench_wire.py --archs small-mlp --epochs 1       # a check that it works
@@ -13,14 +15,22 @@ quiet machine: timings on a shared one mean little.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from vfl.wire.idle_threads import POLICY, sleep_when_idle  # noqa: E402
+
+USER_POLICY = os.environ.get(POLICY)
+if "--in-process-child" not in sys.argv:
+    sleep_when_idle()                       # this process is the TCP runs' server, as `splitlab train --transport tcp`
+
+import torch  # noqa: E402
 
 from vfl.runs import Run  # noqa: E402
 from vfl.runtime import generator, hardware, resolve_device  # noqa: E402
@@ -36,6 +46,17 @@ def in_process(config: TrainConfig) -> tuple[list[float], dict[str, torch.Tensor
     client, server = build_parties(config, device, train.images)
     state = fit(client, server, train, test, config, device, generator(config.seed), progress=False)
     return state.epoch_seconds, {**client.model.state_dict(), **{f"top.{k}": v for k, v in server.model.state_dict().items()}}
+
+
+def in_process_child(config: TrainConfig, folder: Path) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """`in_process` in a child process with OpenMP's wait policy as the user's (torch's default unless set)."""
+    env = {k: v for k, v in os.environ.items() if k != POLICY} | ({POLICY: USER_POLICY} if USER_POLICY else {})
+    out = folder / f"{config.arch}-in-process.pt"
+    subprocess.run([sys.executable, __file__, "--in-process-child", str(out), "--archs", config.arch, "--epochs",
+                    str(config.epochs), "--batch-size", str(config.batch_size), "--threads",
+                    str(torch.get_num_threads())], env=env, check=True)
+    saved = torch.load(out, weights_only=True)
+    return saved["seconds"], saved["weights"]
 
 
 def over_tcp(config: TrainConfig, folder: Path, tls: TlsFiles = TlsFiles()) -> tuple[list[float], list[dict],
@@ -54,11 +75,18 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None, help="torch threads, both sides (default: torch's)")
     parser.add_argument("--no-tls", action="store_true", help="skip the runs over TLS")
+    parser.add_argument("--in-process-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.in_process_child is not None:
+        config = TrainConfig(arch=args.archs, epochs=args.epochs, batch_size=args.batch_size, device="cpu")
+        seconds, weights = in_process(config)
+        torch.save({"seconds": seconds, "weights": weights}, args.in_process_child)
+        return
     print(hardware(torch.device("cpu")))
-    print(f"torch threads: {torch.get_num_threads()} (the TCP client process runs with the same count)")
+    print(f"torch threads: {torch.get_num_threads()} (the TCP client process runs with the same count); "
+          f"{POLICY}: {os.environ.get(POLICY)} over TCP, {USER_POLICY or 'unset'} in process")
     header = ("arch", "in process s/epoch", "TCP s/epoch", "TCP/in process", "TLS s/epoch", "TLS/in process",
               "MiB to server", "MiB to client", "frames to server", "frames to client", "same weights")
     rows = []
@@ -66,7 +94,7 @@ def main() -> None:
         tls = None if args.no_tls else self_signed(Path(tmp))
         for arch in args.archs.split(","):
             config = TrainConfig(arch=arch, epochs=args.epochs, batch_size=args.batch_size, device="cpu")
-            local_seconds, local_weights = in_process(config)
+            local_seconds, local_weights = in_process_child(config, Path(tmp))
             tcp_seconds, traffic, tcp_weights = over_tcp(config, Path(tmp) / f"{arch}-tcp")
             tls_seconds, _, tls_weights = over_tcp(config, Path(tmp) / f"{arch}-tls", tls) if tls else ([], {}, {})
             same = all(local_weights.keys() == w.keys() and all(torch.equal(local_weights[k], w[k]) for k in w)

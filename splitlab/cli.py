@@ -20,6 +20,8 @@ import typer
 from typer._click import exceptions as click_errors  # typer vendors click: its own error classes
 from typer.core import TyperCommand, TyperGroup
 
+from vfl.wire.idle_threads import is_wire_party, sleep_when_idle
+
 HELP = "splitlab: attacks and defences for split (vertical) federated learning."
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}  # inherited by every subcommand's context
 
@@ -248,4 +250,6 @@ def _root(
 
 
 def main() -> None:
+    if is_wire_party(sys.argv[1:]):         # before torch loads: see vfl/wire/idle_threads.py
+        sleep_when_idle()
     app()

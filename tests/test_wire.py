@@ -423,3 +423,23 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
         assert torch.equal(wire.round_input(None), next(side.batches))
     assert torch.equal(wire.query_input(None), to_fsha_images(first_of_each_class(side.private)[0]))
     assert wire.introduction(None)["activation_shape"] == list(victim.feature_shape)
+
+
+def test_wire_parties_put_idle_openmp_threads_to_sleep_before_torch_loads(monkeypatch):
+    import subprocess
+    import sys
+
+    from vfl.wire.idle_threads import POLICY, is_wire_party, sleep_when_idle
+
+    assert all(is_wire_party(a) for a in (["serve", "--listen", ":0"], ["client"], ["train", "--transport", "tcp"],
+                                          ["attack", "fsha", "--transport=tcp"]))
+    assert not any(is_wire_party(a) for a in (["train"], ["train", "--transport", "local"], ["hfl", "--transport"]))
+    monkeypatch.setenv(POLICY, "ACTIVE")                               # the user's choice is kept
+    sleep_when_idle()
+    assert os.environ[POLICY] == "ACTIVE"
+    monkeypatch.delenv(POLICY)
+    sleep_when_idle()
+    assert os.environ[POLICY] == "PASSIVE"
+    loaded = subprocess.run([sys.executable, "-c", "import sys, splitlab.cli; print('torch' in sys.modules)"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "False"                                            # so main() sets it before OpenMP reads it
