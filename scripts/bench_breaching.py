@@ -28,6 +28,7 @@ torch build; breaching is not a dependency of the lab.
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import os
 import statistics
@@ -221,7 +222,7 @@ def main() -> None:
                 result, cpu = lab_run(name, problem, args.compile)
                 compile_seconds = result.extras.get("compile", {}).get("compile_seconds", 0.0)
                 lab.append(result.seconds - compile_seconds)
-                lab_cpu.append(cpu - compile_seconds * torch.get_num_threads())
+                lab_cpu.append(cpu if not compile_seconds else math.nan)   # a compile's CPU is partly in its workers
                 best = int(result.loss.argmin())
                 lab_loss, lab_psnr = float(result.loss[best]), psnr_of(result.trials[best], problem["truth"])
                 other = run_breaching(args.breaching_python, path, name, threads)
@@ -237,8 +238,9 @@ def main() -> None:
           f"{'CPU s: lab':>11} {'breaching':>10} {'ratio':>7}  PSNR dB: lab / breaching  "
           f"loss: lab best / breaching last recorded")
     for name, steps, lab, theirs, lab_cpu, their_cpu, lab_loss, their_loss, lab_psnr, their_psnr in rows:
+        ratio = "-" if math.isnan(lab_cpu) else f"{their_cpu / lab_cpu:.2f}x"
         print(f"{name:<16} {steps:>6} {lab:>8.2f} {theirs:>12.2f} {theirs / lab:>15.2f}x {lab_cpu:>11.2f} "
-              f"{their_cpu:>10.2f} {their_cpu / lab_cpu:>6.2f}x  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
+              f"{their_cpu:>10.2f} {ratio:>7}  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
               f"{lab_loss:.3g} / {their_loss if their_loss is None else f'{their_loss:.3g}'}")
     print(f"lab compile: {args.compile}; hardware after: {hardware(torch.device('cpu'))}")
 
