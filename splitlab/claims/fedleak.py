@@ -259,7 +259,10 @@ CLAIMS: list[Claim] = [
           reduced=ABLATION,
           reason="the probe step is scaled to the Adam step: at fedleak.quick's lr 0.1 the paper preset's k = 0.01 "
                  "sat about 800 times inside one step, so the blend was the plain gradient and lambda' did nothing "
-                 "(fedleak-ablation)"),
+                 "(fedleak-ablation); scaled, the blend hurts at both ratios (R 100%: lambda' 0.7 14.02 against 0 "
+                 "21.18 dB, same grid), on a ConvNet at batch 8 whose gradient system is under-determined (about "
+                 "10.5 equations per unknown pixel against about 391 on the paper's ResNet10), a regime the paper's "
+                 "ablation never ran"),
     Claim("fedleak.tab17.tv", PAPER, "Table 17", "A small TV weight helps FedLeak.",
           "CIFAR-10, batch 32: alpha 1e-4 21.99 vs alpha 0 21.05 dB (1e-1: 14.31)",
           _beats("fedleak-alpha-beta", _weights(1e-4, 1e-4), _weights(0, 1e-4), 0.94,
