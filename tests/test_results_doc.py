@@ -29,7 +29,7 @@ EARLIER = re.compile(r"\bearlier\b[^.]*?\bcommits? [0-9a-f]{7,40}", re.S)
 COLUMNS = re.compile(r"^(psnr|ssim|psnr_best_match|ssim_global|image_mse|image_mse_minmax|label_accuracy|leak_auc|accuracy|activation_mse|"
                      r"seconds_per_step|alignment_accuracy|interpolation\.update_error|extras\.f|bo_scores\.\w+|extras\.training_interval_mse_pm1_final|"
                      r"baselines\.(zero|mean)\.psnr|matched_by_check\..*|matched|total|all_mean_below_bound|"
-                     r"idlg_below_dlg_by_bound|attacks\.\w+\.(fit_mse|paper_fit_mse|L_R|bound_T|mean_error_T)|"
+                     r"idlg_below_dlg_by_bound|attacks\.\w+\.(fit_mse|fit_mse_heldout|paper_fit_mse|L_R|bound_T|mean_error_T)|"
                      r"trajectory\.(psnr|ssim)\.\d+|extras\.bo\.f_per_trial\.\d+)$")
 """The columns whose values the page prints (a cell's other numbers would make almost any number admissible)."""
 COMPARED = ("psnr", "ssim", "image_mse_minmax", "image_mse", "label_accuracy", "leak_auc", "accuracy", "activation_mse",
