@@ -6,6 +6,7 @@ import os
 import platform
 import signal
 import subprocess
+import threading
 import time
 import zlib
 from typing import Callable, Iterable, Iterator
@@ -150,14 +151,17 @@ def cuda_provenance() -> dict | None:
 class Uninterrupted:
     """`with UNINTERRUPTED:` a block that a Ctrl-C or `kill` must not cut in two (a frame's bytes and the count of
     what was written): under `terminate_as_interrupt` the interrupt waits for the block's end. Blocks never wait
-    on a peer inside, so the wait is microseconds."""
+    on a peer inside, so the wait is microseconds. Counted in the main thread only, where signal handlers run."""
     depth = 0
     pending = False
 
     def __enter__(self) -> None:
-        Uninterrupted.depth += 1
+        if threading.current_thread() is threading.main_thread():    # where signal handlers run
+            Uninterrupted.depth += 1
 
     def __exit__(self, *exc) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
         Uninterrupted.depth -= 1
         if Uninterrupted.pending and not Uninterrupted.depth:
             Uninterrupted.pending = False

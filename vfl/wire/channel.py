@@ -34,6 +34,7 @@ from vfl.wire.frames import HEADER, Expect, Frame, Kind, reason_of
 MAC_BYTES = 32
 SLICE = 128 * 1024                    # bytes hashed and written at a time in a large frame
 SMALL = 64 * 1024                     # a frame up to this size is written in one call
+ABORT_WITHIN = 2.0                    # seconds an ABORT (and a frame before it) waits for a peer to read
 _SEQUENCE = struct.Struct("<Q")
 
 
@@ -146,19 +147,22 @@ class Channel:
 
     # --- sending -------------------------------------------------------------------------------------------
 
-    def send(self, frame: Frame) -> None:
+    def send(self, frame: Frame, within: float | None = None) -> None:
         """Write `frame` (header, payload, MAC); returns once the kernel took it. A failure is one line. A frame
-        a Ctrl-C stopped part way is finished first, so the peer still reads whole frames (an ABORT after it)."""
+        a Ctrl-C stopped part way is finished first, so the peer still reads whole frames (an ABORT after it).
+        `within`: seconds for the whole call (an ABORT to a peer that may have stopped reading), else each wait
+        is bounded by the channel's timeout."""
         if self._send_broken:
             raise self._broken or PeerStopped(f"{self.name}: the connection broke while sending")
         payload = _payload_view(frame.tensor) if frame.tensor is not None else memoryview(b"")
+        deadline = None if within is None else time.monotonic() + within
         try:
-            self._flush()
+            self._flush(deadline)
             with UNINTERRUPTED:                                     # the MAC's sequence number counts this frame
                 header = frame.header()
                 mac = self._send_mac.start(header) if self._send_mac is not None else None
                 self._outgoing = _Outgoing(header, payload, mac)
-            self._flush()
+            self._flush(deadline)
         except (OSError, ssl.SSLError) as exc:
             self._send_broken = True
             error = self._failed(exc, "took no frame")
@@ -167,9 +171,10 @@ class Channel:
         self.traffic.frames_sent += 1
         self.traffic.bytes_sent += len(header) + len(payload) + (MAC_BYTES if mac is not None else 0)
 
-    def _flush(self) -> None:
-        """Write what is left of the frame under way. An interrupt comes between writes, never inside the
-        bookkeeping of one, so what is left stays exact."""
+    def _flush(self, deadline: float | None = None) -> None:
+        """Write what is left of the frame under way. Every wait is outside the blocks an interrupt waits for
+        (Ctrl-C ends it at once); inside them the socket takes what it can without waiting and the bookkeeping
+        follows, so what is left stays exact."""
         out = self._outgoing
         while out is not None:
             with UNINTERRUPTED:
@@ -177,10 +182,22 @@ class Channel:
             if view is None:
                 self._outgoing = None
                 return
-            if not self._writable.poll(self.timeout * 1000):     # the wait is outside: Ctrl-C ends it at once
+            wait = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
+            if wait <= 0 or not self._writable.poll(wait * 1000):
                 raise socket.timeout("timed out")
             with UNINTERRUPTED:
-                out.wrote(self.sock.send(view))
+                out.wrote(self._send_now(view))
+
+    def _send_now(self, view: memoryview) -> int:
+        """What the socket takes of `view` without waiting (0 when it takes nothing yet: TLS retries the same
+        bytes)."""
+        self.sock.settimeout(0.0)
+        try:
+            return self.sock.send(view)
+        except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return 0
+        finally:
+            self.sock.settimeout(self.timeout)
 
     # --- receiving -----------------------------------------------------------------------------------------
 

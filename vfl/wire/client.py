@@ -33,7 +33,7 @@ from vfl.progress import progress_bar
 from vfl.protocol import Client, CutGradient, Prediction
 from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import resolve_device
-from vfl.wire.channel import Channel, PeerSilent, PeerStopped
+from vfl.wire.channel import ABORT_WITHIN, Channel, PeerSilent, PeerStopped
 from vfl.wire.checkpoints import EpochCheckpoints
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort
 from vfl.wire.handshake import join, parse_address
@@ -163,7 +163,7 @@ def _tell(channel: Channel | None, reason: str) -> None:
     if channel is None or channel.peer_stopped:
         return
     try:
-        channel.send(abort(reason))
+        channel.send(abort(reason), within=ABORT_WITHIN)
     except SplitlabError:               # nobody is left to tell
         pass
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from vfl.errors import SplitlabError
-from vfl.wire.channel import Channel, PeerSilent, PeerStopped, Traffic
+from vfl.wire.channel import ABORT_WITHIN, Channel, PeerSilent, PeerStopped, Traffic
 from vfl.wire.frames import Expect, Kind, abort, json_allowed, json_frame, json_of
 from vfl.wire.keys import Secret, frame_keys, new_nonce, party_key, proof, proven
 
@@ -243,7 +243,7 @@ def _refuse(channels: list[Channel], reason: str) -> None:
     """Tell admitted clients why they are refused (authenticated), then close their connections."""
     for channel in channels:
         try:
-            channel.send(abort(reason))
+            channel.send(abort(reason), within=ABORT_WITHIN)
         except SplitlabError:
             pass
     for channel in channels:

@@ -21,7 +21,7 @@ from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.parties import CutLayout
 from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
-from vfl.wire.channel import Channel, PeerSilent, Traffic
+from vfl.wire.channel import ABORT_WITHIN, Channel, PeerSilent, Traffic
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
 
 QUERY_ROWS = 1000
@@ -123,7 +123,7 @@ class RemoteParties:
             if ch.peer_stopped:
                 continue
             try:
-                ch.send(abort(reason))
+                ch.send(abort(reason), within=ABORT_WITHIN)
             except SplitlabError:           # the peer is gone or stuck: nothing left to tell it
                 pass
 
