@@ -92,8 +92,8 @@ def cpu_reference(only: tuple[str, ...] = ()) -> None:
 
     profile = Profile("reference", "cpu")
     before = hardware(torch.device("cpu"))
-    names = only or ATTACKS
-    kept = {k: v for k, v in reference()["attacks"].items() if k in ATTACKS and k not in names} if only else {}
+    kept = {k: v for k, v in reference()["attacks"].items() if k in ATTACKS and k not in only} if only else {}
+    names = tuple(a for a in ATTACKS if a in only or a not in kept)        # an attack with no record is measured
     with tempfile.TemporaryDirectory(prefix="splitlab-reference-") as tmp:
         run_attacks(Path(tmp) / "runs", profile, names)
         measured = {name: {"argv": attack_argv(name, profile), **attack_record(Path(tmp) / "runs" / name)}

@@ -175,7 +175,8 @@ def grids(profile: Profile, mnist: bool, folder: Path) -> list[Group]:
             Group("tgias-algorithm1-paper", "tgias-algorithm1", True,
                   {"seed": ("0", "1", "2")},
                   "TGIAs-RO Algorithm 1 as the paper states it (median, a fresh L-BFGS state every round) at "
-                  "R_g = 300 rounds of 20 L-BFGS iterations, T = 10 vs 1, seeds 0-2"),
+                  "R_g = 300 rounds of 20 L-BFGS iterations against DLG on one gradient (T = 1, its state "
+                  "carried), seeds 0-2"),
             jast]
 
 
