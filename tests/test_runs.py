@@ -44,7 +44,7 @@ def test_timed_measures_one_call_and_runs_it_once():
     from vfl.runtime import timed
     calls = []
     seconds = timed(lambda: (calls.append(1), clock.sleep(0.05)), torch.device("cpu"))
-    assert calls == [1] and 0.05 <= seconds < 1.0
+    assert calls == [1] and 0.05 <= seconds < 10      # one 0.05 s call (the bound is loose: the machine may be loaded)
 
 
 def test_hardware_line_names_the_cpu_threads_and_torch():

@@ -264,6 +264,6 @@ def test_sigterm_while_joining_ends_the_sweep_at_once_and_writes_nothing(tmp_pat
             sweep.kill()
             sweep.wait()
         fake.close()
-    assert sweep.returncode == 130 and seconds < 5, stderr
+    assert sweep.returncode == 130 and seconds < 15, stderr    # not the join's own timeout
     assert len(stderr.strip().splitlines()) == 1 and "nothing was written" in stderr
     assert not (tmp_path / "out").exists()

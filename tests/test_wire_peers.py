@@ -43,7 +43,7 @@ def test_a_header_declaring_more_than_this_side_allows_is_refused_before_anythin
     with pytest.raises(SplitlabError, match=r"^the server sent a batch shaped 13421772800 \(107,374,182,400 bytes; "
                                             r"at most 512 allowed\) at step 0; the handshake allows 1 to 64 int64"):
         client.receive(BATCH)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 30        # refused from the header, not after waiting for a payload
     server.close()
     client.close()
 
