@@ -43,7 +43,7 @@ def flat(value, prefix=""):
     return {prefix[:-1]: value}
 
 
-VOLATILE = ("seconds", "time", "throughput", "steps_per_second", "peak_memory", "started", "finished", "hardware",
+VOLATILE = ("seconds", "time", "throughput", "per_second", "peak_memory", "started", "finished", "hardware",
             "threads", "compile", "rss")
 
 

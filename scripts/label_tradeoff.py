@@ -29,7 +29,7 @@ def summary(rows: list[dict]) -> dict[str, dict]:
     by: dict[str, list[dict]] = {}
     for row in rows:
         if row.get("status", "ok") == "ok":
-            by.setdefault(row["defence"], []).append(row)
+            by.setdefault(row["send-back"], []).append(row)
     out = {}
     for defence, cells in by.items():
         values = {k: [float(c[k]) for c in cells if c.get(k) not in (None, "")] for k in ("accuracy", "leak_auc")}

@@ -42,6 +42,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "models": LazyCommand("vfl.cli", "List every split architecture with its cut layers and client/server/total "
                           "parameter counts, then the horizontal-FL models (whole model on every client)."),
     "datasets": LazyCommand("vfl.cli", "List each dataset, its source and whether it is available here."),
+    "defences": LazyCommand("vfl.cli", "List every defence: its point of the protocol, the flag that takes it, its "
+                            "options and its paper."),
     "serve": LazyCommand("vfl.wire.cli", "Run the label party (server) of split learning over TCP: admit the "
                          "clients that prove the shared secret, train the top model, record what it received."),
     "client": LazyCommand("vfl.wire.cli", "Run a feature party (client) of split learning over TCP: connect to "

@@ -249,13 +249,71 @@ def grids_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _defence_options(spec) -> str:
+    parts = []
+    for field, opt in spec.options():
+        required = field.default is dataclasses.MISSING
+        parts.append(f"`{field.name}`{'' if required else ' (' + shown_value(field.default) + ')'}: "
+                     f"{opt.check.describe if opt.check else 'on/off'}")
+    return "; ".join(parts) or "none"
+
+
+def defences_page() -> str:
+    """Every defence from its declaration, and the matrix of split attacks x split defences."""
+    from splitlab.defence_matrix import matrix
+    from vfl.defences import registry as defences
+    from vfl.defences.spec import FLAGS, POINTS, SPLIT_POINTS
+
+    own = [defences.spec(n) for n in defences.BUILTIN]
+    lines = [GENERATED, "", "# Defences", "",
+             "Each defence is one declaration (`vfl.defences.spec.DefenceSpec`) at its point of the protocol; a "
+             "plug-in adds one through the entry point group `splitlab.defences` (docs/extending.md). A spec is `none` "
+             "or `name[:key=value,...]` items joined by `+`, given to the flag of its point:", ""]
+    lines += _table(["point", "where", "flag"], [[f"`{p}`", w, f"`{FLAGS[p]}`" + (" (`splitlab hfl`)" if p == "upload"
+                                                                                 else "")]
+                                                 for p, w in POINTS.items()])
+    lines += ["", "## The defences", ""]
+    lines += _table(["defence", "point", "what it does", "options (default): accepts", "zero strength", "paper"],
+                    [[f"`{s.name}`", s.point, s.title, _defence_options(s),
+                      ", ".join(f"{k}={v:g}" for k, v in s.zero.items()) if s.zero is not None else "-", s.paper]
+                     for s in own])
+    deviations = [[f"`{s.name}`", d.what, d.paper, d.lab, d.why] for s in own for d in s.deviations]
+    if deviations:
+        lines += ["", "How the lab departs from each paper:", ""]
+        lines += _table(["defence", "what", "paper", "lab", "why"], deviations)
+    pairs = matrix()
+    attacks_ = list(dict.fromkeys(p.attack for p in pairs))
+    split = [n for n in dict.fromkeys(p.defence for p in pairs)]
+    runnable = sum(p.runnable for p in pairs)
+    lines += ["", "## Split attacks x split defences", "",
+              f"{runnable} of the {len(pairs)} pairs run by configuration (`splitlab attack NAME` with the flag of the "
+              "defence's point, the Python API's keyword of the same name, a sweep's key); a defence at a point the "
+              "attack never observes still changes the model it attacks. Each cell: yes, yes with what the task needs, "
+              "or no (the reason below).", ""]
+    cell = {(p.attack, p.defence): p for p in pairs}
+
+    def mark(p) -> str:
+        return "no" if not p.runnable else "yes" + (f" (`{p.extra}`)" if p.extra else "")
+
+    lines += _table(["attack", *[f"`{d}`" for d in split]], [[f"`{a}`", *[mark(cell[a, d]) for d in split]]
+                                                            for a in attacks_])
+    refused = [[f"`{p.attack}`", f"`{p.defence}`", p.how] for p in pairs if not p.runnable]
+    lines += ["", "Refused pairs, each with the one line the command prints:", ""]
+    lines += _table(["attack", "defence", "why"], refused)
+    upload = [s.name for s in own if s.point == "upload"]
+    lines += ["", f"Horizontal FL: every `splitlab hfl` attack takes every upload defence ({', '.join(upload)}) with "
+              "`--defence`; split defences are refused there in one line, and upload defences in split commands.", ""]
+    return "\n".join(lines)
+
+
 def pages() -> dict[str, str]:
     """Relative path under docs/ -> text, for every generated page."""
     specs = [registry.spec(name) for table in registry.BUILTIN.values() for name in table]    # the lab's own
     from splitlab.claims.page import claims_page
 
     out = {"attacks.md": index_page(specs), "presets.md": presets_page(specs), "metrics.md": metrics_page(),
-           "claims.md": claims_page(), "grids.md": grids_page(), "observations.md": observations_page()}
+           "claims.md": claims_page(), "grids.md": grids_page(), "observations.md": observations_page(),
+           "defences.md": defences_page()}
     out["../README.md"] = readme_blocks((ROOT / "README.md").read_text())
     out |= {f"attacks/{s.name}.md": attack_page(s) for s in specs}
     return out

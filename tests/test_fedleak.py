@@ -8,7 +8,7 @@ import torch
 
 from attacks import registry
 from attacks.engine import L1, SGD, Block, EngineOptions, FedSGDGradient, Objective, Schedule, run
-from attacks.hfl.defences import DPGaussian, parse_defence
+from vfl.defences.upload import DPGaussian, parse_defence
 from attacks.hfl.experiment import HFLConfig
 from attacks.hfl.fedleak import FedLeak, FedLeakSettings
 from attacks.hfl.fedleak.attack import estimated_gradient, infer_labels

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from attacks import registry
 from attacks.engine import EngineOptions, FedSGDGradient
-from attacks.hfl.defences import GaussianNoise, NoDefence, Quantise, TopK, parse_defence
+from vfl.defences.upload import GaussianNoise, NoDefence, Quantise, TopK, parse_defence
 from attacks.hfl.dlg import DLG
 from attacks.hfl.experiment import HFLConfig
 from attacks.hfl.fedleak import FedLeak
@@ -322,7 +322,7 @@ def test_presets_carry_their_sources_and_the_papers_numbers():
         preset("dlg.fast")
 
 
-MODULES = ["observations", "defences", "labels", "variables", "dlg", "dlg.attack", "dlg.settings", "invgrad",
+MODULES = ["observations", "labels", "variables", "dlg", "dlg.attack", "dlg.settings", "invgrad",
            "invgrad.attack", "invgrad.settings", "experiment", "cli"]
 
 

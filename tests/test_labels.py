@@ -138,7 +138,7 @@ def _shapes_only():
 @pytest.mark.slow
 def test_the_observing_party_keeps_exactly_the_gradients_the_label_party_returned():
     victim = LabelVictim(arch="small-mlp", cut_layer=1, epochs=1, batch_size=500, device="cpu",
-                         defence="gradient-noise:ratio=0.5")
+                         send_back="gradient-noise:ratio=0.5")
     data = task_data(victim)
     trained = train_victim(victim, data, progress=False)
     record = GradientRecord.from_transcript(trained.client.seen, trained.samples)
@@ -186,8 +186,8 @@ def test_the_malicious_optimiser_scales_a_steady_update_up_to_its_bound():
     (["label-norm", "--task", "multiclass"], "binary task"),
     (["label-direct", "--top", "model"], "needs --top none"),
     (["label-unsplit", "--top", "model"], "needs --top linear"),
-    (["label-norm", "--defence", "marvell:scale=1", "--task", "multiclass"], "binary"),
-    (["label-direction", "--defence", "sparsify:drop=2"], "drop"),
+    (["label-norm", "--send-back", "marvell:scale=1", "--task", "multiclass"], "binary"),
+    (["label-direction", "--send-back", "sparsify:drop=2"], "drop"),
     (["label-norm", "--positive", "12"], "classes 0 to 9"),
     (["label-norm", "--arch", "mlp-mixer"], "takes 3x32x32"),
     (["label-completion", "--labelled", "0"], "--labelled"),
@@ -208,7 +208,7 @@ def test_the_api_and_the_command_agree_and_noise_stops_the_direct_attack(tmp_pat
     result = runner.invoke(app, ["attack", "label-direct", "--arch", "small-mlp", "--epochs", "1", "--batch-size",
                                  "200", "--device", "cpu", "--json", "--out", str(tmp_path / "cli")])
     assert json.loads(result.stdout)["metrics"]["accuracy"] == outcome.metrics["accuracy"]
-    noisy = api.attack("label-direct", defence="gradient-noise:ratio=20", **common)
+    noisy = api.attack("label-direct", send_back="gradient-noise:ratio=20", **common)
     assert noisy.metrics["label_accuracy"] < 0.6
     with pytest.raises(SplitlabError, match="attacks a binary task"):
         api.attack("label-norm", task="multiclass", cut_layer=1, **common)

@@ -98,7 +98,9 @@ def test_noise_defences_perturb_activations_and_gradients():
     with pytest.raises(SplitlabError, match="unknown defence"):
         parse_defences("magic")
     with pytest.raises(SplitlabError, match="needs option sigma"):
-        parse_defences("gradient-noise")
+        parse_defences("received-gradient-noise")
+    with pytest.raises(SplitlabError, match="gradient-noise acts at the send-back point .* --send-back"):
+        parse_defences("gradient-noise:ratio=1")          # one meaning per name: the label party's
 
 
 @pytest.mark.parametrize("name", ["sgd", "momentum", "adam", "adam-amsgrad"])

@@ -1,4 +1,4 @@
-"""The label party's send-back defences (vfl/send_back.py) and Marvell's noise design (vfl/marvell.py)."""
+"""The label party's send-back defences (vfl/defences/send_back.py) and Marvell's noise design (vfl/marvell.py)."""
 import math
 
 import numpy as np
@@ -9,7 +9,8 @@ from torch import nn
 from vfl.errors import SplitlabError
 from vfl.marvell import solve, sum_kl
 from vfl.protocol import Activations, Server
-from vfl.send_back import IsoNoise, Marvell, MaxNorm, Sparsify, check_send_back, parse_send_back
+from vfl.defences import check_send_back, parse_send_back
+from vfl.defences.send_back import IsoNoise, Marvell, MaxNorm, Sparsify
 
 
 def _batch(n=64, d=12, positives=8, seed=0):

@@ -1,10 +1,11 @@
-"""The split-learning commands of `splitlab`: train, evaluate, models, datasets.
+"""The split-learning commands of `splitlab`: train, evaluate, models, datasets, defences.
 
 Commands stay thin: build a validated config from the generated options, create the run directory, call
 the library, print (`vfl.cli_output`).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -12,8 +13,8 @@ from typing import Any, Optional
 import typer
 
 from vfl import data as datasets
-from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_options, shared_parameters, values,
-                              with_run_options)
+from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_options, shared_parameters, shown_value,
+                              values, with_run_options)
 from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.models import describe, describe_hfl
@@ -125,6 +126,26 @@ def datasets_command(
          as_json, lambda c: c.print(table("datasets", rows, ["dataset", "shape", "available", "source"])))
 
 
+@with_run_options("as_json")
+def defences_command(opts: RunOptions = RunOptions()) -> None:
+    """List every defence: its point of the protocol, the flag that takes it, its options and its paper."""
+    from vfl.defences import registry
+
+    rows = [{"defence": s.name, "point": s.point, "flag": s.flag,
+             "options": ", ".join(f.name + ("" if f.default is dataclasses.MISSING else f"={shown_value(f.default)}")
+                                  for f, _ in s.options()) or "-",
+             "example": s.example, "paper": s.paper} for s in registry.specs()]
+    failed = registry.failures()
+
+    def show(console) -> None:
+        console.print(table("defences (docs/defences.md: options' ranges, and which attack meets which)", rows,
+                            ["defence", "point", "flag", "options", "example"]))
+        for line in failed.values():
+            console.print(line)
+
+    emit({"command": "defences", "defences": rows, "failed_to_load": failed}, opts.as_json, show)
+
+
 def build_app() -> typer.Typer:
     """The `splitlab` app with the split-learning commands; upper layers add theirs with `register`."""
     app = typer.Typer(help="splitlab: attacks and defences for split (vertical) federated learning.",
@@ -133,4 +154,5 @@ def build_app() -> typer.Typer:
     app.command("evaluate")(handles_errors(evaluate))
     app.command("models")(handles_errors(models))
     app.command("datasets")(handles_errors(datasets_command))
+    app.command("defences")(handles_errors(defences_command))
     return app

@@ -16,6 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from vfl import data as datasets
+from vfl.defences import parse_defences, parse_spec
 from vfl.errors import SplitlabError
 from vfl.models.fsha import INPUT_SHAPE, LEVELS, SETUPS, build_client, feature_shape
 from vfl.options import Runtime, choice, integer, number, option, text
@@ -38,6 +39,8 @@ class FshaClientConfig(Runtime):
     batch_size: int = option(64, "Private images per protocol round.", integer(low=1, high=1_000_000))
     width: float = option(1.0, "Multiplier on the client's channel counts and hidden widths.",
                           number(low=0, low_open=True, high=16))
+    defence: str = option("none", "The client's own defences (input, activations sent, gradient received): none or "
+                          "name[:key=value,...] items joined by + (see `splitlab defences`).", text())
     adam_eps: float = 1e-7
     """The client's Adam epsilon (TF/Keras default, as in the FSHA code)."""
 
@@ -47,6 +50,7 @@ class FshaClientConfig(Runtime):
             raise SplitlabError(f"FSHA takes grey or RGB images; dataset {self.dataset} has "
                                 f"{spec.image_shape[0]} channels")
         check_number("client adam_eps", self.adam_eps, low=0, low_open=True, high=1)
+        parse_spec(self.defence, INPUT_SHAPE, flat_input=False)
         resolve_device(self.device)
 
     @property
@@ -108,8 +112,9 @@ def honest_client(config: FshaClientConfig, private: datasets.ImageData, device:
     """The client (network from `config.seed`, Adam on it), its private batches (order from `config.seed`) and its
     targets, the first private image of each class."""
     model = build_client(config.arch, config.level, config.width, seed=config.seed).to(device)
+    defences = parse_defences(config.defence, INPUT_SHAPE, to_fsha_images(private.images))
     client = Client(model, adam(model.parameters(), config.lr_client, eps=config.adam_eps,
-                                fused=device.type == "cuda"))
+                                fused=device.type == "cuda"), defences)
     batches = BatchStream(private.images, config.batch_size, generator(config.seed), device)
     targets, _ = datasets.first_of_each_class(private)
     return HonestClient(client, batches, to_fsha_images(targets.to(device)))

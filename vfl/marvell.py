@@ -1,7 +1,7 @@
 """Marvell's noise design (Li et al., "Label Leakage and Protection in Two-party Split Learning", ICLR 2022,
 Sec. 4): the covariances of class-dependent Gaussian noise that make the perturbed positive and negative cut
 gradients hardest to tell apart under a power budget. Pure maths; the defence that draws the noise is
-`vfl.send_back.Marvell`.
+`vfl.defences.send_back.Marvell`.
 
 The label party models each class's gradients in a batch as Gaussian: means m1 (positive), m0 (negative),
 isotropic coordinate variances v and u, in d dimensions, with g = ||m1 - m0||^2. It adds to class k's

@@ -37,8 +37,10 @@ class Check:
     """A value of the right type that the check refuses (None: every value of the type passes), so tests
     can hold every option to its declared range."""
 
-    def __call__(self, name: str, value: Any) -> Any:
-        return self.run(name, value)
+    def __call__(self, name: str, value: Any, symbol: str | None = None) -> Any:
+        """With `symbol` (an option typed as `key=value` inside a spec), a range error reads as an inequality on
+        it: "defence topk needs 0 < keep <= 1, got keep=2"."""
+        return self.run(name, value) if symbol is None else self.run(name, value, symbol)
 
 
 def _bounds(low, high, low_open: bool, high_open: bool, symbol: str = "x") -> str:
@@ -58,22 +60,25 @@ def number(*, low: float | None = None, high: float | None = None, low_open: boo
     """A finite real number within [low, high] (either end open)."""
     refused = (low if low_open else low - 1) if low is not None else (high if high_open else high + 1) \
         if high is not None else float("nan")
-    return Check(float, lambda name, value: check_number(name, value, low=low, high=high, low_open=low_open,
-                                                        high_open=high_open),
+    return Check(float, lambda name, value, symbol=None: check_number(name, value, low=low, high=high,
+                                                                     low_open=low_open, high_open=high_open,
+                                                                     symbol=symbol),
                  _bounds(low, high, low_open, high_open), refused=float(refused))
 
 
 def integer(*, low: int | None = None, high: int | None = None) -> Check:
     """An integer within [low, high] (3.5 is refused, not truncated)."""
     refused = low - 1 if low is not None else high + 1 if high is not None else None
-    return Check(int, lambda name, value: check_int(name, value, low=low, high=high), _bounds(low, high, False, False),
+    return Check(int, lambda name, value, symbol=None: check_int(name, value, low=low, high=high, symbol=symbol),
+                 _bounds(low, high, False, False),
                  refused=refused)
 
 
 def choice(choices: Sequence[str]) -> Check:
     """One of a fixed set of words."""
     words = tuple(choices)
-    return Check(str, lambda name, value: check_choice(name, value, words), "one of " + ", ".join(words), words,
+    return Check(str, lambda name, value, symbol=None: check_choice(name if symbol is None else f"{name}: {symbol}",
+                                                                    value, words), "one of " + ", ".join(words), words,
                  refused="not-" + "-".join(words))
 
 
@@ -88,7 +93,7 @@ def text() -> Check:
 
 def optional(check: Check) -> Check:
     """`check`, or None (the field's "not given": the preset's or the dataset's value is used)."""
-    return Check(check.kind, lambda name, value: None if value is None else check(name, value),
+    return Check(check.kind, lambda name, value, *symbol: None if value is None else check(name, value, *symbol),
                  check.describe + " (or unset)", check.choices, check.refused)
 
 

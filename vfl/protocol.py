@@ -20,7 +20,7 @@ inference queries included (UnSplit's adversary), and `MaliciousServer` returns 
 choosing instead of task gradients (FSHA's adversary). Each role records what it received in `seen`
 (shapes only unless it keeps tensors). Defences hook in at typed points on the client: the input, the
 activations it sends, the gradients it receives; and on the label party at the send-back point, the
-gradients it returns (`vfl.send_back`, against a client that infers labels from them).
+gradients it returns (`vfl.defences.send_back`, against a client that infers labels from them).
 """
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ class Server:
 
     `optimizer=None` for a top model with nothing to train (e.g. a fixed loss of H in the lemma checks).
     It records the shapes of what it received in `seen`, never the tensors. `defences` act on dL/dH at the
-    send-back point (`vfl.send_back.SendBackDefence`: `on_send(G, labels) -> G`); the top model trains on
+    send-back point (`vfl.defences.send_back.SendBackDefence`: `on_send(G, labels) -> G`); the top model trains on
     the true gradient, the client receives the defended one.
     """
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from vfl import data as datasets
-from vfl.defences import parse_defences, parse_spec, transformed_shape
+from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, transformed_shape
 from vfl.errors import SplitlabError, lookup
 from vfl.models import arch_spec, check_cut_layer, check_input_shape
 from vfl.parties import (CutLayout, Parties, activation_shapes, bottom_model, check_parties, strip_shape,
@@ -24,6 +24,7 @@ from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.options import Runtime, choice, integer, number, option, text
+from vfl.tasks import TASKS, check_task, for_task, task_classes, task_output
 
 CHECKPOINT_FORMAT = "splitlab-checkpoint/1"
 
@@ -42,25 +43,33 @@ class TrainConfig(Runtime):
     batch_size: int = option(64, "Mini-batch size.", integer(low=1, high=MAX_BATCH_SIZE))
     lr: float = option(1e-3, "Learning rate of client and server.", number(low=0, low_open=True))
     optimizer: str = option("adam-amsgrad", "sgd, momentum, adam or adam-amsgrad.", choice(OPTIMIZERS))
-    defence: str = option("none", "Client defence spec: none, orthogonal[:seed=N], semi-orthogonal:dim=D, "
-                          "patch-orthogonal[:patch=P], input-dp[:epsilon=E,delta=D,sensitivity=S] (defaults 6, 0.5, "
-                          "estimated) or input-dp:sigma=S, activation-noise:sigma=S, gradient-noise:sigma=S; join "
-                          "with +; with --parties K it applies to each party's strip.", text())
+    task: str = option("multiclass", "multiclass (the dataset's classes) or binary (one class, --positive, against "
+                       "the rest: the label party's output layer then has two units).", choice(TASKS))
+    positive: int = option(0, "The positive class of --task binary.", integer(low=0, high=999))
+    defence: str = option("none", "The feature party's defences (input, activations sent, gradient received): none "
+                          "or name[:key=value,...] items joined by + (see `splitlab defences`); with --parties K each "
+                          "party applies them to its strip.", text())
+    send_back: str = option("none", "The label party's defences on the cut gradient it sends back: none or "
+                            "name[:key=value,...] items joined by + (see `splitlab defences`).", text())
     parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
                           "learning on whole images).", integer(low=1, high=64))
 
     def check(self) -> None:
         spec = arch_spec(self.arch)
         check_cut_layer(spec, self.cut_layer)
-        image_shape = datasets.dataset_spec(self.dataset).image_shape
+        found = datasets.dataset_spec(self.dataset)
+        image_shape = found.image_shape
         check_input_shape(spec, image_shape, self.dataset)
         check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+        check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):
-            for item in parse_spec(self.defence, strip_shape(image_shape, self.parties, party)):
-                if item.name == "semi-orthogonal" and not spec.flat_input:
-                    raise SplitlabError(f"defence semi-orthogonal changes the input size; architecture {self.arch} "
-                                        "cannot take it (use mlp or small-mlp)")
+            parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
+        check_send_back(self.send_back, self.classes)
         resolve_device(self.device)
+
+    @property
+    def classes(self) -> int:
+        return task_classes(self.task, self.dataset)
 
     @property
     def image_shape(self) -> tuple[int, ...]:
@@ -79,9 +88,10 @@ class TrainedSplit:
 
 
 def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
-    """Both splits of the config's dataset (raises `SplitlabError` if the files are missing)."""
-    return (datasets.load(config.dataset, "train", config.data_root),
-            datasets.load(config.dataset, "test", config.data_root))
+    """Both splits of the config's dataset, labelled for its task (raises `SplitlabError` if the files are
+    missing)."""
+    return tuple(for_task(datasets.load(config.dataset, split, config.data_root), config.task, config.positive)
+                 for split in ("train", "test"))
 
 
 SERVER_ROLES: dict[str, type[Server]] = {"honest": Server, "curious": CuriousServer}
@@ -104,11 +114,14 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
 
 
 def build_server(config: TrainConfig, device: torch.device, role: str = "honest") -> Server:
-    """The label party: its seeded top model (taking the parties' joined activations) in the given role."""
+    """The label party: its seeded top model (taking the parties' joined activations; on a binary task its output
+    layer has two units, from a stream of its own) in the given role, with its send-back defences."""
     shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
-    model = top_model(config.arch, config.cut_layer, config.seed, shapes).to(device)
+    model = task_output(top_model(config.arch, config.cut_layer, config.seed, shapes), config.classes,
+                        config.seed).to(device)
     return lookup(SERVER_ROLES, role, "server role")(model, make_optimizer(config.optimizer, model.parameters(),
-                                                                           config.lr))
+                                                                           config.lr),
+                                                     defences=parse_send_back(config.send_back, config.classes))
 
 
 def build_parties(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
@@ -288,7 +301,7 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
             config = TrainConfig(**saved)           # checked when built
         except SplitlabError as exc:
             raise SplitlabError(f"checkpoint {path} holds a training config splitlab refuses ({exc}); {retrain}") from None
-        needs_data = any(item.name == "input-dp" for item in parse_spec(config.defence))
+        needs_data = any("train-images" in item.spec.needs for item in parse_spec(config.defence))
         train_images = load_data(config)[0].images if needs_data else None
         client, server = build_parties(config, resolve_device(device), train_images)
         client.model.load_state_dict(blob["client"])

@@ -18,7 +18,7 @@ import torch
 from attacks import registry
 from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.engine import MODES
-from attacks.hfl.defences import Defence, parse_defence
+from vfl.defences.upload import Defence, parse_defence
 from attacks.hfl.observations import Observation, observe_fedavg, observe_fedsgd
 from attacks.hfl.secagg import observe_clients
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable

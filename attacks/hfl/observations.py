@@ -29,7 +29,7 @@ from torch import nn
 from torch.func import functional_call, grad
 
 from attacks.engine import FedSGDGradient, task_loss
-from attacks.hfl.defences import Defence, NoDefence
+from vfl.defences.upload import Defence, NoDefence
 from vfl.errors import SplitlabError
 from vfl.models.hfl import final_linear
 

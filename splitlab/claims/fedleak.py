@@ -36,7 +36,7 @@ HFL_HARNESS = (
 DEVIATIONS = HFL_HARNESS + (
     Deviation("DP", "DP-SGD in local training (per-sample clipping and noise at every local step), combined with "
               "Soteria (0.5), at 12 local steps", "the whole upload clipped once to C = 1 and Gaussian noise added "
-              "(upload-dp, attacks/hfl/defences.py), one FedSGD step, no Soteria", "the lab's defences act on the "
+              "(upload-dp, vfl/defences/upload.py), one FedSGD step, no Soteria", "the lab's defences act on the "
               "upload, one implementation for every attack; sigma follows the paper's formula"),
     Deviation("quantisation", "b-bit quantisation (32, 16, 8, 4, 1 bits)", "quant:bits=2 is ternary with max "
               "scaling (-m, 0, +m), stronger than a uniform 2-bit grid; 1 bit is the sign times the mean "

@@ -32,8 +32,8 @@ def _tradeoff(attack: str, sweep: str) -> Claim:
         f"At matched task utility, Marvell leaks less to {attack} scoring than isotropic Gaussian noise.",
         "Marvell's leak AUC is below iso's at every matched test AUC on Criteo, Avazu and ISIC, against both "
         "attacks (the paper's trade-off curves; no table of values)",
-        Measure(sweep, Beats(a=Select({"defence": MARVELL}, f"Marvell ({MARVELL})"),
-                             b=Select({"defence": ISO}, f"iso ({ISO})"), metric="leak_auc", higher_is_better=False,
+        Measure(sweep, Beats(a=Select({"send-back": MARVELL}, f"Marvell ({MARVELL})"),
+                             b=Select({"send-back": ISO}, f"iso ({ISO})"), metric="leak_auc", higher_is_better=False,
                              scale=SHARE, guard=""),      # the defended side at chance is the claim, not a failure
                 f"paired leak AUC difference over seeds 0-2 between {MARVELL} and {ISO}, whose mean task "
                 "accuracies are the closest pair of the grid (scripts/label_tradeoff.py draws the whole curves)"),
@@ -58,8 +58,8 @@ CLAIMS: list[Claim] = [
     Claim("li.sec5.max-norm-stops-norm", PAPER, "Sec. 5 (max_norm)",
           "max_norm, which gives every gradient the batch's largest expected norm, lowers norm scoring's leak.",
           "max_norm is designed against the norm attack; the paper shows it lowering the norm leak AUC toward 0.5",
-          Measure("label-defences-norm", Beats(a=Select({"defence": "none"}, "no defence"),
-                                               b=Select({"defence": "max-norm"}, "max_norm"), metric="leak_auc",
+          Measure("label-defences-norm", Beats(a=Select({"send-back": "none"}, "no defence"),
+                                               b=Select({"send-back": "max-norm"}, "max_norm"), metric="leak_auc",
                                                scale=SHARE),
                   "paired leak AUC difference over seeds 0-2, no defence minus max_norm"),
           reduced=REDUCED),

@@ -22,7 +22,7 @@ DEVIATIONS = tuple(d for d in HFL_HARNESS if d.what in ("metric matching", "clie
               "grid shipped before `--images seed` attacked training images from index 0 on every seed (0-3 at "
               "b = 4, 0-7 at b = 8)", "the seeds drew no images until the grids were re-run"),
     Deviation("DP", "Gaussian noise N(0, sigma^2) on the gradients (Fig. 6)", "upload-dp clips the whole upload "
-              "once and adds noise; gaussian:sigma=S adds it without clipping (attacks/hfl/defences.py)",
+              "once and adds noise; gaussian:sigma=S adds it without clipping (vfl/defences/upload.py)",
               "the lab's defences act on the upload, one implementation for every attack"),
 )
 """Deviations that belong to this paper's claims rather than to one attack (the attacks declare their own)."""

@@ -20,8 +20,8 @@ measured beside the leak it stops.
 - `sparsify:drop=F`: gradient sparsification: zero the fraction F of each example's gradient entries with
   the smallest magnitude (Fu et al.'s GS defence; the HFL upload defence `topk` per example).
 
-Specs: `none`, or `+`-joined items parsed by `vfl.defences.parse_item` against `SEND_BACK` (one parser for
-every defence). Noise comes from a generator of the defence's own (option `seed`, default 0).
+Each is declared by a `DefenceSpec` at the send-back point (`vfl.defences.registry`: one parser for every
+defence). Noise comes from a generator of the defence's own (option `seed`, default 0).
 """
 from __future__ import annotations
 
@@ -30,13 +30,20 @@ from typing import Any
 
 import torch
 
-from vfl.defences import SEED, _SeededNoise, parse_item
+from dataclasses import dataclass
+
+from vfl.defences.base import SeededNoise
+from vfl.defences.base import seed_option
+from vfl.defences.spec import DefenceSettings, DefenceSpec, Deviation
 from vfl.errors import SplitlabError
 from vfl.marvell import Solution, solve
-from vfl.validate import SpecKey
+from vfl.options import number, option, optional
 
-__all__ = ["SendBackDefence", "MaxNorm", "Marvell", "IsoNoise", "Sparsify", "SEND_BACK", "parse_send_back",
-           "check_send_back"]
+__all__ = ["SendBackDefence", "MaxNorm", "Marvell", "IsoNoise", "Sparsify", "MAX_NORM", "MARVELL",
+           "GRADIENT_NOISE", "SPARSIFY"]
+
+LI = "Li et al., Label Leakage and Protection in Two-party Split Learning (ICLR 2022)"
+FU = "Fu et al., Label Inference Attacks Against Vertical Federated Learning (USENIX Security 2022)"
 
 
 class SendBackDefence:
@@ -60,7 +67,7 @@ class MaxNorm(SendBackDefence):
     name = "max-norm"
 
     def __init__(self, seed: int = 0):
-        self.noise = _SeededNoise(1.0, seed)
+        self.noise = SeededNoise(1.0, seed)
 
     def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         squared = _rows(g).pow(2).sum(1)
@@ -75,7 +82,7 @@ class IsoNoise(SendBackDefence):
 
     def __init__(self, ratio: float | None = None, sigma: float | None = None, seed: int = 0):
         self.ratio, self.sigma = ratio, sigma
-        self.noise = _SeededNoise(1.0, seed)
+        self.noise = SeededNoise(1.0, seed)
 
     def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         rows = _rows(g)
@@ -104,7 +111,7 @@ class Marvell(SendBackDefence):
 
     def __init__(self, scale: float, seed: int = 0):
         self.scale = scale
-        self.noise = _SeededNoise(1.0, seed)
+        self.noise = SeededNoise(1.0, seed)
         self.last: tuple[torch.Tensor, Solution] | None = None
         self.solutions: list[Solution] = []
 
@@ -143,48 +150,59 @@ class Marvell(SendBackDefence):
                 "marvell_error_bound_mean": sum(s.error_bound for s in self.solutions) / n}
 
 
-SEND_BACK: dict[str, dict[str, SpecKey]] = {
-    "none": {},
-    "max-norm": {"seed": SEED},
-    "marvell": {"scale": SpecKey(low=0, high=1e6, required=True), "seed": SEED},
-    "gradient-noise": {"ratio": SpecKey(low=0, high=1e6), "sigma": SpecKey(low=0, high=1e6), "seed": SEED},
-    "sparsify": {"drop": SpecKey(low=0, high=1, high_open=True, required=True)},
-}
-"""The label party's send-back defences: name -> option -> type and range."""
-
-_EXAMPLE = "marvell:scale=1"
+@dataclass(frozen=True, kw_only=True)
+class SeedOnly(DefenceSettings):
+    seed: int = seed_option("the noise")
 
 
-def check_send_back(spec: str, classes: int) -> list:
-    """Names, options and values of a send-back spec, and that each fits the task (Marvell: binary only);
-    nothing is built."""
-    items = [item.strip() for item in spec.split("+")]
-    if not all(items):
-        raise SplitlabError(f"send-back defence {spec!r} has an empty item; use none or name[:key=value] items "
-                            "joined by +, e.g. max-norm or marvell:scale=1")
-    parsed = [parse_item(item, SEND_BACK, _EXAMPLE) for item in items]
-    for item in parsed:
-        if item.name == "marvell" and classes != 2:
-            raise SplitlabError(f"marvell is defined for binary tasks (Li et al.); this task has {classes} classes: "
-                                "use --task binary or another defence")
-        if item.name == "gradient-noise" and ("ratio" in item.options) == ("sigma" in item.options):
+@dataclass(frozen=True, kw_only=True)
+class MarvellSettings(DefenceSettings):
+    scale: float = option(help="Power budget P = scale ||m1 - m0||^2 (the paper's s; 0: no noise).",
+                          check=number(low=0, high=1e6))
+    seed: int = seed_option("the noise")
+
+
+@dataclass(frozen=True, kw_only=True)
+class IsoSettings(DefenceSettings):
+    ratio: float | None = option(None, "Noise scale relative to the batch's largest gradient: s = ratio max ||g|| / "
+                                 "sqrt(d) (Li et al.'s iso).", optional(number(low=0, high=1e6)))
+    sigma: float | None = option(None, "Absolute noise scale s.", optional(number(low=0, high=1e6)))
+    seed: int = seed_option("the noise")
+
+    def check(self) -> None:
+        if (self.ratio is None) == (self.sigma is None):
             raise SplitlabError("gradient-noise takes one of ratio=R (relative to the batch's largest gradient, "
                                 "Li et al.'s iso) or sigma=S (absolute)")
-    return [item for item in parsed if item.name != "none"]
 
 
-def parse_send_back(spec: str, classes: int) -> list[SendBackDefence]:
-    """The send-back defences of a spec, for a task of `classes` classes."""
-    built: list[SendBackDefence] = []
-    for item in check_send_back(spec, classes):
-        o = item.options
-        seed = o.get("seed", 0)
-        if item.name == "max-norm":
-            built.append(MaxNorm(seed))
-        elif item.name == "marvell":
-            built.append(Marvell(o["scale"], seed))
-        elif item.name == "gradient-noise":
-            built.append(IsoNoise(o.get("ratio"), o.get("sigma"), seed))
-        else:
-            built.append(Sparsify(o["drop"]))
-    return built
+@dataclass(frozen=True, kw_only=True)
+class SparsifySettings(DefenceSettings):
+    drop: float = option(help="Fraction of each example's gradient entries zeroed (the smallest in magnitude).",
+                         check=number(low=0, high=1, high_open=True))
+
+
+MAX_NORM = DefenceSpec(
+    name="max-norm", point="send-back", title="noise that gives every example's gradient the batch's largest "
+    "expected norm (the norm no longer tells the classes apart)", paper=LI, settings=SeedOnly,
+    build=lambda s, where: MaxNorm(s.seed), example="max-norm")
+
+MARVELL = DefenceSpec(
+    name="marvell", point="send-back", title="class-dependent Gaussian noise minimising the perturbed classes' "
+    "divergence under a power budget", paper=LI, settings=MarvellSettings, needs=("binary-task",),
+    build=lambda s, where: Marvell(s.scale, s.seed), example="marvell:scale=1", zero={"scale": 0.0},
+    strengths=({"scale": 0.25}, {"scale": 1.0}, {"scale": 4.0}),
+    deviations=(Deviation("solver", "the paper's optimisation of the four covariance parameters", "re-solved on "
+                          "every batch from its own class statistics; a batch of one class reuses the last solution",
+                          "the per-batch statistics are what the label party has"),))
+
+GRADIENT_NOISE = DefenceSpec(
+    name="gradient-noise", point="send-back", title="isotropic Gaussian noise on the cut gradient the label party "
+    "sends, relative to the batch's largest gradient or absolute", paper=f"{LI} (its iso baseline)",
+    settings=IsoSettings, build=lambda s, where: IsoNoise(s.ratio, s.sigma, s.seed), example="gradient-noise:ratio=1",
+    zero={"sigma": 0.0}, strengths=({"ratio": 0.5}, {"ratio": 2.0}, {"ratio": 8.0}))
+
+SPARSIFY = DefenceSpec(
+    name="sparsify", point="send-back", title="zero the smallest-magnitude fraction of each example's cut gradient",
+    paper=f"{FU} (its gradient sparsification defence)", settings=SparsifySettings,
+    build=lambda s, where: Sparsify(s.drop), example="sparsify:drop=0.9", zero={"drop": 0.0},
+    strengths=({"drop": 0.5}, {"drop": 0.9}, {"drop": 0.99}))

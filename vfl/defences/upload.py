@@ -17,8 +17,8 @@ attacker may know which defence was used but not its randomness.
   delta = 1e-5 by default.
 - `none`: upload as computed.
 
-Specs are `name[:key=value,...]`, one defence per run, parsed by `vfl.defences.parse_item` against
-`UPLOAD_DEFENCES` (so both settings check names, types and ranges the same way).
+Each is declared by a `DefenceSpec` at the upload point (`vfl.defences.registry`: one parser for every defence);
+one upload defence per run.
 """
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ from typing import Sequence
 
 import torch
 
-from vfl.defences import parse_item
-from vfl.validate import SpecKey
+from vfl.defences.spec import DefenceSettings, DefenceSpec, Deviation, Where
+from vfl.errors import SplitlabError
+from vfl.options import integer, number, option, optional
 
-__all__ = ["Defence", "NoDefence", "GaussianNoise", "TopK", "Quantise", "DPGaussian", "parse_defence"]
+__all__ = ["Defence", "NoDefence", "GaussianNoise", "TopK", "Quantise", "DPGaussian", "parse_defence", "GAUSSIAN",
+           "TOPK", "QUANT", "UPLOAD_DP"]
 
 Tensors = Sequence[torch.Tensor]
 
@@ -129,28 +131,68 @@ class DPGaussian(GaussianNoise):
 
 Defence = NoDefence | GaussianNoise | TopK | Quantise | DPGaussian
 
-UPLOAD_DEFENCES: dict[str, dict[str, SpecKey]] = {
-    "none": {},
-    "gaussian": {"sigma": SpecKey(low=0, required=True), "clip": SpecKey(low=0, low_open=True)},
-    "topk": {"keep": SpecKey(low=0, high=1, low_open=True, required=True)},
-    "quant": {"bits": SpecKey(integer=True, low=1, high=32, required=True)},
-    "upload-dp": {"epsilon": SpecKey(low=0, low_open=True, required=True), "delta": SpecKey(low=0, high=1, low_open=True,
-                                                                                  high_open=True)},
-}
-"""Upload defences: name -> option -> type and range, read by vfl.defences' one spec parser."""
+@dataclass(frozen=True, kw_only=True)
+class GaussianSettings(DefenceSettings):
+    sigma: float = option(help="Standard deviation of the noise added to every entry (absolute, not a multiple of "
+                          "clip).", check=number(low=0))
+    clip: float | None = option(None, "Clip the whole upload to this global L2 norm first.",
+                                optional(number(low=0, low_open=True)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopKSettings(DefenceSettings):
+    keep: float = option(help="Fraction of each tensor's entries kept (those of largest magnitude).",
+                         check=number(low=0, high=1, low_open=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantSettings(DefenceSettings):
+    bits: int = option(help="Bits per entry (1: the sign times the mean magnitude).", check=integer(low=1, high=32))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UploadDPSettings(DefenceSettings):
+    epsilon: float = option(help="Privacy budget epsilon (sigma = sqrt(2 ln(1/delta)) / epsilon at clip 1).",
+                            check=number(low=0, low_open=True))
+    delta: float | None = option(None, "Privacy budget delta (default 1e-5).",
+                                 optional(number(low=0, high=1, low_open=True, high_open=True)))
+
+
+DLG = "Zhu, Liu, Han, Deep Leakage from Gradients (NeurIPS 2019), Sec. 5"
+FEDLEAK = "Fan, Chen, Wang, Zhou, Boosting Gradient Leakage Attacks (FedLeak), Sec. 5's DP-SGD evaluation"
+
+GAUSSIAN = DefenceSpec(
+    name="gaussian", point="upload", title="clip the whole upload to a global L2 norm (if given), then add "
+    "N(0, sigma^2) to every entry", paper=f"{DLG} (noisy gradients)", settings=GaussianSettings,
+    build=lambda s, where: GaussianNoise(s.sigma, s.clip), example="gaussian:sigma=1e-3,clip=4",
+    zero={"sigma": 0.0}, strengths=({"sigma": 1e-4}, {"sigma": 1e-3}, {"sigma": 1e-2}, {"sigma": 1e-1}))
+
+TOPK = DefenceSpec(
+    name="topk", point="upload", title="per tensor, keep the entries of largest magnitude and zero the rest "
+    "(gradient pruning)", paper=f"{DLG} (gradient pruning)", settings=TopKSettings,
+    build=lambda s, where: TopK(s.keep), example="topk:keep=0.1", zero={"keep": 1.0},
+    strengths=({"keep": 0.9}, {"keep": 0.4}, {"keep": 0.1}))
+
+QUANT = DefenceSpec(
+    name="quant", point="upload", title="uniform symmetric quantisation of each tensor (1 bit: signSGD's sign "
+    "times the mean magnitude)", paper="the gradient-compression defence as FedLeak evaluates it", settings=QuantSettings,
+    build=lambda s, where: Quantise(s.bits), example="quant:bits=4", strengths=({"bits": 4}, {"bits": 2}, {"bits": 1}))
+
+UPLOAD_DP = DefenceSpec(
+    name="upload-dp", point="upload", title="DP-SGD's Gaussian mechanism on the whole upload: clip to 1, noise "
+    "sigma = sqrt(2 ln(1/delta)) / epsilon", paper=FEDLEAK, settings=UploadDPSettings,
+    build=lambda s, where: DPGaussian.of(s.epsilon, 1e-5 if s.delta is None else s.delta),
+    example="upload-dp:epsilon=100", strengths=({"epsilon": 1000.0}, {"epsilon": 100.0}, {"epsilon": 10.0}),
+    deviations=(Deviation("clipping", "DP-SGD clips each sample's gradient", "the whole upload is clipped once",
+                          "the server sees one upload; per-sample clipping gives up to B times more signal"),))
 
 
 def parse_defence(spec: str) -> Defence:
-    """`gaussian:sigma=1e-3,clip=4`, `topk:keep=0.1`, `quant:bits=4` or `none` (one defence per run);
-    bad specs raise SplitlabError."""
-    item = parse_item(spec or "none", UPLOAD_DEFENCES, "gaussian:sigma=1e-3,clip=4")
-    o = item.options
-    if item.name == "gaussian":
-        return GaussianNoise(o["sigma"], o.get("clip"))
-    if item.name == "topk":
-        return TopK(o["keep"])
-    if item.name == "quant":
-        return Quantise(o["bits"])
-    if item.name == "upload-dp":
-        return DPGaussian.of(o["epsilon"], o.get("delta", 1e-5))
-    return NoDefence()
+    """`gaussian:sigma=1e-3,clip=4`, `topk:keep=0.1`, `quant:bits=4` or `none` (one defence per run); bad specs
+    raise SplitlabError."""
+    from vfl.defences.registry import build, chain
+
+    chosen = chain(spec or "none", ("upload",), "--defence")
+    if len(chosen) > 1:
+        raise SplitlabError(f"splitlab hfl takes one upload defence a run; {spec!r} has {len(chosen)}")
+    return build(chosen, Where())[0] if chosen else NoDefence()

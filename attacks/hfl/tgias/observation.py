@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attacks.hfl.defences import Defence
+from vfl.defences.upload import Defence
 from attacks.hfl.tgias.trace import (INVALID_KINDS, LOCAL_BATCHES, Trace, align, alignment_accuracy, client_data,
                                      converged_model, flat_gradient, observe_trace, rand_index)
 from vfl import data as datasets

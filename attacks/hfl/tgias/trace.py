@@ -30,7 +30,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from attacks.hfl.defences import Defence, NoDefence
+from vfl.defences.upload import Defence, NoDefence
 from attacks.hfl.labels import count_labels
 from attacks.hfl.observations import FedSGDObservation, RoundLog, observe_fedsgd
 from vfl.data import ImageData

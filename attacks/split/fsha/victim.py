@@ -36,7 +36,14 @@ class FshaVictim(FshaClientConfig):
     eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
                               "control on them.", integer(low=1, high=10_000_000))
 
+    send_back: str = option("none", "none only: FSHA's server is the attacker and sends back the gradients it "
+                            "chooses.", text())
+
     def check(self) -> None:
+        if self.send_back.strip().lower() != "none":
+            raise SplitlabError("FSHA's server is the attacker: it sends back the gradients it chooses, so no honest "
+                                "label party is there to run --send-back "
+                                f"{self.send_back}; give the client's defences with --defence")
         check_int("--batch-size", self.batch_size, low=1, high=1_000_000)
         check_number("--width", self.width, low=0, low_open=True, high=16)
         super().check()

@@ -119,7 +119,7 @@ def observe(trained: Trained, data: TaskData, needs: Needs, seed: int) -> tuple[
 
 def evaluation_facts(trained: Trained, data: TaskData) -> dict[str, Any]:
     """What metrics.json says of the victim: the task's accuracy (and AUC, binary), its setting, and what its
-    send-back defence did."""
+    send-back defences did."""
     v = trained.victim
     report: dict[str, Any] = {}
     for defence in trained.defences:
@@ -128,6 +128,7 @@ def evaluation_facts(trained: Trained, data: TaskData) -> dict[str, Any]:
             "positive": v.positive if v.task == "binary" else None,
             "positive_rate": data.positive_rate if v.task == "binary" else None, "arch": v.arch,
             "cut_layer": v.cut_layer if v.top == "model" else None, "top": v.top, "defence": v.defence,
+            "send_back": v.send_back,
             "epochs": v.epochs, "training_rounds": len(trained.samples), "training_seconds": trained.seconds,
             "defence_report": report}
 
@@ -142,7 +143,7 @@ def run_attack(prepared: Prepared, run: Run | None = None, *, progress: bool = T
         run.save_figure("training_curves.png", training_curves_figure(
             TrainedSplit(victim, None, trained.server, trained.accuracy, trained.history, trained.seconds)))
         run.log(f"trained {victim.arch} ({victim.where}) on the {victim.task} task: accuracy {trained.accuracy:.4f} "
-                f"in {trained.seconds:.1f} s; defence {victim.defence}")
+                f"in {trained.seconds:.1f} s; defence {victim.defence}, send-back {victim.send_back}")
     observation, truth = observe(trained, data, needs, victim.seed)
     test_truth = data.test.labels if needs.bottom else None
     spec = registry.spec(prepared.config.attack)
@@ -166,7 +167,7 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
         task = f"binary (class {victim.positive} vs the rest, {100 * prepared.data.positive_rate:.1f}% positive)" \
             if victim.task == "binary" else "multiclass"
         console.print(f"{m['attack']} on {victim.arch} ({victim.where}), {victim.dataset} {task}, defence "
-                      f"{victim.defence}: leak AUC {_fmt(m['leak_auc'])} (pooled "
+                      f"{victim.defence}, send-back {victim.send_back}: leak AUC {_fmt(m['leak_auc'])} (pooled "
                       f"{_fmt(m['extras'].get('leak_auc_pooled'))}), label accuracy {_fmt(m['label_accuracy'])} "
                       f"(majority {_fmt(m['baselines']['majority']['label_accuracy'])}) over {m['n_targets']} "
                       f"samples; task accuracy {_fmt(m['accuracy'], 4)}"

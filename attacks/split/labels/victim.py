@@ -11,9 +11,9 @@ The label party's model (`--top`) is
 - `none`: no model: the feature party's model computes the class scores, the label party only the loss
   (vertical FL without model splitting, where Fu et al.'s direct label inference applies).
 
-The output layer has one unit per class of the task. The label party's send-back defence (`--defence`,
-`vfl.send_back`) perturbs every gradient it returns, and the training uses the perturbed ones, so the task
-accuracy measured here is the defence's cost.
+The output layer has one unit per class of the task. The label party's send-back defences (`--send-back`)
+perturb every gradient it returns, the feature party's own (`--defence`) what it sends and receives; the training
+uses the perturbed messages, so the task accuracy measured here is the defences' cost.
 """
 from __future__ import annotations
 
@@ -31,14 +31,16 @@ from vfl.options import Runtime, choice, integer, number, option, text
 from vfl.protocol import OPTIMIZERS, Activations, Client, CutGradient, Server, Transcript, make_optimizer
 from vfl.runs import Run
 from vfl.runtime import generator as seeded_generator
-from vfl.runtime import resolve_device, seeded, stream_seed
-from vfl.send_back import SendBackDefence, check_send_back, parse_send_back
+from vfl.runtime import resolve_device, seeded
+from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec
+from vfl.defences.send_back import SendBackDefence
+from vfl.tasks import check_task, for_task, output_layer, task_classes
 from vfl.training import FitState, fit
 
 __all__ = ["LabelVictim", "TASKS", "TOPS", "require_binary", "require_top", "TaskData", "Trained", "ObservingClient",
            "task_data", "build_models", "train_victim"]
 
-TASKS = ("binary", "multiclass")
+TASKS = ("binary", "multiclass")            # the label attacks' default first (`vfl.tasks`)
 TOPS = ("model", "linear", "none")
 
 
@@ -60,9 +62,11 @@ class LabelVictim(Runtime):
     batch_size: int = option(64, "Mini-batch size (one protocol round each).", integer(low=2, high=1_000_000))
     lr: float = option(1e-3, "Learning rate of both parties.", number(low=0, low_open=True, high=10))
     optimizer: str = option("adam-amsgrad", "sgd, momentum, adam or adam-amsgrad.", choice(OPTIMIZERS))
-    defence: str = option("none", "The label party's send-back defence: none, max-norm, marvell:scale=S, "
-                          "gradient-noise:ratio=R or :sigma=S, sparsify:drop=F (each with [,seed=N]); join with +.",
-                          text())
+    defence: str = option("none", "The feature party's defences (input, activations sent, gradient received): none "
+                          "or name[:key=value,...] items joined by + (see `splitlab defences`).", text())
+    send_back: str = option("none", "The label party's defences on the cut gradient it sends back: none or "
+                            "name[:key=value,...] items joined by + (see `splitlab defences`), e.g. marvell:scale=1.",
+                            text())
 
     def check(self) -> None:
         spec = arch_spec(self.arch)
@@ -70,16 +74,16 @@ class LabelVictim(Runtime):
         check_input_shape(spec, found.image_shape, self.dataset)
         if self.top == "model":
             check_cut_layer(spec, self.cut_layer)
-        if self.task == "binary" and self.positive >= found.num_classes:
-            raise SplitlabError(f"--positive {self.positive}: {self.dataset} has classes 0 to {found.num_classes - 1}")
+        check_task(self.task, self.positive, self.dataset)
         if not isinstance(spec.build().layers[-1], nn.Linear):
             raise SplitlabError(f"architecture {self.arch} does not end in a dense layer; use cnn, mlp or small-mlp")
-        check_send_back(self.defence, self.classes)
+        parse_spec(self.defence, found.image_shape, flat_input=False)     # its bottom model keeps the input size
+        check_send_back(self.send_back, self.classes)
         resolve_device(self.device)
 
     @property
     def classes(self) -> int:
-        return 2 if self.task == "binary" else datasets.dataset_spec(self.dataset).num_classes
+        return task_classes(self.task, self.dataset)
 
     @property
     def where(self) -> str:
@@ -113,11 +117,8 @@ class TaskData:
 
 def task_data(victim: LabelVictim) -> TaskData:
     """The dataset's splits relabelled for the task (raises `SplitlabError` when the files are missing)."""
-    splits = [datasets.load(victim.dataset, split, victim.data_root) for split in ("train", "test")]
-    if victim.task == "binary":
-        splits = [datasets.ImageData(d.name, d.split, d.images, (d.labels == victim.positive).long(), d.provenance)
-                  for d in splits]
-    return TaskData(*splits)
+    return TaskData(*(for_task(datasets.load(victim.dataset, split, victim.data_root), victim.task, victim.positive)
+                      for split in ("train", "test")))
 
 
 def build_models(victim: LabelVictim) -> tuple[nn.Module, nn.Module]:
@@ -126,10 +127,7 @@ def build_models(victim: LabelVictim) -> tuple[nn.Module, nn.Module]:
     `--top` says."""
     with seeded(victim.seed):
         layers = list(arch_spec(victim.arch).build().layers)
-    last = layers[-1]
-    if last.out_features != victim.classes:
-        with seeded(stream_seed(victim.seed, "task output layer")):
-            layers[-1] = nn.Linear(last.in_features, victim.classes, bias=last.bias is not None)
+    layers[-1] = output_layer(layers[-1], victim.classes, victim.seed)
     if victim.top == "model":
         cut = victim.cut_layer + 1
     else:
@@ -220,9 +218,11 @@ def train_victim(victim: LabelVictim, data: TaskData, run: Run | None = None, pr
     params = list(bottom.parameters())
     optimizer = local_optimizer(params, victim.lr) if local_optimizer else make_optimizer(victim.optimizer, params,
                                                                                           victim.lr)
-    client = ObservingClient(Client(bottom, optimizer), keep_sent)
+    found = datasets.dataset_spec(victim.dataset)
+    own = parse_defences(victim.defence, found.image_shape, data.train.images)
+    client = ObservingClient(Client(bottom, optimizer, own), keep_sent)
     top_params = list(top.parameters())
-    defences = tuple(parse_send_back(victim.defence, victim.classes))
+    defences = tuple(parse_send_back(victim.send_back, victim.classes))
     server = Server(top, make_optimizer(victim.optimizer, top_params, victim.lr) if top_params else None,
                     defences=defences)
     train = datasets.ImageData(data.train.name, "train", data.train.images.to(device), data.train.labels.to(device),

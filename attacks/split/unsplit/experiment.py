@@ -155,7 +155,8 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
     check_target_party(target_party, config.parties)
     targets, classes = datasets.first_of_each_class(victim.test)
     observation = party_view(observation, config.parties, target_party)
-    facts = {"accuracy": accuracy, "arch": config.arch, "cut_layer": config.cut_layer, "defence": config.defence}
+    facts = {"accuracy": accuracy, "arch": config.arch, "cut_layer": config.cut_layer, "defence": config.defence,
+             "send_back": config.send_back, "task": config.task}
     title = f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}"
     truth = targets
     if config.parties > 1:
