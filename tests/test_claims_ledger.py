@@ -215,7 +215,8 @@ def synthetic(claim: Claim, agree: bool, trivial: bool = False) -> list[dict]:
     """Rows built from the claim's own selections and metric that agree (or disagree) with the paper; with
     `trivial`, baselines no value beats."""
     rule = claim.measure.rule
-    extra = {**_baselines(rule, trivial), **(dict(claim.comparable_if) if agree else {})}
+    comparable = {k: v[0] if isinstance(v, tuple) else v for k, v in claim.comparable_if.items()}
+    extra = {**_baselines(rule, trivial), **(comparable if agree else {})}
     if isinstance(rule, (Beats, Close)):
         sign = 1.0 if rule.higher_is_better else -1.0
         if isinstance(rule, Close):
