@@ -12,7 +12,7 @@ import pytest
 
 from splitlab.claims.model import CHECKS, MEANINGS, VERDICTS, Claim, Measure, Select
 from splitlab.claims.rules import RULES, AtLeast, Beats, Close, Fails, Holds, Level, Trend
-from splitlab.claims.stats import FACTOR, POINTS, SHARE, images_behind, interval, share_interval, welch
+from splitlab.claims.stats import FACTOR, POINTS, SHARE, images_behind, images_fixed, interval, share_interval, welch
 
 A, B = Select({"attack": "a"}, "A"), Select({"attack": "b"}, "B")
 ALL = Select({}, "all")
@@ -115,7 +115,7 @@ def test_a_trend_carries_a_paired_interval_on_its_ends():
 def test_a_trend_below_the_trivial_baselines_is_not_reproduced_even_when_monotone():
     """tgias.fig7.temporal-b8: 8.83 -> 10.12 dB against the mean image's 10.24 (here 10)."""
     verdict = Trend(select=ALL, x="x")(_trend([8.6, 9.1, 9.4, 9.9], 0.2))
-    assert verdict.verdict == "partly" and "no better than the mean image" in verdict.reason
+    assert verdict.verdict == "inconclusive" and "no better than the mean image" in verdict.reason
 
 
 def test_a_trend_not_every_step_and_short_of_the_papers_change_is_partly():
@@ -207,8 +207,9 @@ def test_earlier_runs_kept_as_summaries_and_paired_differences():
     no_std = Fails(ALL)([{"cells_summarised": 2, "psnr": 12.25, **BASE}])
     assert no_std.verdict == "partly" and "no interval" in no_std.reason
     paired = [{"attack": "a", "seed": s, "paired.psnr": d} for s, d in enumerate((2.37, 5.34, 3.19, 1.57, 2.20))]
-    verdict = Beats(a=A, b=B)(paired)
-    assert verdict.verdict == "reproduced" and math.isclose(verdict.values["mean"], 2.934)
+    verdict = Beats(a=A, b=B)(paired)        # kept differences carry no baseline: nothing can be reproduced
+    assert verdict.verdict == "inconclusive" and math.isclose(verdict.values["mean"], 2.934)
+    assert Beats(a=A, b=B, guard="")(paired).verdict == "reproduced"
 
 
 # --- what a claim adds, the same for every rule -------------------------------------------------------------------
@@ -218,17 +219,19 @@ SIZE_ONLY = [
     (Trend(select=ALL, x="x", gap=8.0), [dict(r, psnr=r["psnr"] + JITTER[r["seed"]] * (r["x"] == 10))
                                          for r in _trend([12.0, 12.0, 12.0, 12.0], 0.0)]),
     (AtLeast(ALL, "psnr", 22.5), _cells(14.0, 0.3)),
-    (Close(a=A, b=B, margin=1.0), _pairs(18.0, 15.0, 0.2)),
 ]
-"""Rows that rule out the paper's size while its direction holds or cannot be told."""
+"""Rows that rule out the paper's size while its direction holds or cannot be told (Close has no size: its
+margin is the relation the claim states)."""
 DIRECTION = [
     (Beats(a=A, b=B, gap=8.0), _pairs(12.0, 20.0)),
     (Trend(select=ALL, x="x"), _trend([17, 15, 13, 11])),
     (AtLeast(ALL, "psnr", 22.5), _cells(9.0, 0.1)),
     (Fails(ALL, fails=False), _cells(9.5, 0.1)),
     (Fails(ALL), _cells(15.0, 0.5)),
+    (Close(a=A, b=B, margin=1.0), _pairs(18.0, 15.0, 0.2)),
+    (Close(a=A, b=B, margin=1.0, one_sided=True), _pairs(12.0, 15.0, 0.2)),
 ]
-"""Rows that contradict the paper's direction."""
+"""Rows that contradict the paper's direction (for Close: the relation it states, significantly the other way)."""
 
 
 def _claim(rule, reduced: str = "", **extra) -> Claim:
@@ -250,6 +253,92 @@ def test_a_reduced_setting_never_softens_a_direction_contradiction(rule, rows):
 def test_a_reduced_setting_does_not_cap_a_result_that_meets_the_papers_size():
     assert _claim(Beats(a=A, b=B, gap=8.0), reduced="a smaller model").judge(_pairs(20.0, 12.0)).verdict == \
         "reproduced"
+
+
+# --- false-claim fixtures: each passed the rules before (reproduced, or contradicted softened to partly) --------
+
+def test_a_result_met_only_at_an_easier_setting_is_partly():
+    """fedleak.tab3.psnr-resnet10: 43 dB at a quarter of the paper's batch, random weights, round 0. The old rule
+    ("a reduced setting never caps a result that meets the paper's size") called it reproduced."""
+    rows = _cells(40.0, 1.0)
+    assert _claim(AtLeast(ALL, "psnr", 22.5), reduced="a smaller model").judge(rows).verdict == "reproduced"
+    easier = _claim(AtLeast(ALL, "psnr", 22.5), reduced="a smaller model", easier="batch 4 against 16").judge(rows)
+    assert easier.verdict == "partly" and "batch 4 against 16" in easier.reason
+    beats = _claim(Beats(a=A, b=B, gap=8.0), easier="random weights").judge(_pairs(20.0, 12.0))
+    assert beats.verdict == "partly"
+
+
+def test_close_contradicts_a_relation_measured_significantly_the_other_way_even_when_reduced():
+    """sec7.top-entries: 'about as good' measured -6.9 dB [-11.6, -2.1]; the old rule flagged every Close
+    contradiction as a size and the reduced setting softened it to partly."""
+    verdict = _claim(Close(a=A, b=B, margin=1.0, one_sided=True), reduced="a smaller model").judge(
+        _pairs(12.0, 15.0, 0.2))
+    assert verdict.verdict == "contradicted" and not verdict.values.get("magnitude_only")
+
+
+def test_close_is_not_reproduced_against_a_reference_arm_at_a_trivial_baseline():
+    """A within the margin of B, A just above the mean image (10), B below it: the old rule guarded A only and
+    reproduced the claim."""
+    verdict = Close(a=A, b=B, margin=1.0, one_sided=True)(_pairs(10.6, 9.7, 0.05))
+    assert verdict.verdict == "inconclusive" and "B is no better than the mean image" in verdict.reason
+    assert verdict.values["reference_claimed"] == pytest.approx(9.7)
+
+
+@pytest.mark.parametrize("rule, rows", [
+    (Beats(a=A, b=B, gap=8.0), _pairs(9.6, 8.0, 0.1)),
+    (Trend(select=ALL, x="x"), _trend([7, 8, 9, 9.9], 0.2)),
+    (AtLeast(ALL, "psnr", 22.5), _cells(9.9, 3.0)),
+    (Close(a=A, b=B, margin=1.0), _pairs(9.6, 9.5, 0.2)),
+], ids=["Beats", "Trend", "Level", "Close"])
+def test_where_no_arm_beats_the_trivial_baseline_the_verdict_is_inconclusive_not_partly(rule, rows):
+    """No attack works here: the old rules called this partly, the word for 'the direction holds, the size
+    falls short'."""
+    verdict = rule(rows)
+    assert verdict.verdict == "inconclusive" and "no better than the mean image" in verdict.reason
+
+
+def test_a_metric_with_trivial_answers_read_from_cells_that_record_none_is_not_reproduced():
+    """tgias.tab4.labels and fedleak.tab14.labels: label accuracy from cells without a majority-class baseline;
+    the old rule (and the old whole-ledger test) skipped the guard and reproduced."""
+    bare = [{"seed": s, "label_accuracy": 1.0} for s in SEEDS]
+    verdict = AtLeast(ALL, "label_accuracy", 1.0, SHARE)(bare)
+    assert verdict.verdict == "inconclusive" and "no trivial baseline for label_accuracy" in verdict.reason
+    guarded = [dict(r, **{"baselines.majority.label_accuracy": 0.125}) for r in bare]
+    assert AtLeast(ALL, "label_accuracy", 1.0, SHARE)(guarded).verdict == "reproduced"
+    pairs = [dict(r, label_accuracy=r["psnr"] / 30) for r in _pairs(27.0, 20.0)]
+    assert Beats(a=A, b=B, metric="label_accuracy", scale=SHARE)(pairs).verdict == "inconclusive"
+    pairs = [dict(r, **{"baselines.majority.label_accuracy": 0.125}) for r in pairs]
+    assert Beats(a=A, b=B, metric="label_accuracy", scale=SHARE)(pairs).verdict == "reproduced"
+
+
+def test_a_defence_comparison_guards_the_weaker_defences_arm():
+    """guard_side "b": the weaker defence's arm must still leak, or comparing the two defences says nothing."""
+    rows = [r for s in SEEDS for r in ({"attack": "a", "seed": s, "leak_auc": 0.5 + 0.01 * JITTER[s],
+                                        "baselines.majority.leak_auc": 0.5},
+                                       {"attack": "b", "seed": s, "leak_auc": 0.9, "baselines.majority.leak_auc": 0.5})]
+    rule = Beats(a=A, b=B, metric="leak_auc", higher_is_better=False, scale=SHARE, guard="leak_auc", guard_side="b")
+    assert rule(rows).verdict == "reproduced"
+    both_chance = [dict(r, leak_auc=0.5) if r["attack"] == "b" else r for r in rows]
+    assert rule(both_chance).verdict == "inconclusive"
+
+
+def _drawn(rows: list[dict], fixed: bool) -> list[dict]:
+    return [dict(r, batch_size=4, images="0 1 2 3" if fixed else f"{4 * r['seed']} {4 * r['seed'] + 1}")
+            for r in rows]
+
+
+def test_a_verdict_from_seeds_that_never_varied_the_images_is_inconclusive():
+    """fedleak-terms, tgias-temporal: every seed attacked the same images; the old verdicts read their interval
+    as if it spoke for other images (reproduced, contradicted)."""
+    true, false = _drawn(_pairs(20.0, 12.0), True), _drawn(_pairs(12.0, 20.0), True)
+    for rows in (true, false):
+        verdict = _claim(Beats(a=A, b=B, gap=8.0)).judge(rows)
+        assert verdict.verdict == "inconclusive" and "never varied the images" in verdict.reason
+    assert _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(20.0, 12.0), False)).verdict == "reproduced"
+    old = [dict(r, batch_size=8, index=0) for r in _pairs(20.0, 12.0)]   # written before the images column
+    assert _claim(Beats(a=A, b=B, gap=8.0)).judge(old).verdict == "inconclusive"
+    timing = [dict(r, seconds=r["psnr"]) for r in true]                   # a wall time does not depend on images
+    assert _claim(Beats(a=A, b=B, metric="seconds", guard="")).judge(timing).verdict == "reproduced"
 
 
 def test_exact_checks_hold_or_fail_and_are_not_run_without_results():
@@ -300,3 +389,4 @@ def test_the_images_behind_a_claim():
     batches = [{"seed": s, "index": 8 * s, "batch_size": "8"} for s in range(50)]
     assert images_behind(batches).startswith("400 images (50 batches of 8")
     assert images_behind([{"seed": 0, "accuracy": 0.9}]) == ""
+    assert images_fixed(old) and images_fixed(fixed) and not images_fixed(drawn) and not images_fixed(batches)

@@ -32,8 +32,8 @@ METRICS_SCHEMA = {
     "accuracy": "task accuracy: the victim's test accuracy on its task where the experiment trains one (split "
                 "learning); null otherwise",
     "baselines": "the same image scores for trivial answers on the same targets: zero image, each target's "
-                 "mean as a constant image, the attack's initial guess (label inference: the majority class for "
-                 "every sample)",
+                 "mean as a constant image, the attack's initial guess (label inference, and an image attack "
+                 "that infers its labels: the majority class for every sample)",
     "n_trials": "engine trials (restarts, or one per target)",
     "per_target": "whether trial t reconstructs target t (UnSplit, FSHA) or trials are restarts (HFL)",
     "best_trial": "restart attacks: the lowest-loss trial that did not diverge; null otherwise",

@@ -112,6 +112,13 @@ def baselines(x_true: torch.Tensor, initial: torch.Tensor | None = None) -> dict
             "initial": None if initial is None else _image_scores(initial.float(), x_true)}
 
 
+def majority_baseline(y: torch.Tensor) -> dict[str, float]:
+    """The multiset label accuracy of naming the batch's majority class for every sample (1/B on a batch of
+    distinct labels): the floor an attack that infers a batch's labels is read against."""
+    counts = torch.bincount(y.long())
+    return {"label_accuracy": float(counts.max()) / len(y)}
+
+
 def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Tensor | None = None, *,
           lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None) -> dict:
     """metrics.json for any attack's `attacks.result.Reconstruction` against the private targets.
@@ -123,7 +130,8 @@ def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Te
     infers labels. Baselines on the same targets beside the scores.
 
     `x_true` are the (N, C, H, W) images the attack reconstructed, in [0, 1]; `y_true` their (N,) integer
-    labels or None. Anything else is a `SplitlabError` naming what was expected. A label-inference attack's
+    labels or None. Anything else is a `SplitlabError` naming what was expected. Where the attack infers the
+    labels, `baselines.majority` holds the majority class's label accuracy beside the image baselines. A label-inference attack's
     answer (no images) is scored against `y_true` alone (`x_true` None), the same keys with the image scores
     null.
     """
@@ -171,6 +179,8 @@ def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Te
                         "unavailable": s["unavailable"]})
         if labels is not None:
             metrics["labels_predicted"] = labels.cpu()[kept].tolist()
+        if accuracy is not None and rec.label_rule not in (None, "known") and metrics["baselines"] is not None:
+            metrics["baselines"]["majority"] = majority_baseline(y_true.cpu()[kept])
         if y_true is not None:
             metrics["labels_true"] = y_true.cpu()[kept].tolist()
     metrics["extras"] = dict(rec.extras)

@@ -16,7 +16,7 @@ from scipy.special import stdtrit
 from splitlab.claims.stats import DB, FACTOR, PLAIN, SHARE, SSIM, Scale, at_or_below, interval, trivial, value_of
 
 __all__ = ["Rows", "Select", "Verdict", "level", "shown", "Guard", "guard_of", "GUARD_SCALES", "Paired", "SUMMARY",
-           "matches"]
+           "matches", "unguarded"]
 
 SUMMARY = "cells_summarised"
 """The column of an earlier run's summary row: how many cells its mean and std summarise."""
@@ -136,6 +136,16 @@ class Guard:
 
     def values(self) -> dict:
         return {"claimed": self.claimed, "trivial": self.trivial, "guard": self.metric}
+
+
+def unguarded(rows: Rows, metric: str, guard: Optional[str]) -> Optional[str]:
+    """The guard metric where it has trivial answers (`GUARD_SCALES`) but these cells record none of them: a rule
+    cannot tell whether any side works, so it cannot reproduce the claim. None where a guard applies, or none
+    is meant (`guard=""`: the metric has no trivial answer, such as a time, a bound or a model's accuracy)."""
+    name = metric if guard is None else guard
+    if not name or name not in GUARD_SCALES or not rows:
+        return None
+    return name if trivial(rows, name, True) is None else None
 
 
 def guard_of(rows: Rows, metric: str, guard: Optional[str], higher: bool) -> Optional[Guard]:

@@ -34,7 +34,8 @@ def _tradeoff(attack: str, sweep: str) -> Claim:
         "attacks (the paper's trade-off curves; no table of values)",
         Measure(sweep, Beats(a=Select({"send-back": MARVELL}, f"Marvell ({MARVELL})"),
                              b=Select({"send-back": ISO}, f"iso ({ISO})"), metric="leak_auc", higher_is_better=False,
-                             scale=SHARE, guard=""),      # the defended side at chance is the claim, not a failure
+                             scale=SHARE, guard="leak_auc", guard_side="b"),
+                # the defended side at chance is the claim; the weaker defence's arm must still leak
                 f"paired leak AUC difference over seeds 0-2 between {MARVELL} and {ISO}, whose mean task "
                 "accuracies are the closest pair of the grid (scripts/label_tradeoff.py draws the whole curves)"),
         reduced=REDUCED)

@@ -8,11 +8,15 @@ printed on docs/claims.md from here), whatever the rule:
 - a claim is an *experiment* (the lab reruns what the paper ran, usually smaller) or an *exact check* (a
   theorem's step, or the lab's own formula, checked to float64 precision); the scoreboard counts them apart;
 - no measurement at or below a trivial baseline (the all-zero image, the mean image, the attack's initial
-  guess; for label inference, the majority class for every sample) is reproduced, for any rule; the side a
-  claim calls worse may fail outright;
-- a reduced setting (a smaller model, dataset or budget than the paper's) never caps a result that meets the
-  paper's size, and turns a contradiction of the paper's size alone into partly, for every rule; it never
+  guess; for label inference, the majority class for every sample) is reproduced, for any rule; where no
+  arm beats it the verdict is `inconclusive` (no attack works here, which says nothing about the paper);
+- a reduced setting (a smaller model, dataset or budget than the paper's, which makes the paper's effect
+  harder to reach) turns a contradiction of the paper's size alone into partly, for every rule; it never
   softens a contradiction of the paper's direction;
+- an easier setting (a smaller batch, random instead of pretrained weights, an easier case than the
+  paper's) is not a reduced one: a result met there is at most partly until the paper's setting runs;
+- a measurement whose seeds never varied the data (the same images on every seed) cannot judge a claim
+  about attacks on images: its interval speaks for those images only, so the verdict is `inconclusive`;
 - a claim whose measurement the lab's setting decides (a vacuous bound, a rule used outside its regime, a
   different model) is `measured, not comparable`: the measurement is shown with that reason.
 """
@@ -22,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
 from splitlab.claims.cells import Rows, Select, Verdict, matches
-from splitlab.claims.stats import images_behind
+from splitlab.claims.stats import images_behind, images_fixed
 
 __all__ = ["Claim", "Measure", "Verdict", "Select", "Rows", "VERDICTS", "CHECKS", "MEANINGS", "KINDS"]
 
-VERDICTS = ("reproduced", "partly", "contradicted", "measured, not comparable", "not attempted")
+VERDICTS = ("reproduced", "partly", "contradicted", "inconclusive", "measured, not comparable", "not attempted")
 """The verdicts of an experiment, best first."""
 CHECKS = ("holds", "fails", "not run")
 """The verdicts of an exact check."""
@@ -34,14 +38,18 @@ KINDS = ("experiment", "exact check")
 MEANINGS = {
     "reproduced": "the paper's effect at the paper's size (its number or gap met within a band in the metric's "
                   "own units: 1 dB of PSNR, 1 accuracy point, 0.05 of SSIM or of a share, a factor 2 in an "
-                  "error), with a 95% paired interval that excludes no effect where noise matters, and every "
-                  "side the claim calls working above the trivial baselines",
+                  "error), with a 95% paired interval that excludes no effect where noise matters, every "
+                  "side the claim calls working above the trivial baselines, at the paper's setting or a harder "
+                  "(reduced) one, never only at an easier one, on seeds that drew their own images",
     "partly": "the effect's direction holds but its size falls short (or is ruled out only at the lab's "
-              "reduced setting), or the interval cannot tell, or the side the claim calls working is no better "
-              "than a trivial baseline",
+              "reduced setting), or the interval cannot tell, or the effect was met only at a setting easier "
+              "than the paper's",
     "contradicted": "the interval excludes the paper's direction (the other side significantly better, a "
                     "trend significantly reversed, an attack that does no better than a trivial answer where "
                     "the paper's works), or, at the paper's own setting, rules out the paper's size",
+    "inconclusive": "the measurement cannot judge the claim either way: no arm of it beats the trivial "
+                    "baselines (or its cells record none), so no attack works here, or its seeds never varied the "
+                    "images, so its interval speaks for those images only; the reason says which",
     "measured, not comparable": "the lab measured it, but its setting differs from the paper's in a way that "
                                 "decides the outcome; the measurement is shown with that reason",
     "not attempted": "nothing measured: the reason says why (scale, model, dataset, time on a CPU), or the "
@@ -83,6 +91,10 @@ class Claim:
     reduced: str = ""
     """How the lab's setting is smaller than the paper's (scale, model, dataset): a contradiction of the paper's
     size alone becomes partly, with this as the reason."""
+    easier: str = ""
+    """How the lab's setting is easier than the paper's (a smaller batch, random instead of pretrained weights,
+    an easier case): a result that meets the paper's size there is partly, not reproduced, until the paper's
+    setting runs."""
     reason: str = ""
     """Why the claim is not attempted, or what limits it beyond the rule."""
     exact: bool = False
@@ -127,8 +139,26 @@ class Claim:
         if not self._comparable(read):
             return Verdict("measured, not comparable", lab, f"{self.not_comparable} (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images_behind(read))
+        images = images_behind(read)
+        if words in ("reproduced", "partly", "contradicted") and images_fixed(read) and \
+                not _data_free(self.measure.rule):
+            return Verdict("inconclusive", lab, f"the seeds never varied the images ({images}): the interval "
+                           f"speaks for those images only, so it cannot judge the claim (the rule alone: {words}"
+                           + (f", {reason})" if reason else ")"), values, images)
         if values.get("magnitude_only") and self.reduced:
             words, reason = "partly", f"{reason}; only at the lab's reduced setting: {self.reduced}"
+        elif words == "reproduced" and self.easier:
+            words, reason = "partly", (f"met only at a setting easier than the paper's ({self.easier}); "
+                                       "reproduced only once the paper's setting runs")
         elif words != "reproduced" and self.reason:
             reason = "; ".join(filter(None, [reason, self.reason]))
-        return Verdict(words, lab, reason, values, images_behind(read))
+        return Verdict(words, lab, reason, values, images)
+
+
+DATA_FREE = ("seconds", "seconds_per_step")
+"""Metrics that do not depend on which images were attacked (a wall time): a grid whose seeds never varied the
+images still measures them."""
+
+
+def _data_free(rule) -> bool:
+    return getattr(rule, "metric", "") in DATA_FREE

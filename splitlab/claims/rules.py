@@ -9,13 +9,17 @@
     Holds    a yes/no property holds in every cell (or in most): "iDLG's bound is below DLG's"
 
 Every rule answers with a `Verdict` in the words `model.VERDICTS` defines, and records in its values the
-mean of the side the claim calls working (`claimed`) beside the best trivial answer of its cells (`trivial`)
-where the cells record baselines: a side no better than the all-zero image, the mean image, the attack's
-initial guess (or, for label inference, the majority class) never makes a claim reproduced. The side the claim calls worse may fail outright: an
-ablation that destroys the attack confirms the paper's direction. The contradiction test comes first, so a
-failed winner beaten by the other side reads as contradicted. `magnitude_only` in a verdict's values marks a
-contradiction of the paper's size alone (the direction held or could not be told), which a reduced setting
-softens to partly (`model.Claim.judge`).
+mean of the side the claim calls working (`claimed`) beside the best trivial answer of its cells (`trivial`),
+and for a comparison the other arm's (`reference_claimed`, `reference_trivial`): a side no better than the
+all-zero image, the mean image, the attack's initial guess (or, for label inference, the majority class)
+never makes a claim reproduced, and where no arm beats it the verdict is `inconclusive` (no attack works
+here, which says nothing about the paper). A metric that has trivial answers, read from cells that record
+none, reproduces nothing either (`cells.unguarded`). In `Beats` the side the claim calls worse may fail
+outright (an ablation that destroys the attack confirms the paper's direction); in `Close` both arms must
+work, since being as good as a failed arm says nothing. A failed winner beaten by a working other side
+reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size
+alone (the direction held or could not be told), which a reduced setting softens to partly
+(`model.Claim.judge`); a direction measured significantly the other way is never magnitude-only.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional
 
-from splitlab.claims.cells import Guard, Paired, Rows, Select, Verdict, guard_of, level, shown
+from splitlab.claims.cells import Guard, Paired, Rows, Select, Verdict, guard_of, level, shown, unguarded
 from splitlab.claims.stats import DB, Scale, at_or_below, interval, share_interval, trivial, value_of, welch
 
 __all__ = ["Beats", "Trend", "Level", "AtLeast", "AtMost", "Fails", "Close", "Holds", "RULES"]
@@ -37,8 +41,20 @@ def _failed(found: Optional[Guard]) -> bool:
     return found is not None and found.failed
 
 
-def _with(values: dict, found: Optional[Guard]) -> dict:
-    return {**values, **(found.values() if found is not None else {})}
+def _with(values: dict, found: Optional[Guard], other: Optional[Guard] = None) -> dict:
+    extra = {} if other is None else {"reference_claimed": other.claimed, "reference_trivial": other.trivial}
+    return {**values, **(found.values() if found is not None else {}), **extra}
+
+
+def _no_arm(label: str, found: Guard, other_label: str = "", other: Optional[Guard] = None) -> str:
+    """No arm the claim reads beats the trivial baselines: the lab's attack does not work here."""
+    text = found.text(label) + ("" if other is None else "; " + other.text(other_label))
+    return "no arm beats the trivial baseline: " + text
+
+
+def _missing(name: str) -> str:
+    return (f"the cells record no trivial baseline for {name}, so whether any side works cannot be told and "
+            "nothing is reproduced")
 
 
 def _target(gap: Optional[float], scale: Scale) -> Optional[float]:
@@ -75,6 +91,9 @@ class TwoSided(Paired):
     """B's metric where it differs from A's (two quantities of the same cells)."""
     guard: Optional[str] = None
     """The metric whose baselines judge A ("" for none; default: `metric` where the cells record baselines)."""
+    guard_side: str = "a"
+    """The arm that must work: "a" (the side the claim calls better), or "b" for a defence compared with a
+    weaker one, where the weaker defence's arm must still leak for the comparison to mean anything."""
 
     @property
     def selects(self) -> tuple[Select, ...]:
@@ -82,7 +101,8 @@ class TwoSided(Paired):
 
     def compare(self, rows: Rows):
         """(the difference in words, the values, its mean, low and high on the scale's axis in the claim's
-        direction, the pairs, A's guard), or the verdict where there are no pairs."""
+        direction, the pairs, the working arm's guard, the other arm's guard, a guard metric the cells record
+        no baseline for), or the verdict where there are no pairs."""
         a_rows, b_rows, s = self.a.rows(rows), self.b.rows(rows), self.scale
         sign = 1.0 if self.higher_is_better else -1.0
         diffs, n = self.differences(a_rows, b_rows, self.metric, self.metric_b or self.metric, s, sign)
@@ -90,8 +110,17 @@ class TwoSided(Paired):
             return Verdict("not attempted", "no paired results", "the sweep has no cells for both sides")
         mean, low, high = interval(diffs)
         lab, *shown_values = self.text(self.a.label, self.b.label, s, sign, mean, low, high, n)
-        found = guard_of(a_rows, self.metric, self.guard, self.higher_is_better)
-        return lab, _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found), mean, low, high, n, found
+        working, other_rows = (a_rows, b_rows) if self.guard_side == "a" else (b_rows, a_rows)
+        up = self.higher_is_better if self.guard_side == "a" else not self.higher_is_better
+        found = guard_of(working, self.metric, self.guard, up)
+        other = guard_of(other_rows, self.metric, self.guard, up) if self.guard_side == "a" else None
+        values = _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found, other)
+        return lab, values, mean, low, high, n, found, other, unguarded(working, self.metric, self.guard)
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        """(the working arm's label, the other's)."""
+        return (self.a.label, self.b.label) if self.guard_side == "a" else (self.b.label, self.a.label)
 
 
 @dataclass(frozen=True)
@@ -110,17 +139,22 @@ class Beats(TwoSided):
         compared = self.compare(rows)
         if isinstance(compared, Verdict):
             return compared
-        lab, values, mean, low, high, n, found = compared
-        s = self.scale
+        lab, values, mean, low, high, n, found, other, missing = compared
+        s, (working, reference) = self.scale, self.labels
         paper, target = _paper(self.gap, s), _target(self.gap, s)
         if n < 2:
             return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
+        if _failed(found) and (other is None or _failed(other)):
+            return Verdict("inconclusive", lab, _no_arm(working, found, reference, other), values)
         if high < 0:
             return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
         if _failed(found):
-            return Verdict("partly", lab, found.text(self.a.label) + ", so it shows no working attack", values)
+            return Verdict("inconclusive", lab, found.text(working) + ": the arm the claim needs working does "
+                                                "not work here", values)
         if low > 0:
             if target is None or mean >= target:
+                if missing:
+                    return Verdict("inconclusive", lab, _missing(missing), values)
                 return Verdict("reproduced", lab, "", values)
             return Verdict("partly", lab, f"the direction holds; the gap is short of {paper} by more than "
                                           f"{s.words()}", values)
@@ -210,14 +244,16 @@ class Trend(Paired):
         if high < 0:
             return Verdict("contradicted", lab, "the ends move significantly the other way", values)
         if _failed(found):
-            return Verdict("partly", lab, found.text("the better end") + ", so the trend is among failed "
-                                          "reconstructions", values)
+            return Verdict("inconclusive", lab, "no arm beats the trivial baseline: " + found.text("the better end")
+                           + ", so the trend is among failed reconstructions", values)
         if low > 0:
             if target is not None and mean < target:
                 return Verdict("partly", lab, f"the direction holds; the change is short of "
                                               f"{_paper(self.gap, s)} by more than {s.words()}", values)
             if all(step >= 0 for step in steps):
-                return Verdict("reproduced", lab, "", values)
+                missing = unguarded(better, self.metric, self.guard)
+                return Verdict("inconclusive", lab, _missing(missing), values) if missing else \
+                    Verdict("reproduced", lab, "", values)
             return Verdict("partly", lab, "the ends move as claimed, not every step", values)
         if target is not None and high < target:
             return Verdict("contradicted", lab, "no significant change, and the interval rules out "
@@ -261,10 +297,13 @@ class Level:
             return Verdict("contradicted", lab, found.text(self.select.label) + " at either end of its interval: "
                                                 "the attack does not work here", values)
         if _failed(found):
-            return Verdict("partly", lab, found.text(self.select.label), values)
+            return Verdict("inconclusive", lab, "no arm beats the trivial baseline on average: "
+                           + found.text(self.select.label), values)
         target = s.to_axis(self.value)
         if sign * (mean - target) >= -s.axis_band:
-            return Verdict("reproduced", lab, "", values)
+            missing = unguarded(chosen, self.metric, self.guard)
+            return Verdict("inconclusive", lab, _missing(missing), values) if missing else \
+                Verdict("reproduced", lab, "", values)
         best_end = high if self.higher_is_better else low
         if low != high and sign * (best_end - target) < -s.axis_band:
             return Verdict("contradicted", lab, f"the interval rules out {paper} (within {s.words()})",
@@ -307,7 +346,7 @@ class Fails:
         chosen, mean, low, high, n, lab = over
         s, base = self.scale, trivial(chosen, self.metric, self.higher_is_better)
         if base is None:
-            return Verdict("partly", lab, "the cells record no trivial baseline to compare with",
+            return Verdict("inconclusive", lab, "the cells record no trivial baseline to compare with",
                            {"mean": s.from_axis(mean), "n": n})
         lab += f"; {base[1]}: {base[0]:.4g}{s.unit}"
         values = {"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n,
@@ -331,9 +370,11 @@ class Close(TwoSided):
     """A is within `margin` of B on `metric` (paired by `by`); `one_sided`: A is no worse than B by more than
     `margin`. On a log scale the margin is a factor.
 
-    reproduced: the interval of the paired differences lies inside the margin (and A is above the trivial
-    baselines); contradicted: it lies wholly outside (a size, softened at a reduced setting); partly: it
-    straddles the margin."""
+    reproduced: the interval of the paired differences lies inside the margin, and both arms are above the
+    trivial baselines (being as good as a failed arm says nothing); contradicted: it lies wholly outside, A
+    significantly worse (or, two-sided, different) by more than the margin: the relation the claim states,
+    measured the other way, so never softened; inconclusive: an arm is no better than a trivial answer;
+    partly: the interval straddles the margin."""
     summary: ClassVar[str] = "A is within a margin of B (one-sided: no worse by more than it), paired by seed"
     margin: float = 1.0
     one_sided: bool = False
@@ -342,19 +383,26 @@ class Close(TwoSided):
         compared = self.compare(rows)
         if isinstance(compared, Verdict):
             return compared
-        lab, values, mean, low, high, n, found = compared
+        lab, values, mean, low, high, n, found, other, missing = compared
         s = self.scale
         m = s.to_axis(self.margin)
         band = (f"{'no worse than' if self.one_sided else 'within'} "
                 f"{f'a factor {self.margin:g}' if s.log else f'{self.margin:g}{s.unit}'}")
         if n < 2:
             return Verdict("partly", lab, f"one paired {self.by}: no interval", values)
+        if _failed(other):
+            reason = (_no_arm(self.a.label, found, self.b.label, other) if _failed(found) else
+                      other.text(self.b.label) + f", so being {band} of it says nothing")
+            return Verdict("inconclusive", lab, reason, values)
         if high < -m or (not self.one_sided and low > m):
-            return Verdict("contradicted", lab, f"the interval lies outside the claim's margin ({band})",
-                           {**values, "magnitude_only": True})
+            return Verdict("contradicted", lab, f"the interval lies outside the claim's margin ({band}): "
+                                                "significantly the other way", values)
         if _failed(found):
-            return Verdict("partly", lab, found.text(self.a.label), values)
+            return Verdict("inconclusive", lab, found.text(self.a.label) + ": the arm the claim needs working does "
+                                                "not work here", values)
         if low > -m and (self.one_sided or high < m):
+            if missing:
+                return Verdict("inconclusive", lab, _missing(missing), values)
             return Verdict("reproduced", lab, "", values)
         return Verdict("partly", lab, f"the interval straddles the claim's margin ({band})", values)
 

@@ -10,7 +10,8 @@ the images behind a measurement. Pure Python (scipy's t quantile only), so `spli
   majority class for every sample, leak AUC 0.5); no attack that does no better than these has
   reconstructed (or inferred) anything.
 - `images_behind`: how many distinct images the selected cells attacked (the `images` column, or for
-  results written before it, the batch from `index` on, the same on every seed).
+  results written before it, the batch from `index` on, the same on every seed); `images_fixed`: whether
+  their seeds all attacked the same images (an interval over such seeds says nothing about other images).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from typing import Any, Mapping, Sequence
 from scipy.special import betaincinv, stdtrit
 
 __all__ = ["interval", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "PLAIN",
-           "value_of", "trivial", "BASELINES", "images_behind"]
+           "value_of", "trivial", "BASELINES", "images_behind", "images_fixed"]
 
 LEVEL = 0.95
 BASELINES = ("zero", "mean", "initial", "majority")
@@ -156,3 +157,14 @@ def images_behind(rows: Sequence[Mapping[str, Any]]) -> str:
     if len(starts) > 1:
         return f"{batch * len(starts)} images ({len(starts)} batches of {batch} by index, one seed each)"
     return f"the same {batch} images on every seed (results written before seeds drew the images)"
+
+
+def images_fixed(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """The cells attack images and have two or more seeds, and every seed attacked the same images (the
+    `images` column, or for results written before it, the `index` the batch starts at)."""
+    rows = [r for r in rows if r.get("batch_size") not in (None, "")]
+    per_seed: dict[str, set] = {}
+    for r in rows:
+        drawn = r.get("images") if r.get("images") not in (None, "") else f"index {r.get('index')}"
+        per_seed.setdefault(str(r.get("seed")), set()).add(str(drawn))
+    return len(per_seed) >= 2 and len({frozenset(v) for v in per_seed.values()}) == 1

@@ -28,7 +28,7 @@ from attacks.engine import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSG
 from attacks.engine.priors import tv_l1
 from attacks.hfl.observations import RoundLog, check_requirements
 from attacks.hfl.tgias.aggregators import aggregator
-from attacks.hfl.tgias.label_optimisation import optimise_labels
+from attacks.hfl.tgias.label_optimisation import LABEL_FEATURES, optimise_labels
 from attacks.hfl.tgias.settings import TGIAsSettings
 from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 from attacks.hfl.variables import initial_variables
@@ -121,7 +121,8 @@ class TGIAsRO:
                               diverged=diverged, seconds=result.seconds, steps=schedule.steps, initial=first["x"],
                               labels=labels.expand(1, -1), label_rule=rule,
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,
-                                      "copies_diverged": int(result.diverged.sum())})
+                                      "copies_diverged": int(result.diverged.sum()),
+                                      **({"label_features": LABEL_FEATURES} if rule == "optimised" else {})})
 
 
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:

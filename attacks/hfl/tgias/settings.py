@@ -55,7 +55,8 @@ class TGIAsSettings(EngineSettings):
     - the answer of Algorithm 1 is RobustAgg over each copy's best iterate (the lab keeps best iterates,
       as for DLG), which at T = 1 with the mean is exactly iDLG's answer;
     - label optimisation (labels not known): `label_steps` L-BFGS steps (max_iter 20) on dummy last-layer
-      features (one set per t) and one shared set of label logits, matching every t's last-layer weight
+      features (one set per t, started at the scale the gradient reveals for them, as the paper's N(0, 1) is
+      on its models' scale; `label_optimisation.py`) and one shared set of label logits, matching every t's last-layer weight
       and bias gradients, each normalised by its own squared norm; labels = argmax. `label_gradients`:
       over all T temporal gradients (Step I of Algorithm 1, the paper preset's) or the first alone;
     - `tv` > 0 adds Table IX's L_TV (anisotropic TV, mean |dx| + mean |dy|, Inverting Gradients' form; the paper
