@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from attacks.driver import Outcome, Truth
     from attacks.engine.options import EngineOptions
     from attacks.result import Reconstruction
     from vfl.runs import Run

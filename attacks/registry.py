@@ -102,6 +102,7 @@ def _load_plugin(name: str, entry: metadata.EntryPoint) -> AttackSpec:
         if found.name != name:
             raise SplitlabError(f"its spec is named {found.name!r}; name the entry point {found.name} or the spec "
                                 f"{name}")
+        object.__setattr__(found, "entry_point", f"{entry.name} = {entry.value}")
     except Exception as exc:                            # noqa: BLE001 - a broken plug-in is a user's error, in one line
         reason = str(exc) if isinstance(exc, (SplitlabError, SpecError)) else f"{type(exc).__name__}: {exc}"
         _FAILED[name] = (f"plug-in attack {name!r} ({_described(entry)}) failed to load: {reason.splitlines()[0]}; "

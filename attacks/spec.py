@@ -19,68 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from attacks.hooks import CheckHook, ConfigureHook, DiagnosticsHook, EvaluateHook, ObserveHook, WriteHook
+from attacks.spec_checks import check_spec
+from attacks.spec_parts import DISPLAYS, LABEL_KNOWLEDGE, SETTINGS, UPLOADS, Deviation, Preset, SpecError
 
 __all__ = ["AttackSpec", "Preset", "Deviation", "SpecError", "SETTINGS", "LABEL_KNOWLEDGE", "UPLOADS", "DISPLAYS"]
-
-SETTINGS = ("hfl", "split")
-"""hfl: `splitlab hfl --attack NAME`; split: `splitlab attack NAME`."""
-LABEL_KNOWLEDGE = ("recovered", "known")
-UPLOADS = ("fedsgd", "fedavg")
-"""The observations the HFL experiment builds itself; any other kind needs the spec's `observe` hook."""
-DISPLAYS = ("clamp", "minmax")
-
-
-class SpecError(ValueError):
-    """A spec that cannot work, found when it is built: one line naming the spec and the field."""
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A named setting of an attack: its settings fields beside the defaults, and where each number comes from."""
-    name: str
-    """Dotted: `attack.variant` (`dlg.original`)."""
-    source: str
-    values: Mapping[str, Any] = field(default_factory=dict)
-    """Settings fields that differ from the settings class's defaults."""
-    experiment: Mapping[str, Any] = field(default_factory=dict)
-    """Experiment fields this preset was written against (FSHA's victim dataset and client learning rate)."""
-    cls: type | None = field(default=None, compare=False, repr=False)
-    """The attack's settings class (set by its spec)."""
-    factory: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
-    """The earlier form `Preset(name, factory, source)`, still taken: its settings' fields that differ from the
-    defaults become `values` once the spec knows the settings class."""
-
-    def __post_init__(self) -> None:
-        if callable(self.source) and isinstance(self.values, str):     # Preset(name, factory, source)
-            object.__setattr__(self, "factory", self.source)
-            object.__setattr__(self, "source", self.values)
-            object.__setattr__(self, "values", {})
-
-    @property
-    def attack(self) -> str:
-        return self.name.split(".", 1)[0]
-
-    @property
-    def short(self) -> str:
-        return self.name.split(".", 1)[1]
-
-    def settings(self, **overrides: Any) -> Any:
-        """The preset's settings with fields replaced where an override is not None (checked once, when built)."""
-        given = {k: v for k, v in overrides.items() if v is not None}
-        return self.cls(preset=self.name, **{**self.values, **given})
-
-
-@dataclass(frozen=True)
-class Deviation:
-    """How the lab departs from the attack's paper, stated where users read it."""
-    what: str
-    """The field, model, metric or protocol step (`model`, `iterations`, `alignment accuracy`)."""
-    paper: str
-    lab: str
-    why: str
-    presets: tuple[str, ...] = ()
-    """The presets it applies to (empty: every preset and the attack itself)."""
-
 
 @dataclass(frozen=True)
 class AttackSpec:
@@ -119,14 +61,16 @@ class AttackSpec:
     display: str = "clamp"
     """How reconstruction.png draws the answer: clamp, or minmax (per-image, as the JAST paper shows UnSplit's)."""
     deviations: tuple[Deviation, ...] = ()
+    entry_point: str | None = field(default=None, compare=False)
+    """A plug-in's entry point (`name = module:ATTR`), set by the registry when it loads it; None for the lab's own."""
     smoke: Mapping[str, Any] = field(default_factory=dict)
     """Options of its smoke run (`splitlab.api.attack(name, **smoke)`): small enough for a test, long enough to beat
     its initial guess on a one-image observation (`tests/test_contract.py` runs every attack so)."""
 
     def __post_init__(self) -> None:
-        from attacks.spec_checks import check_spec
-
         check_spec(self)
+        if self.experiment is not None:
+            self.experiment.config.bound_spec = self     # a split config knows its spec without looking it up
 
     def preset(self, name: str | None = None) -> Preset:
         """A preset by its dotted or short name; None gives the default."""

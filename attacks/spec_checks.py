@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from attacks.hooks import HOOK_ARGUMENTS
-from attacks.spec import DISPLAYS, LABEL_KNOWLEDGE, SETTINGS, UPLOADS, Deviation, Preset, SpecError
+from attacks.spec_parts import DISPLAYS, LABEL_KNOWLEDGE, SETTINGS, UPLOADS, Deviation, Preset, SpecError
 
 __all__ = ["check_spec"]
 

@@ -12,7 +12,6 @@ import functools
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
-from attacks import registry
 from vfl.errors import SplitlabError
 from vfl.options import Runtime, option, options_of, optional, route, text
 
@@ -23,6 +22,8 @@ __all__ = ["SplitConfig", "Experiment"]
 class SplitConfig(Runtime):
     """A split attack's run: the attack's preset and settings overrides, and the victim's given options."""
     attack: ClassVar[str]
+    bound_spec: ClassVar[Any]
+    """Its attack's spec, bound by the spec when it is built (`attacks.spec.AttackSpec`)."""
     victim_options: ClassVar[type]
     """The dataclass whose option fields describe the victim (`TrainConfig`, `FshaVictim`)."""
     preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
@@ -36,7 +37,7 @@ class SplitConfig(Runtime):
 
     @functools.cached_property
     def settings(self) -> Any:
-        spec = registry.spec(self.attack)
+        spec = type(self).bound_spec
         own = {f.name for f, _ in options_of(spec.settings)}
         unknown = sorted(set(self.options) - own)
         if unknown:
@@ -51,7 +52,7 @@ class SplitConfig(Runtime):
     def of(cls, **values: Any) -> "SplitConfig":
         """The config from flat values: the attack's settings fields go to `options`, the victim's to `victim`;
         None means not given."""
-        return route(cls, cls.attack, {"options": registry.spec(cls.attack).settings, "victim": cls.victim_options},
+        return route(cls, cls.attack, {"options": cls.bound_spec.settings, "victim": cls.victim_options},
                      **values)
 
 
