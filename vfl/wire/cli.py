@@ -31,12 +31,13 @@ from vfl.wire.keys import party_key_text, read_secret, write_private
 from vfl.wire.server import listen, serve as serve_program
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume")
+SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume", "task", "positive",
+              "keep_received")
 """Options FSHA's victim (`--kind fsha`) does not take: it has no cut layer or defence, one optimiser of its own
 and one party, and keeps no checkpoints."""
 
-UNCHANGEABLE = ("dataset", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed", "defence",
-                "parties", "party", "role", "choose_gradient")
+UNCHANGEABLE = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed",
+                "defence", "send_back", "parties", "party", "role", "choose_gradient")
 """Options a resumed run must keep (the device, data root, address, timeout and secret may change)."""
 
 

@@ -45,9 +45,10 @@ from vfl.wire.remote import Limits
 from vfl.wire.settings import ClientSettings
 from vfl.wire.tls import client_context
 
-__all__ = ["run_client", "load_bottom", "introduction", "BOTTOM_FORMAT"]
+__all__ = ["run_client", "load_bottom", "load_received", "introduction", "BOTTOM_FORMAT", "RECEIVED_FORMAT"]
 
 BOTTOM_FORMAT = "splitlab-bottom/1"
+RECEIVED_FORMAT = "splitlab-received/1"
 
 
 def _state(client: Client) -> dict[str, Any]:
@@ -71,6 +72,8 @@ class _Answers:
         self.side, self.client, self.channel = side, side.client, channel
         self.limits, self.checkpoints, self.device, self.epoch = limits, checkpoints, device, epoch
         self.rounds = 0
+        self.received: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        """With --keep-received: (the round's sample ids, the cut gradient it returned), per round."""
 
     def expected(self) -> Expect:
         return Expect(*self.side.expected(self.limits, self.epoch, self.rounds), Allow(Kind.BYE))
@@ -81,6 +84,8 @@ class _Answers:
         gradient = self.channel.receive(Expect(Allow(Kind.CUT_GRADIENT, torch.float32, tuple(sent.tensor.shape),
                                                      step=frame.step)))
         self.client.receive(CutGradient(frame.step, gradient.tensor.to(self.device)))
+        if self.received is not None:
+            self.received.append((frame.tensor.cpu(), gradient.tensor.cpu()))
         self.rounds += 1
 
     def query(self, frame: Frame) -> None:
@@ -119,6 +124,8 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
                 _restore(side.client, checkpoints.load(epoch))
             run.log("session open" + (f", resuming after epoch {epoch}" if epoch else ""))
             answers = _Answers(side, channel, limits, checkpoints, device, epoch)
+            if settings.keep_received:
+                answers.received = []
             with progress_bar(steps, side.title, enabled=progress) as bar:
                 while (frame := channel.receive(answers.expected())).kind is not Kind.BYE:
                     if frame.kind in ROUND_FRAMES:
@@ -149,6 +156,9 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     _keep_later_model(run, epoch)
     atomic_torch_save({"format": BOTTOM_FORMAT, "party": party, "epoch": epoch,
                        "model": side.client.model.state_dict()}, run.file("bottom.pt"))
+    if answers.received is not None:
+        atomic_torch_save({"format": RECEIVED_FORMAT, "party": party, "samples": [s for s, _ in answers.received],
+                           "gradients": [g for _, g in answers.received]}, run.file("received.pt"))
     predicted = side.client.last_prediction.tensor.tolist() if side.client.last_prediction is not None else None
     metrics = {"kind": settings.kind, "party": party, "epochs": epoch, "rounds": answers.rounds,
                "seconds": time.perf_counter() - start, "traffic": channel.traffic.as_dict(),
@@ -187,3 +197,11 @@ def load_bottom(path: Path) -> dict[str, torch.Tensor]:
     if not isinstance(blob, dict) or blob.get("format") != BOTTOM_FORMAT:
         raise SplitlabError(f"{path} is not a bottom model written by `splitlab client`")
     return blob["model"]
+
+
+def load_received(path: Path) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """(each round's sample ids, the cut gradient the party received in it) from a `--keep-received` run."""
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("format") != RECEIVED_FORMAT:
+        raise SplitlabError(f"{path} is not a record written by `splitlab client --keep-received`")
+    return blob["samples"], blob["gradients"]

@@ -95,7 +95,7 @@ class SplitParty:
         """(limits, the epoch to start after, rounds to expect) from the server's terms, once they agree with
         this party's data and its saved epochs (`saved`: None unless it resumes)."""
         limits = Limits.from_terms(terms.get("limits"))
-        own = (len(self.train), len(self.test), datasets.dataset_spec(self.config.dataset).num_classes)
+        own = (len(self.train), len(self.test), self.config.classes)
         if (limits.train_size, limits.test_size, limits.classes) != own:
             raise _refuse_terms(f"say {limits.train_size}/{limits.test_size} train/test samples of {limits.classes} "
                                 f"classes; this party holds {own[0]}/{own[1]} of {own[2]}")

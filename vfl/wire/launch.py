@@ -60,15 +60,17 @@ def check_local_parties(parties: int) -> None:
 
 
 def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
-                   timeout: float, tls: list[str] = ()) -> list[str]:
+                   timeout: float, tls: list[str] = (), keep_received: bool = False) -> list[str]:
     """`splitlab client` for feature party `party` of `config`, as its own process runs it (`tls`: its TLS
-    options, `LocalClients.tls_options`)."""
+    options, `LocalClients.tls_options`; `keep_received`: it writes what it received, `received.pt`)."""
     command = [sys.executable, "-m", "splitlab", "client", "--connect", address, "--secret-file", str(secret),
                "--party", str(party), "--parties", str(config.parties), "--dataset", config.dataset,
                "--arch", config.arch, "--cut-layer", str(config.cut_layer), "--lr", repr(config.lr),
                "--optimizer", config.optimizer, "--seed", str(config.seed), "--device", config.device,
-               "--defence", config.defence, "--timeout", repr(timeout), "--out", str(out), "--json", *tls]
-    return command + (["--data-root", config.data_root] if config.data_root else [])
+               "--defence", config.defence, "--task", config.task, "--positive", str(config.positive),
+               "--timeout", repr(timeout), "--out", str(out), "--json", *tls]
+    return command + (["--data-root", config.data_root] if config.data_root else []) + \
+        (["--keep-received"] if keep_received else [])
 
 
 def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, out: Path, timeout: float) -> list[str]:
@@ -236,7 +238,7 @@ class LocalClients:
 
 def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: Role | None = None,
                   progress: bool = True, timeout: float = 60.0, launched_by: str = "train --transport tcp",
-                  tls: TlsFiles = TlsFiles()) -> tuple[dict[str, Any], Run]:
+                  tls: TlsFiles = TlsFiles(), keep_received: bool = False) -> tuple[dict[str, Any], Run]:
     """The server of `config` in this process (`role`, or the `server` object given) and each feature party in
     a `splitlab client` process on 127.0.0.1; returns the server's metrics and its run (`run/server`), whose
     transcript/ holds what it received. Nothing of the clients' is read: their runs are `run/party-K`."""
@@ -247,7 +249,7 @@ def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: R
                                 run.path / "server")
         for k in range(config.parties):
             local.start(client_command(config, k, local.address, local.key(k), run.path / f"party-{k}", timeout,
-                                       local.tls_options))
+                                       local.tls_options, keep_received))
         metrics = serve(settings, server_run, role=server, listener=local.listener, progress=progress,
                         resumable=False)
         local.wait()
@@ -256,11 +258,13 @@ def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: R
 
 
 def train_over_tcp(config: TrainConfig, run: Run, role: str = "honest", progress: bool = True,
-                   timeout: float = 60.0, tls: TlsFiles = TlsFiles()) -> tuple[TrainedSplit, dict[str, Any]]:
+                   timeout: float = 60.0, tls: TlsFiles = TlsFiles(), keep_received: bool = False,
+                   launched_by: str = "train --transport tcp") -> tuple[TrainedSplit, dict[str, Any]]:
     """Train `config` with the server here and each feature party in a `splitlab client` process on
-    127.0.0.1 (over TLS with `tls`); returns the trained split (the sides' final models) and the wire run's
-    own facts."""
-    metrics, server_run = serve_locally(config, run, role, progress=progress, timeout=timeout, tls=tls)
+    127.0.0.1 (over TLS with `tls`; each party writing what it received with `keep_received`); returns the
+    trained split (the sides' final models) and the wire run's own facts."""
+    metrics, server_run = serve_locally(config, run, role, progress=progress, timeout=timeout, tls=tls,
+                                        keep_received=keep_received, launched_by=launched_by)
     device = resolve_device(config.device)
     return _assembled(config, device, run, metrics), {
         "transport": "tcp", "epoch_seconds": metrics["epoch_seconds"], "traffic_per_epoch": metrics["traffic_per_epoch"],

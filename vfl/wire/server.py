@@ -28,6 +28,7 @@ from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.wire.settings import ServeSettings
+from vfl.tasks import for_task
 from vfl.training import FitState, TrainConfig, fit, query_targets, target_indices
 from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.wire.checkpoints import EpochCheckpoints
@@ -96,7 +97,7 @@ def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout,
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
     """The split's labels as the label party holds them: sample indices in place of the images."""
-    data = datasets.load(config.dataset, split, config.data_root)
+    data = for_task(datasets.load(config.dataset, split, config.data_root), config.task, config.positive)
     return datasets.ImageData(data.name, split, torch.arange(len(data)), data.labels, data.provenance)
 
 
@@ -143,7 +144,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     if settings.resume:
         checkpoints.forget_after(state.epoch)
         transcripts.forget_after(state.epoch)
-    limits = Limits(len(train), len(test), config.batch_size, datasets.dataset_spec(config.dataset).num_classes)
+    limits = Limits(len(train), len(test), config.batch_size, config.classes)
     if listener is None:
         listener = listen(settings)
     run.log(f"listening on {listener.address} for {config.parties} part{'y' if config.parties == 1 else 'ies'}"

@@ -17,10 +17,12 @@ from vfl.validate import check_int
 
 __all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN", "CLIENT_KINDS", "FSHA_CLIENT"]
 
-SERVER_TRAIN = ("dataset", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "parties")
-"""The training options the server takes (the epochs and batch size are the server's to set for every party)."""
-CLIENT_TRAIN = ("dataset", "arch", "cut_layer", "lr", "optimizer", "defence", "parties")
-"""The training options a client takes (its defence is its own)."""
+SERVER_TRAIN = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer",
+                "send_back", "parties")
+"""The training options the server takes (the epochs and batch size are the server's to set for every party; its
+send-back defences are its own)."""
+CLIENT_TRAIN = ("dataset", "task", "positive", "arch", "cut_layer", "lr", "optimizer", "defence", "parties")
+"""The training options a client takes (its defence is its own; the task tells it how many classes to expect)."""
 CLIENT_KINDS = ("split", "fsha")
 FSHA_CLIENT = ("level", "lr_client", "batch_size", "width")
 """The options only FSHA's victim takes (`--kind fsha`; its --dataset and --arch are the shared ones)."""
@@ -83,6 +85,9 @@ class ClientSettings(Peer):
                        "its panel).", choice(CLIENT_KINDS))
     fsha: FshaClientConfig | None = None
     """FSHA's victim's configuration (`--kind fsha`)."""
+    keep_received: bool = option(False, "Also write what this party received and knows of each round (the sample ids "
+                                 "the server named, the cut gradient it returned) to received.pt: a curious feature "
+                                 "party's record, which the label attacks read over TCP.")
 
     def check(self) -> None:
         check_int("--party", self.party, low=0, high=self.train.parties - 1)
@@ -91,5 +96,8 @@ class ClientSettings(Peer):
             raise SplitlabError("--kind fsha takes FSHA's victim configuration, --kind split none")
         if self.kind == "fsha" and self.resume:
             raise SplitlabError("--resume is for --kind split: FSHA's victim keeps no checkpoints")
+        if self.keep_received and (self.kind == "fsha" or self.resume):
+            raise SplitlabError("--keep-received records one whole session of a feature party: not with --kind fsha "
+                                "or --resume")
         read_secret(self.secret_file).for_party(self.party)
         client_context(self.tls)

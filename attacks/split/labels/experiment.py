@@ -19,6 +19,9 @@ from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs
 from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
+from attacks.split.labels.wire import train_victim_over_tcp, wire_config
+from vfl.errors import SplitlabError
+from vfl.options import choice, option
 from vfl.runs import Run
 from vfl.runtime import resolve_device, stream_seed
 from vfl.training import TrainedSplit, training_curves_figure
@@ -39,10 +42,21 @@ class LabelConfig(SplitConfig):
     """`splitlab attack label-*`: the attack's preset and settings, and the victim's options."""
     attack: ClassVar[str]
     victim_options: ClassVar[type] = LabelVictim
+    transport: str = option("local", "local (both parties in this process) or tcp (the label party here, the "
+                            "attacking feature party a `splitlab client` process on 127.0.0.1 that records what it "
+                            "receives; the attack reads only that record).", choice(("local", "tcp")))
 
     def check(self) -> None:
         super().check()
-        registry.spec(self.attack).make(self.settings).check_victim(self.victim_config)
+        attack = registry.spec(self.attack).make(self.settings)
+        attack.check_victim(self.victim_config)
+        if self.transport == "tcp":
+            wire_config(self.victim_config)
+            needs = attack.needs
+            if needs.sent or getattr(attack, "local_optimizer", None) is not None:
+                raise SplitlabError(f"{self.attack} over --transport tcp: it needs "
+                                    f"{'the activations it sent' if needs.sent else 'its own optimiser'}, which the "
+                                    "client program does not keep; run it with --transport local")
 
     @functools.cached_property
     def victim_config(self) -> LabelVictim:
@@ -59,6 +73,7 @@ class Prepared:
 
     def record(self) -> dict[str, Any]:
         return {"victim": self.victim, "settings": self.attack.settings, "seed": self.victim.seed,
+                "transport": self.config.transport,
                 "device": str(resolve_device(self.victim.device)), "dataset_provenance": self.data.train.provenance,
                 "positive_rate": self.data.positive_rate if self.victim.task == "binary" else None}
 
@@ -137,8 +152,11 @@ def run_attack(prepared: Prepared, run: Run | None = None, *, progress: bool = T
     """Train the victim with the attacker observing, attack, score (the one driver)."""
     attack, victim, data = prepared.attack, prepared.victim, prepared.data
     needs = attack.needs
-    trained = train_victim(victim, data, run, progress, keep_sent=needs.sent,
-                           local_optimizer=getattr(attack, "local_optimizer", None))
+    if prepared.config.transport == "tcp":
+        trained = train_victim_over_tcp(victim, data, run, progress)
+    else:
+        trained = train_victim(victim, data, run, progress, keep_sent=needs.sent,
+                               local_optimizer=getattr(attack, "local_optimizer", None))
     if run is not None:
         run.save_figure("training_curves.png", training_curves_figure(
             TrainedSplit(victim, None, trained.server, trained.accuracy, trained.history, trained.seconds)))
