@@ -35,14 +35,25 @@ def example_options(spec) -> dict[str, str]:
 
 
 def apply(spec, hook, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """What the defence's hook makes of `x` at its point."""
+    """What the defence's hook makes of `x` at its point (at the labels point, of `labels`; at the feature-loss point,
+    the gradient x plus the extra term's gradient at activations x; at the label-layers point, its layer on x)."""
     if spec.point == "input":
         return hook.on_input(x, True)
     if spec.point == "activations":
         return hook.on_activations(x, True)
     if spec.point == "received-gradient":
         return hook.on_gradient(x)
+    if spec.point == "feature-loss":
+        h = x.clone().requires_grad_(True)
+        term = hook.on_loss(x.flip(0) ** 2, h)
+        return x if term is None else x + torch.autograd.grad(term, h)[0]
+    if spec.point == "labels":
+        return hook.on_training_labels(labels)
+    if spec.point == "label-layers":
+        return hook.layer.train()(x)
     if spec.point == "send-back":
+        if hook.class_gradients:                 # what the label party gives it: G as if every label were class c
+            hook.per_class = [x * (c + 1) for c in range(2)]
         return hook.on_send(x, labels)
     return hook([x], torch.Generator().manual_seed(0))[0]
 
@@ -87,8 +98,8 @@ def test_zero_strength_is_no_defence_bit_for_bit(spec):
     x, labels = case()
     state = torch.get_rng_state()
     text = spec.name + ":" + ",".join(f"{k}={v}" for k, v in spec.zero.items())
-    out = apply(spec, built(spec, text), x.clone(), labels)
-    assert torch.equal(out, x) and torch.equal(torch.get_rng_state(), state)
+    out = apply(spec, built(spec, text), x.clone(), labels.clone())
+    assert torch.equal(out, labels if spec.point == "labels" else x) and torch.equal(torch.get_rng_state(), state)
 
 
 @pytest.mark.parametrize("spec", [s for s in SPECS if "seed" in {f.name for f, _ in s.options()}], ids=lambda s: s.name)
@@ -102,12 +113,12 @@ def test_a_seed_gives_the_same_noise_every_run_and_another_seed_other_noise(spec
     again = [apply(spec, hook, x, labels) for hook in [built(spec, seeded(5))] for _ in range(2)]
     other = apply(spec, built(spec, seeded(6)), x, labels)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
-    assert not torch.equal(first[0], other) and not torch.equal(first[0], x)
+    assert not torch.equal(first[0], other) and not torch.equal(first[0], labels if spec.point == "labels" else x)
 
 
 def test_every_split_attack_meets_every_split_defence_or_is_refused_with_its_reason():
     pairs = matrix()
-    assert len(pairs) == 8 * 10 and sum(p.runnable for p in pairs) == 69           # was 30 of 80
+    assert len(pairs) == 8 * 15 and sum(p.runnable for p in pairs) == 104          # was 69 of 80
     refused = {(p.attack, p.defence): p.how for p in pairs if not p.runnable}
     assert all(len(why.splitlines()) == 1 and why for why in refused.values())
     assert "sends back the gradients it chooses" in refused["fsha", "marvell"]

@@ -71,6 +71,10 @@ class ImageData:
             idx = order[start:start + batch_size]
             yield self.images[idx], self.labels[idx]
 
+    def relabelled(self, labels: torch.Tensor) -> "ImageData":
+        """The same images with other labels (what a label party trains on under a labels-point defence)."""
+        return ImageData(self.name, self.split, self.images, labels, self.provenance)
+
     def subset(self, indices: torch.Tensor | list[int], split: str | None = None) -> "ImageData":
         indices = torch.as_tensor(indices, dtype=torch.long)
         return ImageData(self.name, split or self.split, self.images[indices], self.labels[indices],

@@ -125,6 +125,7 @@ class Defence(Protocol):
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor: ...
     def on_activations(self, h: torch.Tensor, training: bool) -> torch.Tensor: ...
     def on_gradient(self, g: torch.Tensor) -> torch.Tensor: ...
+    def on_loss(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None: ...
 
 
 # --- parties ---------------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class Client:
         self.model = model
         self.optimizer = optimizer
         self.defences = tuple(defences)
-        self._pending: tuple[int, torch.Tensor] | None = None
+        self._pending: tuple[int, torch.Tensor, torch.Tensor] | None = None
         self.last_prediction: Prediction | None = None
 
     def activations(self, x: torch.Tensor, training: bool) -> torch.Tensor:
@@ -151,21 +152,25 @@ class Client:
     def send(self, x: torch.Tensor, step: int) -> Activations:
         self.model.train()
         h = self.activations(x, training=True)
-        self._pending = (step, h)
+        self._pending = (step, h, x)
         return Activations(step, h.detach())
 
     def receive(self, message: CutGradient) -> None:
         if self._pending is None or self._pending[0] != message.step:
             raise RuntimeError("client received a gradient for activations it did not send")
-        _, h = self._pending
+        _, h, x = self._pending
         self._pending = None
         if message.tensor.shape != h.shape:
             raise RuntimeError(f"gradient shape {tuple(message.tensor.shape)} != activation shape {tuple(h.shape)}")
         g = message.tensor
         for d in self.defences:
             g = d.on_gradient(g)
+        extra = [term for d in self.defences if (term := _loss_term(d, x, h)) is not None]
         self.optimizer.zero_grad(set_to_none=True)
-        h.backward(g)
+        if extra:                                    # the feature-loss point: G and the extra terms together
+            torch.autograd.backward([h, torch.stack(extra).sum()], [g, None])
+        else:
+            h.backward(g)
         self.optimizer.step()
 
     @torch.no_grad()
@@ -180,6 +185,11 @@ class Client:
 
     def receive_prediction(self, message: Prediction) -> None:
         self.last_prediction = message
+
+
+def _loss_term(defence, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
+    on_loss = getattr(defence, "on_loss", None)          # a plug-in defence may predate the feature-loss point
+    return None if on_loss is None else on_loss(x, h)
 
 
 class Role(Protocol):
@@ -198,9 +208,12 @@ class Server:
     """The honest label party: trains its top model on the task and returns dL/dH.
 
     `optimizer=None` for a top model with nothing to train (e.g. a fixed loss of H in the lemma checks).
-    It records the shapes of what it received in `seen`, never the tensors. `defences` act on dL/dH at the
-    send-back point (`vfl.defences.send_back.SendBackDefence`: `on_send(G, labels) -> G`); the top model trains on
-    the true gradient, the client receives the defended one.
+    It records the shapes of what it received in `seen`, never the tensors. `defences` are the label party's
+    (`vfl.defences.send_back.SendBackDefence`): at the labels point `training_labels` gives the labels it trains
+    on (the epoch loop calls it once); at the label-layers point each defence's `layer` goes between the
+    activations and the top model (trained with it: its parameters join the optimiser) and its `penalty()` joins
+    the loss; at the send-back point `on_send(G, labels) -> G` acts on dL/dH: the top model trains on the true
+    gradient, the client receives the defended one.
     """
 
     keeps_tensors = False
@@ -208,10 +221,19 @@ class Server:
     def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = nn.functional.cross_entropy,
                  defences: Sequence = ()):
+        self.defences = tuple(defences)
+        layers = [d.layer for d in self.defences if getattr(d, "layer", None) is not None]
+        if layers:
+            if optimizer is None:
+                raise SplitlabError("the label party's layers need an optimiser to train them; this label party "
+                                    "has no model to train")
+            device = next(model.parameters()).device
+            layers = [layer.to(device) for layer in layers]
+            optimizer.add_param_group({"params": [p for layer in layers for p in layer.parameters()]})
+            model = nn.Sequential(*layers, model)
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
-        self.defences = tuple(defences)
         self.last_loss: torch.Tensor | None = None
         self.last_correct: torch.Tensor | None = None
         self.seen = Transcript(keep_tensors=self.keeps_tensors)
@@ -222,9 +244,15 @@ class Server:
         h = message.tensor.detach().requires_grad_(True)
         logits = self.model(h)
         loss = self.loss_fn(logits, labels)
+        penalties = [p for d in self.defences if (p := _penalty(d)) is not None]
+        if penalties:
+            loss = loss + torch.stack(penalties).sum()
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        wanted = [d for d in self.defences if getattr(d, "class_gradients", False)]
+        loss.backward(retain_graph=bool(wanted))
+        for d in wanted:                 # before the step: the gradients of the model that gave G
+            d.per_class = self._class_gradients(h, logits, labels)
         if self.optimizer is not None:
             self.optimizer.step()
         self.last_loss = loss.detach()
@@ -234,6 +262,20 @@ class Server:
             g = d.on_send(g, labels)
         return CutGradient(message.step, g)
 
+    def _class_gradients(self, h: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+        """The cut gradient of the task loss as if every label of the batch were class c, for each class c."""
+        classes = logits.shape[1]
+        return [torch.autograd.grad(self.loss_fn(logits, torch.full_like(labels, c)), h, retain_graph=True)[0]
+                for c in range(classes)]
+
+    def training_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        """The labels it trains on: its defences' at the labels point, in order (the same tensor when none acts)."""
+        for d in self.defences:
+            on_labels = getattr(d, "on_training_labels", None)
+            if on_labels is not None:
+                labels = on_labels(labels)
+        return labels
+
     @torch.no_grad()
     def predict(self, h: torch.Tensor) -> torch.Tensor:
         self.model.eval()
@@ -242,6 +284,11 @@ class Server:
     def answer(self, message: InferenceQuery) -> Prediction:
         self.seen.record(message)
         return Prediction(message.step, self.predict(message.tensor).argmax(1))
+
+
+def _penalty(defence) -> torch.Tensor | None:
+    penalty = getattr(defence, "penalty", None)
+    return None if penalty is None else penalty()
 
 
 class CuriousServer(Server):

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 
 from vfl import data as datasets
-from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, transformed_shape
+from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
 from vfl.models import arch_spec, check_cut_layer, check_input_shape
 from vfl.parties import (CutLayout, Parties, activation_shapes, bottom_model, check_parties, strip_shape,
@@ -121,7 +121,8 @@ def build_server(config: TrainConfig, device: torch.device, role: str = "honest"
                         config.seed).to(device)
     return lookup(SERVER_ROLES, role, "server role")(model, make_optimizer(config.optimizer, model.parameters(),
                                                                            config.lr),
-                                                     defences=parse_send_back(config.send_back, config.classes))
+                                                     defences=parse_send_back(config.send_back, config.classes,
+                                                                              CutLayout(shapes).joined_shape))
 
 
 def build_parties(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
@@ -158,6 +159,7 @@ def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageDat
     In process `train` and `test` hold images; over the wire (`vfl.wire.server`) the server's hold sample
     indices, which `RemoteParties` sends to the clients, who look up their own features."""
     state = state or FitState()
+    train = _labelled_for_training(server, train)
     steps_per_epoch = -(-len(train) // config.batch_size)
     title = f"train {config.arch} cut {config.cut_layer}"
     with progress_bar((config.epochs - state.epoch) * steps_per_epoch, title, enabled=progress) as bar:
@@ -177,6 +179,14 @@ def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageDat
             if on_epoch is not None:
                 on_epoch(state)
     return state
+
+
+def _labelled_for_training(server: Role, train):
+    """The training data with the labels the label party trains on (its defences' at the labels point, drawn once
+    for the whole run); the same object when none acts."""
+    relabel = getattr(server, "training_labels", None)
+    labels = train.labels if relabel is None else relabel(train.labels)
+    return train if labels is train.labels else train.relabelled(labels)
 
 
 def target_indices(labels: torch.Tensor) -> torch.Tensor:
@@ -238,7 +248,9 @@ def training_curves_figure(trained: TrainedSplit):
 
 def training_metrics(trained: TrainedSplit) -> dict[str, Any]:
     """What `metrics.json` holds for a training run (`splitlab train`, `splitlab.api.train`)."""
-    return {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history}
+    found = report(trained.client, trained.server)
+    return {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history,
+            **({"defence_report": found} if found else {})}
 
 
 def save_trained(run: Run, trained: TrainedSplit) -> tuple[Path, Path]:

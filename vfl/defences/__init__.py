@@ -1,7 +1,8 @@
 """Defences, each one declaration (`DefenceSpec`) at its point of the protocol, in one registry.
 
 The points (`spec.POINTS`): the feature party's input, the activations it sends and the gradient it receives
-(its `--defence`), the label party's send-back (`--send-back`), an HFL client's upload (`splitlab hfl
+(its `--defence`) and the extra term of its training loss, the label party's training labels, its layers on
+the activations it receives and its send-back (all three its `--send-back`), an HFL client's upload (`splitlab hfl
 --defence`). `registry.chain` parses a spec (`none`, or `name[:key=value,...]` items joined by `+`) once, where a
 config is built; `registry.build` makes the hooks. The functions here are that for each party.
 
@@ -17,14 +18,15 @@ from vfl.defences.base import ClientDefence, SeededNoise
 from vfl.defences.input_dp import DPInputNoise, analytic_gaussian_sigma, estimate_sensitivity
 from vfl.defences.noise import ActivationNoise, GradientNoise
 from vfl.defences.registry import Chosen, split_list as split_specs
-from vfl.defences.spec import FEATURE_POINTS, DefenceSettings, DefenceSpec, Deviation, Where
+from vfl.defences.spec import FEATURE_POINTS, LABEL_POINTS, DefenceSettings, DefenceSpec, Deviation, Where
 from vfl.defences.transforms import (DEFAULT_PATCH, OrthogonalTransform, PatchOrthogonalTransform,
                                      SemiOrthogonalTransform, random_orthogonal)
 
 __all__ = ["ClientDefence", "SeededNoise", "DPInputNoise", "ActivationNoise", "GradientNoise", "OrthogonalTransform",
            "SemiOrthogonalTransform", "PatchOrthogonalTransform", "random_orthogonal", "analytic_gaussian_sigma",
            "estimate_sensitivity", "DEFAULT_PATCH", "DefenceSpec", "DefenceSettings", "Deviation", "Where", "Chosen",
-           "parse_spec", "parse_defences", "transformed_shape", "split_specs", "check_send_back", "parse_send_back"]
+           "parse_spec", "parse_defences", "transformed_shape", "split_specs", "check_send_back", "parse_send_back",
+           "report"]
 
 
 def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None, flat_input: bool | None = None) -> list[Chosen]:
@@ -50,13 +52,27 @@ def transformed_shape(defences: list[ClientDefence], shape: tuple[int, ...]) -> 
     return tuple(shape)
 
 
-def check_send_back(spec: str, classes: int) -> list[Chosen]:
-    """The label party's send-back chain, checked against the task (Marvell: binary only); nothing is built."""
-    chosen = registry.chain(spec, ("send-back",), "--send-back")
-    registry.check(chosen, Where(classes=classes))
+def check_send_back(spec: str, classes: int, label_model: bool | None = None) -> list[Chosen]:
+    """The label party's chain (`--send-back`: its labels, label-layers and send-back points), checked against the
+    task (Marvell: binary only; layers: a label party with a model); nothing is built."""
+    chosen = registry.chain(spec, LABEL_POINTS, "--send-back")
+    registry.check(chosen, Where(classes=classes, label_model=label_model))
     return list(chosen)
 
 
-def parse_send_back(spec: str, classes: int) -> list:
-    """The label party's send-back defences of a spec, for a task of `classes` classes."""
-    return registry.build(check_send_back(spec, classes), Where(classes=classes))
+def parse_send_back(spec: str, classes: int, activation_shape: tuple[int, ...] | None = None) -> list:
+    """The label party's defences of a spec, for a task of `classes` classes whose label party receives
+    activations of one example's shape `activation_shape` (what its layers are built for)."""
+    shape = None if activation_shape is None else tuple(activation_shape)
+    return registry.build(check_send_back(spec, classes), Where(input_shape=shape, classes=classes))
+
+
+def report(*parties) -> dict:
+    """What every defence of the given parties did over the run (each one's `report()`, merged), for metrics.json:
+    a party is anything with `defences` (a client, `Parties`, a server)."""
+    merged: dict = {}
+    for party in parties:
+        for d in getattr(party, "defences", ()):
+            found = getattr(d, "report", None)
+            merged.update(found() if found is not None else {})
+    return merged

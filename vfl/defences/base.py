@@ -27,6 +27,16 @@ class ClientDefence:
     def on_gradient(self, g: torch.Tensor) -> torch.Tensor:
         return g
 
+    def on_loss(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
+        """An extra term of the client's training loss from its input `x` (as given, before the input defences) and
+        its activations `h` (attached to its graph); None: none. The client backpropagates the received gradient
+        and this term together."""
+        return None
+
+    def report(self) -> dict:
+        """What the defence did over the run, for metrics.json."""
+        return {}
+
     def input_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         """Shape of one example after `on_input` (what the client model must take)."""
         return shape
@@ -48,11 +58,22 @@ class SeededNoise:
         self.sigma, self.seed = sigma, seed
         self._generators: dict[torch.device, torch.Generator] = {}
 
-    def noise_like(self, x: torch.Tensor) -> torch.Tensor:
+    def _generator(self, x: torch.Tensor) -> torch.Generator:
         g = self._generators.get(x.device)
         if g is None:
             g = self._generators[x.device] = torch.Generator(device=x.device).manual_seed(self.seed)
+        return g
+
+    def noise_like(self, x: torch.Tensor) -> torch.Tensor:
+        g = self._generator(x)
         return self.sigma * torch.randn(x.shape, generator=g, device=x.device, dtype=x.dtype)
+
+    def laplace_like(self, x: torch.Tensor) -> torch.Tensor:
+        """Laplace noise of scale `sigma` (by the inverse CDF of a uniform draw from the same generator)."""
+        g = self._generator(x)
+        u = torch.rand(x.shape, generator=g, device=x.device, dtype=x.dtype) - 0.5
+        tail = (1 - 2 * u.abs()).clamp_min(torch.finfo(x.dtype).tiny)     # a draw of exactly -0.5: finite
+        return -self.sigma * u.sign() * tail.log()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {str(device): g.get_state() for device, g in self._generators.items()}

@@ -40,10 +40,15 @@ BUILTIN: dict[str, str] = {
     "input-dp": "vfl.defences.input_dp:SPEC",
     "activation-noise": "vfl.defences.noise:ACTIVATION_NOISE",
     "received-gradient-noise": "vfl.defences.noise:RECEIVED_GRADIENT_NOISE",
+    "nopeek": "vfl.defences.nopeek:SPEC",
+    "label-rr": "vfl.defences.label_dp:SPEC",
+    "mid": "vfl.defences.mid:SPEC",
     "max-norm": "vfl.defences.send_back:MAX_NORM",
     "marvell": "vfl.defences.send_back:MARVELL",
     "gradient-noise": "vfl.defences.send_back:GRADIENT_NOISE",
     "sparsify": "vfl.defences.send_back:SPARSIFY",
+    "clipped-noise": "vfl.defences.gradient_dp:CLIPPED_NOISE",
+    "grad-perturb": "vfl.defences.gradient_dp:GRAD_PERTURB",
     "gaussian": "vfl.defences.upload:GAUSSIAN",
     "topk": "vfl.defences.upload:TOPK",
     "quant": "vfl.defences.upload:QUANT",
@@ -268,6 +273,9 @@ def check(chosen: Iterable[Chosen], where: Where) -> Where:
         if "flat-input" in s.needs and where.flat_input is False:
             raise SplitlabError(f"defence {s.name} changes the input size; this bottom model cannot take it (a "
                                 "split model with --arch mlp or small-mlp can)")
+        if "label-model" in s.needs and where.label_model is False:
+            raise SplitlabError(f"{s.name} adds layers the label party trains; this label party has no model to train "
+                                "(--top none): use --top model or linear")
         if "image-input" in s.needs and where.input_shape is not None and len(where.input_shape) != 3:
             raise SplitlabError(f"{s.name} needs image inputs (C, H, W)")
         if s.fits is not None:

@@ -29,6 +29,7 @@ import math
 from typing import Any
 
 import torch
+from torch import nn
 
 from dataclasses import dataclass
 
@@ -47,9 +48,23 @@ FU = "Fu et al., Label Inference Attacks Against Vertical Federated Learning (US
 
 
 class SendBackDefence:
-    """Base: `on_send(G, labels)` returns the gradient the label party sends instead of G."""
+    """Base of the label party's defences, every hook the identity unless a defence overrides it (`vfl.protocol.Server`
+    calls them): `on_training_labels(labels)` once on all its training labels before training (the labels point),
+    `layer` between the activations it receives and its top model with its `penalty()` added to the loss (the
+    label-layers point), `on_send(G, labels)` the gradient it sends instead of G (the send-back point). A defence
+    with `class_gradients` is given, before `on_send`, the batch's cut gradient as if every label were class c, for
+    each c (`per_class`)."""
 
     name = "none"
+    layer: nn.Module | None = None
+    class_gradients = False
+
+    def on_training_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return labels
+
+    def penalty(self) -> torch.Tensor | None:
+        """The loss term of `layer`'s last forward pass (None: none)."""
+        return None
 
     def on_send(self, g: torch.Tensor, labels: torch.Tensor | None) -> torch.Tensor:
         return g

@@ -10,9 +10,10 @@ registry-wide contract test holds bit for bit to no defence.
                        paper="...", settings=NoiseSettings, build=lambda s, where: ActivationNoise(s.sigma, s.seed),
                        example="activation-noise:sigma=0.1", zero={"sigma": 0.0})
 
-What a built defence is depends on its point (`POINTS`): a `ClientDefence` (input, activations, received-gradient:
-the feature party's hooks), a `SendBackDefence` (send-back: the label party's), an upload defence (a callable on an
-HFL client's upload list).
+What a built defence is depends on its point (`POINTS`): a `ClientDefence` (input, activations, received-gradient,
+feature-loss: the feature party's hooks, all taken by `--defence`), a `SendBackDefence` (labels, label-layers,
+send-back: the label party's hooks, all taken by `--send-back`, the label party's one flag), an upload defence (a
+callable on an HFL client's upload list).
 """
 from __future__ import annotations
 
@@ -24,32 +25,39 @@ import torch
 from vfl.errors import SplitlabError
 from vfl.options import Validated, options_of
 
-__all__ = ["POINTS", "SPLIT_POINTS", "FEATURE_POINTS", "FLAGS", "NEEDS", "DefenceSettings", "Where", "Deviation",
-           "DefenceSpec"]
+__all__ = ["POINTS", "SPLIT_POINTS", "FEATURE_POINTS", "LABEL_POINTS", "FLAGS", "NEEDS", "DefenceSettings", "Where",
+           "Deviation", "DefenceSpec"]
 
 POINTS: dict[str, str] = {
     "input": "the feature party's input, before its bottom model",
     "activations": "the activations the feature party sends across the cut",
     "received-gradient": "the cut gradient the feature party receives, before it backpropagates it",
+    "feature-loss": "an extra term of the feature party's training loss, from its input and its activations",
+    "labels": "the training labels the label party trains on (set once, before training)",
+    "label-layers": "layers the label party puts between the activations it receives and its top model, with "
+                    "their own loss term",
     "send-back": "the cut gradient the label party sends back",
     "upload": "an HFL client's upload (its gradient or model update)",
 }
 """Where a defence acts, in protocol order."""
 
-FEATURE_POINTS = ("input", "activations", "received-gradient")
+FEATURE_POINTS = ("input", "activations", "received-gradient", "feature-loss")
 """The feature party's points: its `--defence`."""
-SPLIT_POINTS = (*FEATURE_POINTS, "send-back")
+LABEL_POINTS = ("labels", "label-layers", "send-back")
+"""The label party's points: its `--send-back` (named after its first point; it takes all of the label party's)."""
+SPLIT_POINTS = (*FEATURE_POINTS, *LABEL_POINTS)
 
-FLAGS: dict[str, str] = {"input": "--defence", "activations": "--defence", "received-gradient": "--defence",
-                         "send-back": "--send-back", "upload": "--defence"}
+FLAGS: dict[str, str] = {**{p: "--defence" for p in FEATURE_POINTS}, **{p: "--send-back" for p in LABEL_POINTS},
+                         "upload": "--defence"}
 """The one flag that takes a defence at each point (split commands: the feature party's --defence, the label
-party's --send-back; `splitlab hfl`: --defence, the client's upload)."""
+party's --send-back, whichever of its points a defence acts at; `splitlab hfl`: --defence, the client's upload)."""
 
 NEEDS: dict[str, str] = {
     "train-images": "the feature party's training inputs (to calibrate itself)",
     "binary-task": "a binary task (two classes)",
     "flat-input": "a bottom model that takes a flat input (its input size changes)",
     "image-input": "image inputs (channels, height, width)",
+    "label-model": "a label party with a model to train (not --top none)",
 }
 
 
@@ -63,12 +71,15 @@ class DefenceSettings(Validated):
 class Where:
     """What a defence is built for: the task it meets (what the point's party knows)."""
     input_shape: tuple[int, ...] | None = None
-    """One example's shape where the defence acts (after the defences before it at the input)."""
+    """One example's shape where the defence acts (after the defences before it at the input; at the label party's
+    points, the activations it receives)."""
     classes: int | None = None
     flat_input: bool | None = None
     """Whether the bottom model takes a flat input of any size (mlp, small-mlp)."""
     train_images: torch.Tensor | None = None
     """The feature party's training inputs (its strip), for a defence that calibrates itself."""
+    label_model: bool | None = None
+    """Whether the label party has a model to train (False: `--top none`)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,8 @@ class DefenceSpec:
 
     @property
     def party(self) -> str:
-        return {"send-back": "the label party", "upload": "the HFL client"}.get(self.point, "the feature party")
+        return "the label party" if self.point in LABEL_POINTS else \
+            "the HFL client" if self.point == "upload" else "the feature party"
 
     @property
     def flag(self) -> str:

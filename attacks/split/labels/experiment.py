@@ -20,6 +20,7 @@ from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs
 from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
 from attacks.split.labels.wire import train_victim_over_tcp, wire_config
+from vfl.defences import report as defence_report
 from vfl.errors import SplitlabError
 from vfl.options import choice, option
 from vfl.runs import Run
@@ -136,9 +137,7 @@ def evaluation_facts(trained: Trained, data: TaskData) -> dict[str, Any]:
     """What metrics.json says of the victim: the task's accuracy (and AUC, binary), its setting, and what its
     send-back defences did."""
     v = trained.victim
-    report: dict[str, Any] = {}
-    for defence in trained.defences:
-        report.update(defence.report())
+    report = defence_report(trained.client, trained.server)
     return {"accuracy": trained.accuracy, "task_auc": trained.task_auc, "task": v.task,
             "positive": v.positive if v.task == "binary" else None,
             "positive_rate": data.positive_rate if v.task == "binary" else None, "arch": v.arch,

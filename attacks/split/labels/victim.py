@@ -78,7 +78,7 @@ class LabelVictim(Runtime):
         if not isinstance(spec.build().layers[-1], nn.Linear):
             raise SplitlabError(f"architecture {self.arch} does not end in a dense layer; use cnn, mlp or small-mlp")
         parse_spec(self.defence, found.image_shape, flat_input=False)     # its bottom model keeps the input size
-        check_send_back(self.send_back, self.classes)
+        check_send_back(self.send_back, self.classes, label_model=self.top != "none")
         resolve_device(self.device)
 
     @property
@@ -183,6 +183,14 @@ class _Rounds:
     def __len__(self) -> int:
         return len(self.data)
 
+    @property
+    def labels(self) -> torch.Tensor:
+        return self.data.labels
+
+    def relabelled(self, labels: torch.Tensor) -> "_Rounds":
+        """The same rounds with other training labels; `samples` is the same list (the caller reads it)."""
+        return _Rounds(self.data.relabelled(labels), self.samples)
+
     def batches(self, batch_size: int, generator: torch.Generator | None = None):
         d = self.data
         ids = datasets.ImageData(d.name, d.split, d.images, torch.arange(len(d), device=d.images.device), d.provenance)
@@ -222,7 +230,13 @@ def train_victim(victim: LabelVictim, data: TaskData, run: Run | None = None, pr
     own = parse_defences(victim.defence, found.image_shape, data.train.images)
     client = ObservingClient(Client(bottom, optimizer, own), keep_sent)
     top_params = list(top.parameters())
-    defences = tuple(parse_send_back(victim.send_back, victim.classes))
+    shape = None
+    if any(c.spec.point == "label-layers" for c in check_send_back(victim.send_back, victim.classes)):
+        with torch.no_grad():                    # the activations' shape, for the label party's layers
+            bottom.eval()
+            shape = tuple(bottom(data.train.images[:1].to(device)).shape[1:])
+            bottom.train()
+    defences = tuple(parse_send_back(victim.send_back, victim.classes, shape))
     server = Server(top, make_optimizer(victim.optimizer, top_params, victim.lr) if top_params else None,
                     defences=defences)
     train = datasets.ImageData(data.train.name, "train", data.train.images.to(device), data.train.labels.to(device),
