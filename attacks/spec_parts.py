@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from vfl.deviations import Deviation
+
 __all__ = ["SETTINGS", "LABEL_KNOWLEDGE", "UPLOADS", "DISPLAYS", "SpecError", "Preset", "Deviation"]
 
 SETTINGS = ("hfl", "split")
@@ -54,15 +56,3 @@ class Preset:
         """The preset's settings with fields replaced where an override is not None (checked once, when built)."""
         given = {k: v for k, v in overrides.items() if v is not None}
         return self.cls(preset=self.name, **{**self.values, **given})
-
-
-@dataclass(frozen=True)
-class Deviation:
-    """How the lab departs from the attack's paper, stated where users read it."""
-    what: str
-    """The field, model, metric or protocol step (`model`, `iterations`, `alignment accuracy`)."""
-    paper: str
-    lab: str
-    why: str
-    presets: tuple[str, ...] = ()
-    """The presets it applies to (empty: every preset and the attack itself)."""

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from vfl.deviations import Deviation
 from vfl.errors import SplitlabError
 from vfl.options import Validated, options_of
 
@@ -80,15 +81,6 @@ class Where:
     """The feature party's training inputs (its strip), for a defence that calibrates itself."""
     label_model: bool | None = None
     """Whether the label party has a model to train (False: `--top none`)."""
-
-
-@dataclass(frozen=True)
-class Deviation:
-    """How the lab departs from the defence's paper, stated where users read it."""
-    what: str
-    paper: str
-    lab: str
-    why: str
 
 
 @dataclass(frozen=True)
