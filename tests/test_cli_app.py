@@ -297,3 +297,24 @@ def test_plain_help_without_rich_lists_the_table(monkeypatch):
     assert "Commands:" in text or "Commands" in text
     for name in cli.available_commands():
         assert f"  {name} " in text
+
+
+def _help_cases() -> list[tuple[str, ...]]:
+    from attacks.registry import BUILTIN
+
+    return ([(name, "--help") for name in COMMANDS] + [("attack", "-h")]
+            + [("hfl", "--attack", name, "--help") for name in BUILTIN["hfl"]]
+            + [("attack", name, "--help") for name in BUILTIN["split"]])
+
+
+@pytest.mark.parametrize("args", _help_cases(), ids=" ".join)
+def test_every_help_imports_no_torch(args):
+    """An option's help is its declaration: `--help` of every command and every attack is read without torch."""
+    code = ("import sys\nfrom splitlab.cli import main\nsys.argv[0] = 'splitlab'\n"
+            "try:\n    main()\n    status = 0\nexcept SystemExit as exc:\n    status = exc.code or 0\n"
+            "sys.stderr.write('\\nRESULT ' + repr((status, 'torch' in sys.modules)) + '\\n')\n")
+    done = subprocess.run([sys.executable, "-c", code, *args], check=False, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    status, torch_loaded = eval(done.stderr.rsplit("RESULT ", 1)[1])
+    assert status == 0 and "Usage" in done.stdout, done.stderr
+    assert not torch_loaded, f"`splitlab {' '.join(args)}` imported torch"
