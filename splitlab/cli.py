@@ -4,8 +4,9 @@
 The top-level app is lazy: `splitlab --help`, `-h` and `--version` import no command module (so no
 torch, lpips, pytorch-fid or scipy). `COMMANDS` below is a static table of every command, the module
 that defines it and its one-line help; a command's module is imported only when that command is
-resolved (run, or asked for its own `--help`). tests/test_cli_app.py checks the table against the
-commands' real help texts, so the two cannot drift apart silently.
+resolved (run). A command's own `--help` is built from `splitlab.help_index` (generated from the commands'
+declarations) without importing the command's module, so without torch. tests/test_cli_app.py checks the table
+and the index against the commands' real help texts, so neither can drift apart silently.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from vfl.wire.idle_threads import is_wire_party, sleep_when_idle
 
 HELP = "splitlab: attacks and defences for split (vertical) federated learning."
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}  # inherited by every subcommand's context
+_HELP_FLAGS = frozenset(CONTEXT_SETTINGS["help_option_names"])
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,12 @@ class LazyGroup(TyperGroup):
         """As click's, but a command whose options depend on its arguments (`hfl`: the attack's own) is built
         by its module's `resolve(name, args)` for these arguments."""
         if args and args[0] in COMMANDS and not self._help_stubs:
+            if not _HELP_FLAGS.isdisjoint(args[1:]):     # a help: built from the index, without the command's code
+                from splitlab import help_index
+
+                indexed = help_index.command(ctx, args[0], list(args[1:]))
+                if indexed is not None:
+                    return args[0], indexed, list(args[1:])
             module = importlib.import_module(COMMANDS[args[0]].module)
             if hasattr(module, "resolve"):
                 return args[0], module.resolve(args[0], list(args[1:])), list(args[1:])

@@ -1,5 +1,6 @@
 """The generated pages of `docs/`: one page per attack, the presets, the metrics.json schema and the claims,
-written from the registry, the schema and the claims ledger so they cannot drift from the code.
+written from the registry, the schema and the claims ledger so they cannot drift from the code; and the index
+every command's `--help` is built from without torch (`splitlab/help_index.json`, `splitlab.help_index`).
 
     python -m splitlab.docs            # write them
     python -m splitlab.docs --check    # exit 1 and name the stale pages (what the test suite runs)
@@ -318,6 +319,9 @@ def pages() -> dict[str, str]:
            "claims.md": claims_page(), "grids.md": grids_page(), "observations.md": observations_page(),
            "defences.md": defences_page()}
     out["../README.md"] = readme_blocks((ROOT / "README.md").read_text())
+    from splitlab import help_index
+
+    out["../splitlab/help_index.json"] = help_index.render(help_index.generate())   # every command's --help
     out |= {f"attacks/{s.name}.md": attack_page(s) for s in specs}
     return out
 

@@ -297,3 +297,82 @@ def test_plain_help_without_rich_lists_the_table(monkeypatch):
     assert "Commands:" in text or "Commands" in text
     for name in cli.available_commands():
         assert f"  {name} " in text
+
+
+def _help_cases() -> list[tuple[str, ...]]:
+    from attacks.registry import BUILTIN
+
+    return ([(name, "--help") for name in COMMANDS] + [("attack", "-h")]
+            + [("hfl", "--attack", name, "--help") for name in BUILTIN["hfl"]]
+            + [("attack", name, "--help") for name in BUILTIN["split"]])
+
+
+@pytest.mark.parametrize("args", _help_cases(), ids=" ".join)
+def test_every_help_imports_no_torch(args):
+    """An option's help is its declaration: `--help` of every command and every attack is read without torch."""
+    code = ("import sys\nfrom splitlab.cli import main\nsys.argv[0] = 'splitlab'\n"
+            "try:\n    main()\n    status = 0\nexcept SystemExit as exc:\n    status = exc.code or 0\n"
+            "sys.stderr.write('\\nRESULT ' + repr((status, 'torch' in sys.modules)) + '\\n')\n")
+    done = subprocess.run([sys.executable, "-c", code, *args], check=False, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    status, torch_loaded = eval(done.stderr.rsplit("RESULT ", 1)[1])
+    assert status == 0 and "Usage" in done.stdout, done.stderr
+    assert not torch_loaded, f"`splitlab {' '.join(args)}` imported torch"
+
+
+def _index_cases() -> list[tuple[str, ...]]:
+    from splitlab import help_index
+
+    cases = []
+    for key, entry in help_index._data().items():
+        if key == "attack":
+            cases += [("attack", "--help"), ("attack", "-h")] + [("attack", n, "--help") for n in entry["commands"]]
+        elif key.startswith("hfl --attack "):
+            cases += [("hfl", "--attack", key.split()[-1], "--help"), ("hfl", f"--attack={key.split()[-1]}", "-h")]
+        else:
+            cases.append((key, "--help"))
+    return cases
+
+
+def test_every_help_from_the_index_is_the_commands_own(monkeypatch):
+    """The help built from the index is, to the character, the help of the command built from its code."""
+    from splitlab import help_index
+
+    monkeypatch.setenv("COLUMNS", "140")
+    built, served = help_index.command, []
+    monkeypatch.setattr(help_index, "command", lambda *a: served.append(built(*a)) or served[-1])
+    indexed = {args: runner.invoke(app, list(args)) for args in _index_cases()}
+    assert len(served) == len(indexed) and None not in served      # every first help came from the index
+    calls = []
+    monkeypatch.setattr(help_index, "command", lambda *a: calls.append(a))
+    for args, from_index in indexed.items():
+        own = runner.invoke(app, list(args))
+        assert (from_index.exit_code, from_index.stdout) == (own.exit_code, own.stdout), " ".join(args)
+        assert own.exit_code == 0 and "Usage" in own.stdout
+    assert len(calls) == len(indexed)          # the second helps came from the commands' code
+
+
+def test_the_help_index_is_not_stale():
+    from splitlab import help_index
+
+    assert help_index.DATA.read_text(encoding="utf-8") == help_index.render(help_index.generate()), \
+        "splitlab/help_index.json is stale: run `python -m splitlab.docs`"
+
+
+def test_the_index_serves_only_a_help_the_command_would_show(monkeypatch):
+    from attacks import registry
+    from splitlab import help_index
+
+    group = typer.main.get_command(app)
+    ctx = group.context_class(group, info_name="splitlab", help_option_names=["-h", "--help"])
+    assert help_index.command(ctx, "train", ["--help"]) is not None
+    assert help_index.command(ctx, "train", ["--epochs", "2", "-h"]) is not None
+    assert help_index.command(ctx, "train", ["--epochs", "2"]) is None
+    assert help_index.command(ctx, "train", ["--out", "--help"]) is None         # a value, not the help option
+    assert help_index.command(ctx, "train", ["--no-such-option", "--help"]) is None   # the command's own error
+    assert help_index.command(ctx, "hfl", ["--attack", "no-such", "--help"]) is None
+    assert help_index.command(ctx, "attack", ["no-such", "--help"]) is None
+    assert help_index.command(ctx, "attack", ["unsplit", "--help"]) is not None
+    monkeypatch.setattr(registry, "plugin_names", lambda: ["toy"])
+    assert help_index.command(ctx, "hfl", ["--help"]) is None                   # a plug-in: the real commands
+    assert help_index.command(ctx, "attack", ["--help"]) is None

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from attacks import registry
+from attacks.hfl.cli_args import attack_in
 from attacks.hfl.experiment import HFLConfig, execute, prepare
 from vfl.cli_output import emit, handles_errors
 from vfl.cli_options import Output, command_from, parameters, values
@@ -21,19 +22,9 @@ from vfl.errors import SplitlabError
 from vfl.preflight import inputs_checked
 from vfl.runs import Run
 
-__all__ = ["register", "resolve", "hfl_command"]
+__all__ = ["register", "resolve", "hfl_command", "hfl_app", "attack_in"]
 
 HELP = "Gradient inversion by an honest-but-curious HFL server: reconstruct a client's batch from its upload."
-
-
-def attack_in(args: list[str]) -> str | None:
-    """The attack named on the command line (`--attack X` or `--attack=X`), else None (the default runs)."""
-    for i, word in enumerate(args):
-        if word == "--attack" and i + 1 < len(args):
-            return args[i + 1]
-        if word.startswith("--attack="):
-            return word.split("=", 1)[1]
-    return None
 
 
 def _summary(m: dict, name: str, preset: str, config: HFLConfig, run: Run):
@@ -109,10 +100,15 @@ def hfl_command(attack: str, every: bool = False):
     return handles_errors(command_from(functools.partial(_run, spec), groups, name="hfl", doc=HELP))
 
 
-def _group(attack: str, every: bool):
+def hfl_app(attack: str, every: bool) -> typer.Typer:
+    """An app whose one command is `hfl` with `attack`'s options (`splitlab.help_index` reads it too)."""
     app = typer.Typer(add_completion=False)
     app.command("hfl")(hfl_command(attack, every))
-    return typer.main.get_group(app)
+    return app
+
+
+def _group(attack: str, every: bool):
+    return typer.main.get_group(hfl_app(attack, every))
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from vfl.options import Runtime, options_of
 from vfl.preflight import inputs_checked
 from vfl.runs import Run
 
-__all__ = ["register", "split_command"]
+__all__ = ["register", "split_command", "split_app"]
 
 RUNTIME = tuple(f.name for f, _ in options_of(Runtime))
 
@@ -66,11 +66,16 @@ def split_command(name: str):
     return handles_errors(command_from(functools.partial(_run, name), groups, name=name, doc=spec.title + "."))
 
 
-@functools.cache
-def _click_command(name: str) -> Any:
+def split_app(name: str) -> typer.Typer:
+    """An app whose one command is split attack `name` (`splitlab.help_index` reads it too)."""
     app = typer.Typer(add_completion=False)
     app.command(name)(split_command(name))
-    return typer.main.get_group(app).commands[name]
+    return app
+
+
+@functools.cache
+def _click_command(name: str) -> Any:
+    return typer.main.get_group(split_app(name)).commands[name]
 
 
 class _Commands(Mapping):
