@@ -16,8 +16,9 @@ the server drives the session and the client answers each frame:
 
 Every frame is checked before it is used against what the client knows itself (its own sample counts, batch
 bound, classes: the server's terms are checked against them first, `kinds.py`). A resume starts from one of
-the epochs the client saved and deletes nothing on the server's word; a `bottom.pt` this run already holds
-is never replaced by an earlier epoch's model. Its run directory holds its model, its checkpoints,
+the epochs the client saved and deletes nothing on the server's word; a checkpoint is written only after the
+whole epoch of rounds the terms count, and a `bottom.pt` this run already holds is never replaced by an
+earlier epoch's model. Its run directory holds its model, its checkpoints,
 `metrics.json` (rounds, traffic, the targets' predictions) and `run.log`.
 """
 from __future__ import annotations
@@ -70,18 +71,21 @@ class _Answers:
                  device: torch.device, epoch: int):
         self.side, self.client, self.channel = side, side.client, channel
         self.limits, self.checkpoints, self.device, self.epoch = limits, checkpoints, device, epoch
-        self.rounds = 0
+        self.rounds = 0                     # in the session
+        self.epoch_rounds = 0               # in the epoch under way
 
     def expected(self) -> Expect:
         return Expect(*self.side.expected(self.limits, self.epoch, self.rounds), Allow(Kind.BYE))
 
     def round(self, frame: Frame) -> None:
+        self.side.check_round(self.epoch, self.epoch_rounds)
         sent = self.client.send(self.side.round_input(frame), frame.step)
         self.channel.send(Frame(Kind.ACTIVATIONS, frame.step, sent.tensor))
         gradient = self.channel.receive(Expect(Allow(Kind.CUT_GRADIENT, torch.float32, tuple(sent.tensor.shape),
                                                      step=frame.step)))
         self.client.receive(CutGradient(frame.step, gradient.tensor.to(self.device)))
         self.rounds += 1
+        self.epoch_rounds += 1
 
     def query(self, frame: Frame) -> None:
         sent = self.client.query(self.side.query_input(frame), frame.step)
@@ -92,8 +96,9 @@ class _Answers:
         self.client.receive_prediction(Prediction(frame.step, answer.tensor))
 
     def end_epoch(self, frame: Frame) -> None:
+        self.side.check_epoch_end(self.epoch, self.epoch_rounds)
         self.checkpoints.save(frame.step, _state(self.client))
-        self.epoch = frame.step
+        self.epoch, self.epoch_rounds = frame.step, 0
         self.channel.send(Frame(Kind.EPOCH_SAVED, frame.step))
 
 

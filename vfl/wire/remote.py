@@ -147,7 +147,8 @@ class RemoteParties:
 class WireSession:
     """A malicious server's session with remote clients, the operations of `vfl.protocol.ClientSession`:
     `round(choose_gradient)` runs one protocol round on the clients' next private batch (in the server's
-    seeded order, epoch after epoch), and `target_activations()` asks for the evaluation targets' inference
+    seeded order, epoch after epoch, each pass closed by the clients' EPOCH_END: `batch_size` must be the
+    terms' batch size, whose rounds per epoch the clients count), and `target_activations()` asks for the evaluation targets' inference
     activations (the test samples `targets`). Received messages are recorded in `transcript` when given."""
 
     def __init__(self, parties: RemoteParties, train_size: int, batch_size: int, generator: torch.Generator,
@@ -160,10 +161,14 @@ class WireSession:
         self._targets = targets
         self._transcript = transcript
         self._step = 0
+        self._epoch = 0
 
     def _next_batch(self) -> torch.Tensor:
         batch = next(self._batches, None)
         if batch is None:
+            if self._step:                  # a pass ended: the clients take no round past an epoch's end
+                self._epoch += 1
+                self._parties.end_epoch(self._epoch)
             self._batches = self._samples.batches(self._batch_size, self._generator)
             batch = next(self._batches)
         return batch[0]
