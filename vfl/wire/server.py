@@ -153,6 +153,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     try:
         with terminate_as_interrupt():
             parties = open_session(settings, listener, layout, limits, device, state.epoch)
+            parties.role = role
             run.log(f"session open: role {role_name}")
             last = parties.traffic.as_dict()
 
