@@ -53,7 +53,7 @@ def _train(given: dict[str, Any]) -> None:
         trained, wire = train_over_tcp(config, run, where.role, progress=not opts.as_json)
     else:
         trained = train_split(config, train_data, test_data, run, progress=not opts.as_json, role=where.role,
-                              transcript_dir=run.path if where.role == "curious" else None)
+                              transcript_dir=run if where.role == "curious" else None)
     checkpoint, curves = save_trained(run, trained)
     metrics = {**training_metrics(trained), **wire}
     run.write_metrics(metrics)
