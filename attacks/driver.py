@@ -122,7 +122,7 @@ def _called(spec, attack, observation, seed: int, engine: EngineOptions, call: d
         return attack(observation, seed=seed, **options, **call)
     except (SplitlabError, KeyboardInterrupt):
         raise
-    except Exception as exc:                            # noqa: BLE001 - a plug-in's failure is reported, not raised
+    except BaseException as exc:                        # noqa: BLE001 - a plug-in's failure (an exit too) is reported
         if spec.name not in registry.plugin_names():
             raise
         raise SplitlabError(f"plug-in attack {spec.name} ({registry.origin(spec.name)['entry_point']}) failed: "

@@ -12,8 +12,9 @@ this one, through the entry point group `splitlab.attacks` (name = "module:SPEC"
     toy = "my_package.toy:SPEC"
 
 Importing this module imports no attack; `spec(name)` imports the one asked for. A plug-in is loaded when it
-is asked for or listed, and its spec checked whole then (`attacks.spec_checks`): one that fails is a one-line
-error naming its entry point, and is listed as "name (failed to load: ...)". A plug-in named like one of the
+is asked for or listed, and its spec checked whole then (`attacks.spec_checks`): one that fails (whatever it
+raises, SystemExit included; Ctrl-C aside) is a one-line error naming its entry point, and is listed as
+"name (failed to load: ...)". A plug-in named like one of the
 lab's attacks is not loaded; a line on stderr says so, once.
 """
 from __future__ import annotations
@@ -71,14 +72,21 @@ def _described(entry: metadata.EntryPoint) -> str:
 @functools.cache
 def _entries() -> dict[str, metadata.EntryPoint]:
     """The group's entry points by name (nothing imported). One named like a lab attack is left out, with a line
-    on stderr (once per process): the lab's own wins."""
+    on stderr (once per process): the lab's own wins. Two distributions registering one name: the first found
+    (on sys.path's order) is used, with a line on stderr (once per process) naming both."""
     found: dict[str, metadata.EntryPoint] = {}
     for entry in metadata.entry_points(group=GROUP):
         if _builtin(entry.name) is not None:
             print(f"splitlab: plug-in attack {entry.name!r} ({_described(entry)}) is not loaded: {entry.name} is one "
                   "of the lab's own attacks; rename the entry point", file=sys.stderr)
             continue
-        found.setdefault(entry.name, entry)
+        if entry.name in found:
+            if _described(found[entry.name]) != _described(entry):
+                print(f"splitlab: plug-in attack {entry.name!r} is registered twice: {_described(found[entry.name])} "
+                      f"is used, {_described(entry)} is not loaded; uninstall one or rename its entry point",
+                      file=sys.stderr)
+            continue
+        found[entry.name] = entry
     return found
 
 
@@ -102,7 +110,10 @@ def _load_plugin(name: str, entry: metadata.EntryPoint) -> AttackSpec:
         if found.name != name:
             raise SplitlabError(f"its spec is named {found.name!r}; name the entry point {found.name} or the spec "
                                 f"{name}")
-    except Exception as exc:                            # noqa: BLE001 - a broken plug-in is a user's error, in one line
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:                        # noqa: BLE001 - a broken plug-in (one that exits on import
+        # too: SystemExit) is a user's error, in one line, and the rest of the lab goes on working
         reason = str(exc) if isinstance(exc, (SplitlabError, SpecError)) else f"{type(exc).__name__}: {exc}"
         _FAILED[name] = (f"plug-in attack {name!r} ({_described(entry)}) failed to load: {reason.splitlines()[0]}; "
                          "fix or uninstall it")

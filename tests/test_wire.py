@@ -295,6 +295,14 @@ def test_a_choose_gradient_module_that_raises_on_import_is_one_line(tmp_path, mo
         load_factory("boom_on_import:f")
 
 
+def test_a_choose_gradient_module_that_exits_on_import_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "exit_on_import.py").write_text("import sys\nsys.exit('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SplitlabError, match=r"^--choose-gradient exit_on_import:f: importing exit_on_import raised "
+                                            r"SystemExit: no GPU here$"):
+        load_factory("exit_on_import:f")
+
+
 def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_key():
     import sys
     from vfl.wire.launch import LocalClients
