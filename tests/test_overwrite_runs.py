@@ -61,7 +61,7 @@ def test_a_tcp_training_run_and_its_server_and_client_runs_are_replaced_by_overw
     assert first.exit_code == 0, first.output
     assert (out / "server" / "checkpoints").is_dir() and (out / "party-0" / "checkpoints").is_dir()
     secret = tmp_path / "secret"
-    secret.write_text("x" * 44)
+    secret.write_text("0123456789abcdef" * 3)
     secret.chmod(0o600)
     serve = runner.invoke(app, ["serve", "--listen", "127.0.0.1:0", "--secret-file", str(secret), "--arch",
                                 "small-mlp", "--timeout", "1", "--out", str(out / "server"), "--overwrite", "--json"])
