@@ -19,6 +19,7 @@ from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs
 from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
+from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device, stream_seed
 from vfl.training import TrainedSplit, training_curves_figure
@@ -31,7 +32,11 @@ def victim_for(attack: str, preset: str | None = None, **given: Any) -> LabelVic
     """The victim the attack's preset was written for (`Preset.experiment`), with the given fields (None: not
     given) replaced; checked."""
     base = dict(registry.spec(attack).preset(preset).experiment)
-    return LabelVictim(**{**base, **{k: v for k, v in given.items() if v is not None}})
+    victim = LabelVictim(**{**base, **{k: v for k, v in given.items() if v is not None}})
+    if victim.task != "binary" and given.get("positive") is not None:
+        raise SplitlabError(f"--positive {given['positive']} names the positive class of a binary task; --task "
+                            f"{victim.task} has none (drop --positive, or give --task binary)")
+    return victim
 
 
 @dataclass(frozen=True, kw_only=True)
