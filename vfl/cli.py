@@ -41,8 +41,8 @@ def _train(given: dict[str, Any]) -> None:
         from vfl.wire.launch import check_local_parties
 
         check_local_parties(config.parties)
+    train_data, test_data = load_data(config)       # missing or broken data is an input refused with the others
     inputs_checked()
-    train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
                                "device": str(resolve_device(config.device)),
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)

@@ -19,6 +19,7 @@ from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs
 from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
+from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import resolve_device, stream_seed
@@ -48,6 +49,19 @@ class LabelConfig(SplitConfig):
     def check(self) -> None:
         super().check()
         registry.spec(self.attack).make(self.settings).check_victim(self.victim_config)
+
+    def check_data(self) -> None:
+        """The dataset is here, and the labels the attacker is granted leave samples of every class to infer."""
+        victim = self.victim_config
+        datasets.require(victim.dataset, victim.data_root)
+        labelled = registry.spec(self.attack).make(self.settings).needs.labelled
+        if labelled:
+            counts = torch.bincount(task_data(victim).train.labels)
+            fewest, which = int(counts.min()), int(counts.argmin())
+            if labelled >= fewest:
+                raise SplitlabError(f"--labelled {labelled}: class {which} of the {victim.task} task has {fewest} "
+                                    "training samples, so every label of it would be known and none left to infer; "
+                                    f"give --labelled below {fewest}")
 
     @functools.cached_property
     def victim_config(self) -> LabelVictim:
