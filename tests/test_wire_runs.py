@@ -95,7 +95,7 @@ def private(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def secret(tmp_path) -> Path:
-    return private(tmp_path / "secret", "s3cret-" * 6)
+    return private(tmp_path / "secret", "s3cret-key-0123-" * 3)
 
 
 def _serve(port: int, secret: Path, out: Path, *extra: str) -> subprocess.Popen:
