@@ -179,29 +179,6 @@ def test_secrets_and_addresses_are_checked(tmp_path, monkeypatch):
             parse_address(bad, "--listen")
 
 
-def test_keys_on_a_disk_that_fills_up_leave_no_partial_key_folder(tmp_path, monkeypatch):
-    """All of the party keys or none: the second key's file cannot be made (a full disk) and the first one and
-    the folder `keys` made go again; one line, exit code 2."""
-    private(tmp_path / "secret", "0123456789abcdef" * 3)
-    real_open = os.open
-
-    def full(path, flags, *args, **kwargs):
-        if str(path).endswith("party-1.key"):
-            raise OSError(28, os.strerror(28))
-        return real_open(path, flags, *args, **kwargs)
-    monkeypatch.setattr(os, "open", full)
-    result = runner.invoke(app, ["keys", "--secret-file", str(tmp_path / "secret"), "--parties", "3", "--out",
-                                 str(tmp_path / "keys")])
-    assert result.exit_code == 2 and result.stderr.startswith("error: cannot write ") and \
-        "party-1.key (No space left on device)" in result.stderr and len(result.stderr.splitlines()) == 1
-    assert not (tmp_path / "keys").exists()
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("kept")              # a folder that was there stays, with its files
-    result = runner.invoke(app, ["keys", "--secret-file", str(tmp_path / "secret"), "--parties", "3", "--out",
-                                 str(tmp_path / "mine")])
-    assert result.exit_code == 2 and sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
-
-
 # --- the channel ------------------------------------------------------------------------------------------
 
 @pytest.fixture
