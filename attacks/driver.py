@@ -121,7 +121,7 @@ def _called(spec, attack, observation, seed: int, engine: EngineOptions, call: d
         return attack(observation, seed=seed, **options, **call)
     except (SplitlabError, KeyboardInterrupt):
         raise
-    except Exception as exc:                            # noqa: BLE001 - a plug-in's failure is reported, not raised
+    except BaseException as exc:                        # noqa: BLE001 - a plug-in's failure (an exit too) is reported
         if spec.entry_point is None:                     # the lab's own: a bug, with its traceback
             raise
         raise SplitlabError(f"plug-in attack {spec.name} ({spec.entry_point}) failed: "

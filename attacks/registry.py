@@ -12,19 +12,20 @@ this one, through the entry point group `splitlab.attacks` (name = "module:SPEC"
     toy = "my_package.toy:SPEC"
 
 Importing this module imports no attack; `spec(name)` imports the one asked for. A plug-in is loaded when it
-is asked for or listed, and its spec checked whole then (`attacks.spec_checks`): one that fails is a one-line
-error naming its entry point, and is listed as "name (failed to load: ...)". A plug-in named like one of the
+is asked for or listed, and its spec checked whole then (`attacks.spec_checks`): one that fails (whatever it
+raises, SystemExit included; Ctrl-C aside) is a one-line error naming its entry point, and is listed as
+"name (failed to load: ...)". A plug-in named like one of the
 lab's attacks is not loaded; a line on stderr says so, once.
 """
 from __future__ import annotations
 
 import functools
 import importlib
-import sys
 from importlib import metadata
 from typing import Any
 
 from attacks.spec import SETTINGS, AttackSpec, Preset, SpecError
+from vfl import plugins
 from vfl.errors import SplitlabError
 
 __all__ = ["BUILTIN", "GROUP", "names", "spec", "specs", "preset", "presets", "origin", "failures", "listed",
@@ -61,25 +62,11 @@ def _builtin(name: str) -> str | None:
     return next((table[name] for table in BUILTIN.values() if name in table), None)
 
 
-def _described(entry: metadata.EntryPoint) -> str:
-    """`entry point NAME = module:ATTR in DIST VERSION`, for messages."""
-    dist = getattr(entry, "dist", None)
-    where = f" in {dist.metadata['Name']} {dist.version}" if dist is not None else ""
-    return f"entry point {entry.name} = {entry.value}{where}"
-
-
 @functools.cache
 def _entries() -> dict[str, metadata.EntryPoint]:
-    """The group's entry points by name (nothing imported). One named like a lab attack is left out, with a line
-    on stderr (once per process): the lab's own wins."""
-    found: dict[str, metadata.EntryPoint] = {}
-    for entry in metadata.entry_points(group=GROUP):
-        if _builtin(entry.name) is not None:
-            print(f"splitlab: plug-in attack {entry.name!r} ({_described(entry)}) is not loaded: {entry.name} is one "
-                  "of the lab's own attacks; rename the entry point", file=sys.stderr)
-            continue
-        found.setdefault(entry.name, entry)
-    return found
+    """The group's entry points by name (nothing imported; `vfl.plugins.entries`: the lab's own name wins, the first
+    of two distributions registering one name is used, each said once on stderr)."""
+    return plugins.entries(GROUP, "attack", lambda name: _builtin(name) is not None)
 
 
 def plugin_names() -> list[str]:
@@ -92,22 +79,9 @@ _FAILED: dict[str, str] = {}
 
 
 def _load_plugin(name: str, entry: metadata.EntryPoint) -> AttackSpec:
-    if name in _FAILED:
-        raise SplitlabError(_FAILED[name])
-    try:
-        found = entry.load()
-        if not isinstance(found, AttackSpec):
-            raise SplitlabError(f"it points at a {type(found).__name__}, not an attacks.kit.AttackSpec; point the "
-                                "entry point at the module's spec (module:SPEC)")
-        if found.name != name:
-            raise SplitlabError(f"its spec is named {found.name!r}; name the entry point {found.name} or the spec "
-                                f"{name}")
-        object.__setattr__(found, "entry_point", f"{entry.name} = {entry.value}")
-    except Exception as exc:                            # noqa: BLE001 - a broken plug-in is a user's error, in one line
-        reason = str(exc) if isinstance(exc, (SplitlabError, SpecError)) else f"{type(exc).__name__}: {exc}"
-        _FAILED[name] = (f"plug-in attack {name!r} ({_described(entry)}) failed to load: {reason.splitlines()[0]}; "
-                         "fix or uninstall it")
-        raise SplitlabError(_FAILED[name]) from None
+    found = plugins.load("attack", name, entry, AttackSpec, "an attacks.kit.AttackSpec", _FAILED,
+                         (SplitlabError, SpecError))
+    object.__setattr__(found, "entry_point", f"{entry.name} = {entry.value}")
     return found
 
 

@@ -112,3 +112,15 @@ def test_reusing_a_finished_runs_out_exits_2_and_changes_nothing(tmp_path):
     assert again.exit_code == 2 and len(again.stderr.strip().splitlines()) == 1
     assert "is not empty; pass another --out, or --overwrite" in again.stderr
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").iterdir()} == before
+
+
+def test_training_that_diverges_stops_with_one_line_and_writes_no_model(tmp_path):
+    """A non-finite loss or cut gradient ends the run (read at the epoch's end, with the loss it already reads),
+    instead of saving a model of NaNs and exiting 0."""
+    result = _run("train", "--arch", "small-mlp", "--epochs", "2", "--optimizer", "sgd", "--lr", "1e30",
+                  "--device", "cpu", "--json", "--out", str(tmp_path / "run"))
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: training diverged: the loss became non-finite at step "), \
+        lines
+    assert not (tmp_path / "run" / "checkpoint.pt").exists() and not (tmp_path / "run" / "metrics.json").exists()

@@ -238,6 +238,7 @@ def test_the_docs_example_installed_as_a_plug_in_runs_from_the_cli_and_the_api(p
 BROKEN = {
     # name: (module source, what the one line says)
     "boom": ("raise RuntimeError('broken on import')\n", "failed to load: RuntimeError: broken on import"),
+    "exits": ("import sys\nsys.exit(3)\n", "failed to load: SystemExit: 3"),
     "notspec": ("SPEC = {'name': 'notspec'}\n", "points at a dict, not an attacks.kit.AttackSpec"),
     "renamed": (None, "its spec is named 'toy'; name the entry point toy or the spec renamed"),
     "badtypes": ("from attacks.kit import AttackSpec, Preset\n"
@@ -291,6 +292,16 @@ def test_a_plug_in_named_like_a_lab_attack_is_reported_once_and_never_loaded(plu
     assert "clash_attack" not in sys.modules
 
 
+def test_two_distributions_registering_one_attack_name_are_reported_once(plugins, capfd):
+    plugins("first_toy", docs_example(), {"toy": "first_toy:SPEC"}, dist="first-plugin")
+    plugins("second_toy", docs_example(), {"toy": "second_toy:SPEC"}, dist="second-plugin")
+    assert registry.spec("toy").name == "toy"
+    registry.names("hfl")
+    err = capfd.readouterr().err
+    assert err.count("plug-in attack 'toy' is registered twice") == 1, err
+    assert "first_toy:SPEC in first-plugin 0.1 is used" in err or "second_toy:SPEC in second-plugin 0.1 is used" in err
+
+
 def test_a_result_the_lab_cannot_score_leaves_no_run_directory(plugins, tmp_path):
     wrong = docs_example().replace('trials=result.best["x"]', 'trials=result.best["x"][..., :7, :5]')
     plugins("shape_attack", wrong.replace('"toy', '"shape'), {"shape": "shape_attack:SPEC"})
@@ -306,6 +317,15 @@ def test_a_plug_in_attack_that_raises_is_one_line_naming_its_entry_point(plugins
     result = runner.invoke(app, ["hfl", "--attack", "raising", "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "plug-in attack raising (raising = raising_attack:SPEC) failed: ValueError: not today" in result.output
+
+
+def test_a_plug_in_attack_that_exits_is_one_line_naming_its_entry_point(plugins, tmp_path):
+    exiting = docs_example().replace("        labels, rule = recover_labels(observation)\n",
+                                     "        raise SystemExit('bye')\n")
+    plugins("exiting_attack", exiting.replace('"toy', '"exiting'), {"exiting": "exiting_attack:SPEC"})
+    result = runner.invoke(app, ["hfl", "--attack", "exiting", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "plug-in attack exiting (exiting = exiting_attack:SPEC) failed: SystemExit: bye" in result.output
 
 
 def test_a_write_hook_writes_only_into_its_run_directory_and_every_file_is_recorded(plugins, tmp_path):

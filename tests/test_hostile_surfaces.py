@@ -100,7 +100,7 @@ REFUSED = {    # name: (argv, a stable part of the one error line); "{tmp}" is t
 
 
 def _fixtures(tmp: Path) -> None:
-    (tmp / "secret").write_text("s" * 44 + "\n")
+    (tmp / "secret").write_text("0123456789abcdef" * 3 + "\n")
     (tmp / "two.toml").write_text('command = "train"\n[fixed]\narch = "small-mlp"\nepochs = 1\n[axes]\nseed = [0, 1]\n')
     (tmp / "nan_fixed.toml").write_text('command = "hfl"\n[fixed]\nattack = "fedleak"\nratio = nan\niterations = 2\n'
                                         "[axes]\nseed = [0, 1]\n")

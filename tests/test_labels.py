@@ -189,6 +189,7 @@ def test_the_malicious_optimiser_scales_a_steady_update_up_to_its_bound():
     (["label-norm", "--send-back", "marvell:scale=1", "--task", "multiclass"], "binary"),
     (["label-direction", "--send-back", "sparsify:drop=2"], "drop"),
     (["label-norm", "--positive", "12"], "classes 0 to 9"),
+    (["label-completion", "--task", "multiclass", "--positive", "3"], "names the positive class of --task binary; this task is multiclass"),
     (["label-norm", "--arch", "mlp-mixer"], "takes 3x32x32"),
     (["label-completion", "--labelled", "0"], "--labelled"),
 ])

@@ -90,7 +90,7 @@ def _progress_then_one_line(result, *parts: str) -> None:
                                   ["sweep", "--paper", "jast-table1", "--where", "seed=0", "--where", "arch=mlp",
                                    "--executor", "local", "--no-progress"]], ids=["hfl", "serve", "sweep"])
 def test_an_out_on_a_read_only_disk_is_refused_before_anything_is_written(argv, tmp_path, disk):
-    (tmp_path / "secret").write_text("s" * 44 + "\n")
+    (tmp_path / "secret").write_text("0123456789abcdef" * 3 + "\n")
     (tmp_path / "secret").chmod(0o600)              # a secret only its owner can read
     ro = disk.fail(tmp_path / "ro", errno.EROFS)
     (ro / "existing").mkdir(parents=True)

@@ -136,6 +136,14 @@ HOSTILE = {
                                         "cell 1 of 2 (seed-0): --compile must be one of off, on, auto, got 'fast'"),
     "zero-parties-in-a-cell": ('command = "train"\n[fixed]\narch = "small-mlp"\nepochs = 1\ntransport = "tcp"\n'
                                "[axes]\nparties = [2, 0]\n", [], "cell 2 of 2 (parties-0): --parties must be >= 1"),
+    # what the data decides: refused before any cell runs too
+    "data-missing-in-a-cell": ('command = "train"\n[fixed]\narch = "small-mlp"\nepochs = 1\ndata-root = "no-data"\n'
+                               '[axes]\ndataset = ["mnist5k", "mnist"]\n', [],
+                               "cell 2 of 2 (dataset-mnist): no mnist files under no-data"),
+    "more-labels-than-a-class-holds": ('command = "attack label-completion"\n[fixed]\nepochs = 1\n'
+                                       "[axes]\nlabelled = [4, 400]\n", [],
+                                       "cell 2 of 2 (labelled-400): --labelled 400: class 0 of the multiclass task has "
+                                       "400 training samples, so every label of it would be known"),
 }
 
 
@@ -273,21 +281,21 @@ def test_where_values_and_bad_keys():
 
 def test_failing_cell_is_recorded_and_the_others_finish(tmp_path):
     out = tmp_path / "out"
-    (tmp_path / "empty").mkdir()
-    # every value passes the command's checks; the mnist files are missing, which only loading the data finds
-    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]).replace("[axes]\n", f'data-root = "{tmp_path / "empty"}"\n'
-                                                                "[axes]\n") + 'dataset = ["mnist5k", "mnist"]\n')
+    # every value passes the command's checks (its data too); a learning rate of 1e30 diverges, which only
+    # training finds
+    grid = _file(tmp_path, TRAIN.format(seeds=[0, 1]).replace("[axes]\n", 'optimizer = "sgd"\n[axes]\n')
+                 + "lr = [0.001, 1e30]\n")
     result = _sweep(grid, "--executor", "local", "--out", out)
     assert result.exit_code == 1
     records = _records(out)
     assert len(records) == 4
     ok = [r for r in records.values() if r["status"] == "ok"]
-    assert sorted(r["swept"]["seed"] for r in ok) == [0, 1] and {r["swept"]["dataset"] for r in ok} == {"mnist5k"}
+    assert sorted(r["swept"]["seed"] for r in ok) == [0, 1] and {r["swept"]["lr"] for r in ok} == {0.001}
     errors = [r["error"] for r in records.values() if r["status"] == "failed"]
-    assert len(errors) == 2 and all(e.startswith("no mnist files under") for e in errors)   # SplitlabError
+    assert len(errors) == 2 and all(e.startswith("training diverged: the loss") for e in errors)   # SplitlabError
     assert all("\n" not in e for e in errors)
     report = (out / "report.md").read_text()
-    assert "## Failed cells" in report and "no mnist files under" in report
+    assert "## Failed cells" in report and "training diverged" in report
 
 
 def test_list_shows_the_shipped_grids():
@@ -301,12 +309,19 @@ def test_list_shows_the_shipped_grids():
 
 
 @pytest.mark.parametrize("name", sorted(shipped()))
-def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name, tmp_path):
+def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name, tmp_path, monkeypatch):
+    from attacks.split.experiment import SplitConfig
+    from attacks.split.labels.experiment import LabelConfig
+    from vfl import cli as vfl_cli, data
+
     cpu = load_sweep(paper=name)
     paper = load_sweep(paper=name, paper_size=True)
     assert cpu.cells() and paper.cells() and cpu.description
-    for sweep in (cpu, paper):                           # every cell as its command would parse it
-        sweep_validate.check_cells(sweep, sweep.cells(), tmp_path)
+    sweep_validate.check_cells(cpu, cpu.cells(), tmp_path)     # every cell as its command parses and checks it
+    monkeypatch.setattr(data, "require", lambda name, root=None: None)      # the papers' data need not be here
+    monkeypatch.setattr(LabelConfig, "check_data", SplitConfig.check_data)
+    monkeypatch.setattr(vfl_cli, "load_data", lambda config: (None, None))
+    sweep_validate.check_cells(paper, paper.cells(), tmp_path)
     assert "seed" in cpu.swept_keys or cpu.command == ("theory",)      # the exact checks take no seed
     assert len(paper.cells()) >= len(cpu.cells())
     assert not (set(cpu.fixed) & set(cpu.swept_keys))

@@ -142,7 +142,7 @@ def test_a_client_with_another_configuration_is_refused_with_the_servers_reason(
     assert str(client) == "the server refused this client: party 0 runs --arch mlp, the server --arch cnn"
 
 
-def test_secrets_and_addresses_are_checked(tmp_path):
+def test_secrets_and_addresses_are_checked(tmp_path, monkeypatch):
     private(tmp_path / "short", "a" * 31 + "\n")
     with pytest.raises(SplitlabError, match="holds 31 bytes, fewer than 32"):
         read_secret(tmp_path / "short")
@@ -150,8 +150,18 @@ def test_secrets_and_addresses_are_checked(tmp_path):
         read_secret(tmp_path / "missing")
     with pytest.raises(SplitlabError, match="both sides need --secret-file"):
         read_secret(None)
-    private(tmp_path / "ok", "  " + "k" * 40 + "\n")
-    assert read_secret(tmp_path / "ok") == Secret(b"k" * 40, None, str(tmp_path / "ok"))
+    private(tmp_path / "ok", "  " + "k-0123456789" * 4 + "\n")
+    assert read_secret(tmp_path / "ok") == Secret(b"k-0123456789" * 4, None, str(tmp_path / "ok"))
+    private(tmp_path / "same", "k" * 40 + "\n")                  # 40 bytes, all the same: a guess away
+    with pytest.raises(SplitlabError, match=r"holds only 1 different byte value\(s\), fewer than 8"):
+        read_secret(tmp_path / "same")
+    private(tmp_path / "word", "secret" * 8)                     # a short word repeated
+    with pytest.raises(SplitlabError, match=r"holds only 5 different byte value\(s\), fewer than 8"):
+        read_secret(tmp_path / "word")
+    with monkeypatch.context() as m:                              # a file another user owns (and can change)
+        m.setattr(os, "geteuid", lambda: os.stat(tmp_path / "ok").st_uid + 1)
+        with pytest.raises(SplitlabError, match=r"belongs to another user \(uid \d+\), who can read or change it"):
+            read_secret(tmp_path / "ok")
     (tmp_path / "ok").chmod(0o644)
     with pytest.raises(SplitlabError, match=r"can be read or written by others \(mode 644\); `chmod 600"):
         read_secret(tmp_path / "ok")
@@ -295,6 +305,14 @@ def test_a_choose_gradient_module_that_raises_on_import_is_one_line(tmp_path, mo
         load_factory("boom_on_import:f")
 
 
+def test_a_choose_gradient_module_that_exits_on_import_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "exit_on_import.py").write_text("import sys\nsys.exit('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SplitlabError, match=r"^--choose-gradient exit_on_import:f: importing exit_on_import raised "
+                                            r"SystemExit: no GPU here$"):
+        load_factory("exit_on_import:f")
+
+
 def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_key():
     import sys
     from vfl.wire.launch import LocalClients
@@ -339,7 +357,7 @@ def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_k
     (["client", "--kind", "evil", "--secret-file", "{secret}", "--out", "{out}"], "--kind must be one of split, fsha"),
 ])
 def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, args, message):
-    private(tmp_path / "secret", "s" * 32)
+    private(tmp_path / "secret", "0123456789abcdef" * 2)
     out = tmp_path / "run"
     result = runner.invoke(app, [a.format(secret=tmp_path / "secret", out=out) for a in args])
     assert result.exit_code == 2, result.output
@@ -348,7 +366,7 @@ def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, ar
 
 
 def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
-    private(tmp_path / "secret", "s" * 32)
+    private(tmp_path / "secret", "0123456789abcdef" * 2)
     earlier = ClientSettings(train=TrainConfig(arch="cnn"), secret_file=str(tmp_path / "secret"))
     with Run.create("client", {"client": earlier}, tmp_path / "run"):
         pass
@@ -392,7 +410,7 @@ def test_a_split_learning_server_refuses_fshas_victim(tmp_path):
     from vfl.wire.remote import Limits
     from vfl.wire.server import ServeSettings, _ClientTerms
 
-    private(tmp_path / "secret", "s" * 32)
+    private(tmp_path / "secret", "0123456789abcdef" * 2)
     settings = ServeSettings(train=TrainConfig(arch="small-mlp"), secret_file=str(tmp_path / "secret"))
     terms = _ClientTerms(settings, [(10,)], Limits(4000, 1000, 64, 10), 0)
     with pytest.raises(SplitlabError, match="party 0 is a --kind fsha client; `splitlab serve` trains split learning"):
@@ -412,7 +430,7 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     settings = registry.preset("quick", "fsha").settings(width=0.0625, batch_size=8)
     victim = victim_for(settings, device="cpu", seed=3)
     side = victim_side(victim, *load_split(victim))
-    private(tmp_path / "secret", "s" * 32)
+    private(tmp_path / "secret", "0123456789abcdef" * 2)
     config = FshaClientConfig(seed=3, device="cpu", lr_client=victim.lr_client, batch_size=8, width=0.0625)
     wire = FshaParty(ClientSettings(kind="fsha", fsha=config, secret_file=str(tmp_path / "secret")),
                      torch.device("cpu"))

@@ -86,6 +86,19 @@ def _then_batch(indices):
     return lambda channel: channel.send(Frame(Kind.BATCH, 0, torch.tensor(indices)))
 
 
+def _then_batches(count: int):
+    """`count` honest rounds (zero gradients back), without the epoch's end the terms call for after 63."""
+    def then(channel):
+        for step in range(count):
+            channel.send(Frame(Kind.BATCH, step, torch.arange(64)))
+            try:
+                channel.receive(Expect(Allow(Kind.ACTIVATIONS, torch.float32, (64, 10), step=step)))
+            except SplitlabError:
+                return                              # the client refused this round: its ABORT
+            channel.send(Frame(Kind.CUT_GRADIENT, step, torch.zeros(64, 10)))
+    return then
+
+
 def _then_raw(data: bytes):
     return lambda channel: channel.sock.sendall(data)
 
@@ -111,8 +124,13 @@ def _then_raw(data: bytes):
     ({**HONEST, "epochs": 4, "start_epoch": 3}, lambda channel: channel.send(Frame(Kind.BYE)), True,
      "the server ended the session at epoch 3, but {out}/bottom.pt holds the model of epoch 4; kept it (nothing "
      "was overwritten)"),
+    ({**HONEST, "epochs": 4, "start_epoch": 3}, lambda channel: (channel.send(Frame(Kind.EPOCH_END, 4)),
+                                                                  channel.send(Frame(Kind.BYE))), True,
+     "the server ended epoch 4 after 0 of its 63 rounds; refused (no checkpoint was written)"),
+    ({**HONEST, "epochs": 1}, _then_batches(64), False,
+     "the server sent round 64 of epoch 1, which has 63 by its terms; refused"),
 ], ids=["huge-limits", "malformed-limits", "10-GiB-header", "bad-index", "overlong", "epoch-0-resume",
-        "earlier-model"])
+        "earlier-model", "resume-then-empty-epoch", "rounds-past-the-epoch"])
 def test_a_malicious_server_with_the_key_is_refused_by_the_clients_own_limits(tmp_path, terms, then, resume, refusal):
     secret = tmp_path / "secret"
     secret.write_text(SHARED.decode())

@@ -95,7 +95,7 @@ def private(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def secret(tmp_path) -> Path:
-    return private(tmp_path / "secret", "s3cret-" * 6)
+    return private(tmp_path / "secret", "s3cret-key-0123-" * 3)
 
 
 def _serve(port: int, secret: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -275,7 +275,9 @@ def test_an_intruder_trying_the_slot_first_changes_nothing_of_the_session(tmp_pa
     ("overlong", "party 0 sent a frame that failed its authentication (forged, replayed, or longer than its header "
                  "declared); refused"),
     pytest.param("silent", "party 0 sent nothing for 3 s (--timeout); it is stuck or gone", marks=pytest.mark.slow),
-], ids=["nan", "shape", "oversize", "overlong", "silent"])
+    ("huge", "the server's loss became inf at step 0 on the activations of party 0 (magnitude up to 3e+38); refused "
+             "(nothing of the epoch is kept)"),
+], ids=["nan", "shape", "oversize", "overlong", "silent", "huge"])
 @pytest.mark.slow
 def test_a_misbehaving_client_is_refused_with_one_line_and_nothing_of_it_is_written(tmp_path, secret, mode, refusal):
     port = _free_port()

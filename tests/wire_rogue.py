@@ -4,7 +4,7 @@
 
 MODE: nan (activations full of NaN), shape (activations one column too narrow), oversize (a header declaring
 twice the batch's rows), overlong (a header declaring the batch's rows, then a payload of twice as many),
-silent (never answers). It exits when the server drops it, or after 60 s.
+huge (finite activations of 3e38, which drive the server's loss past float32's range), silent (never answers). It exits when the server drops it, or after 60 s.
 """
 import sys
 import time
@@ -26,6 +26,8 @@ try:
     rows = len(batch.tensor)
     if mode == "nan":
         channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.full((rows, 10), float("nan"))))
+    elif mode == "huge":
+        channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.full((rows, 10), 3e38)))
     elif mode == "shape":
         channel.send(Frame(Kind.ACTIVATIONS, batch.step, torch.zeros(rows, 9)))
     elif mode == "oversize":

@@ -42,8 +42,8 @@ def _train(given: dict[str, Any]) -> None:
         from vfl.wire.launch import check_local_parties
 
         check_local_parties(config.parties)
+    train_data, test_data = load_data(config)       # missing or broken data is an input refused with the others
     inputs_checked()
-    train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
                                "device": str(resolve_device(config.device)),
                                "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
@@ -54,7 +54,7 @@ def _train(given: dict[str, Any]) -> None:
         trained, wire = train_over_tcp(config, run, where.role, progress=not opts.as_json)
     else:
         trained = train_split(config, train_data, test_data, run, progress=not opts.as_json, role=where.role,
-                              transcript_dir=run.path if where.role == "curious" else None)
+                              transcript_dir=run if where.role == "curious" else None)
     checkpoint, curves = save_trained(run, trained)
     metrics = {**training_metrics(trained), **wire}
     run.write_metrics(metrics)

@@ -13,29 +13,50 @@ from rich.table import Table
 
 from vfl.errors import SplitlabError
 from vfl.filesystem import file_system_errors
-from vfl.native_output import native_output_allowed
+from vfl.filesystem import shown
+from vfl.native_output import native_output_allowed, outermost_command
 from vfl.preflight import checking
 from vfl.runs import closing_runs, dumps, to_jsonable
+from vfl.runtime import terminate_as_interrupt
 
 __all__ = ["handles_errors", "one_line", "emit", "table"]
+
+
+INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C or `kill PID` (a shell's for SIGINT)."""
 
 
 def handles_errors(fn: Callable) -> Callable:
     """Turn `SplitlabError`, and a file system failing at run time (a full or read-only disk: the run's
     files so far are kept), into a one-line message on stderr and exit code 2. A command only being
     checked (`vfl.preflight.checking_only`) passes its error to the checker instead of printing it. The
-    outermost command of a process sends torch's C++ output to its run.log (`vfl.native_output`)."""
+    outermost command of a process sends torch's C++ output to its run.log (`vfl.native_output`), and stops
+    on `kill PID` as on Ctrl-C (`terminate_as_interrupt`: what catches Ctrl-C catches both), one line on
+    stderr saying where what the run finished is kept, exit code 130."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        opened: list = []
+        outermost = False
         try:
             with native_output_allowed(), closing_runs() as runs, \
                     file_system_errors(lambda: [run.path for run in runs]):
-                return fn(*args, **kwargs)
+                opened, outermost = runs, outermost_command()
+                if not outermost:
+                    return fn(*args, **kwargs)
+                with terminate_as_interrupt():
+                    return fn(*args, **kwargs)
         except SplitlabError as exc:
             if checking():
                 raise
             typer.echo(f"error: {one_line(str(exc))}", err=True)
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            if checking() or not outermost:
+                raise
+            dirs = list(dict.fromkeys(str(run.path) for run in opened))
+            kept = f"what the run finished is kept in {', '.join(map(shown, dirs))}" if dirs else "nothing was written"
+            typer.echo(f"error: interrupted; {kept}", err=True)
+            raise typer.Exit(INTERRUPTED) from None
     return wrapper
 
 

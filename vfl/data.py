@@ -289,6 +289,14 @@ def availability(name: str, data_root: Path | str | None = None) -> tuple[bool, 
     return True, "available"
 
 
+def require(name: str, data_root: Path | str | None = None) -> None:
+    """Refuse, in one line naming the fix, a dataset that cannot be loaded here (`availability`): a command
+    checks it with its other inputs, so a sweep refuses a grid whose data is missing before any cell runs."""
+    found, why = availability(name, data_root)
+    if not found:
+        raise SplitlabError(why)
+
+
 def _gunzip(packed: Path, unpacked: Path) -> None:
     with gzip.open(packed) as src, open(unpacked, "wb") as dst:
         shutil.copyfileobj(src, dst)

@@ -4,7 +4,9 @@
 Every wait for the network is bounded by `timeout` seconds without data (`Clock`): the name lookup,
 the connection (to the server, or to the proxy urllib takes from $HTTPS_PROXY / $HTTP_PROXY, less
 $NO_PROXY), the answer and each read. A server that accepts and then stays silent ends the download
-`timeout` seconds later. The network is touched only by a worker thread that the caller waits on with
+`timeout` seconds later. The whole body has one deadline too, set when the server answers: `timeout` more
+seconds plus its declared length at `MIN_RATE`, so a server or proxy trickling a byte now and then (never
+silent for `timeout`) ends the download all the same. The network is touched only by a worker thread that the caller waits on with
 that deadline, since a name lookup cannot be interrupted: a stuck resolver does not hold the command.
 
 A download goes to a temporary name beside its target (`staged`: `.NAME.PID.splitlab.part`, which no loader
@@ -34,10 +36,14 @@ DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 86_400.0
 """A day: longer waits are a typo (and overflow the thread waits)."""
 TIMEOUT_HELP = ("Give up when the network sends nothing for this many seconds (name lookup, connecting, "
-                "the answer, each read).")
+                "the answer, each read), or a file takes longer than this plus its size at 64 KiB/s.")
 
 _CHUNK = 1 << 16
 _USER_AGENT = "splitlab"
+MIN_RATE = 64 * 1024
+"""Bytes a second a download's body must average for its deadline (a dial-up modem's 7 KB/s aside, any link)."""
+UNDECLARED_BYTES = 1 << 30
+"""The length a body without Content-Length is given for its deadline (over every file the lab fetches)."""
 
 
 @dataclass(eq=False)
@@ -147,13 +153,19 @@ def fetch(url: str, out: BinaryIO, clock: Clock, *, hashes: tuple = (), progress
     # when) always ends a silent download first
     threading.Thread(target=_stream, args=(url, 2 * clock.timeout + 1, chunks, stop), daemon=True,
                      name="splitlab-download").start()
-    received, length, bar = 0, None, _NoBar()
+    received, length, bar, deadline = 0, None, _NoBar(), None
     with contextlib.ExitStack() as stack:
         try:
             while True:
+                wait = clock.remaining() if deadline is None else min(clock.remaining(), deadline - time.monotonic())
                 try:
-                    kind, value = chunks.get(timeout=clock.remaining())
+                    kind, value = chunks.get(timeout=max(wait, 0.0))
                 except queue.Empty:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        whole = f"{received} of {length} bytes" if length is not None else f"{received} bytes"
+                        raise DownloadError(url, f"sent {whole} within the download's {total:.0f} s (--timeout plus "
+                                            f"the body at {MIN_RATE // 1024} KiB/s): a stalled or trickling "
+                                            "connection", unreachable=False) from None
                     if received:
                         raise DownloadError(url, f"sent nothing for {clock.timeout:g} s after {received} bytes",
                                             unreachable=False) from None
@@ -166,6 +178,8 @@ def fetch(url: str, out: BinaryIO, clock: Clock, *, hashes: tuple = (), progress
                 clock.progress()
                 if kind == "length":             # the server answered: only now a bar (a refusal is one line)
                     length = value
+                    total = clock.timeout + (length if length is not None else UNDECLARED_BYTES) / MIN_RATE
+                    deadline = time.monotonic() + total
                     bar = stack.enter_context(_bar(url, length, progress))
                     continue
                 if not value:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-__all__ = ["native_output_allowed", "capture_native_output", "release_native_output"]
+__all__ = ["native_output_allowed", "capture_native_output", "release_native_output", "outermost_command"]
 
 _ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar("splitlab_native_output_allowed", default=False)
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("splitlab_command_depth", default=0)
@@ -35,6 +35,11 @@ def native_output_allowed() -> Iterator[None]:
     finally:
         _ALLOWED.reset(tokens[1])
         _DEPTH.reset(tokens[0])
+
+
+def outermost_command() -> bool:
+    """Inside `native_output_allowed`: whether this is the process's outermost command (not a sweep's cell)."""
+    return _ALLOWED.get()
 
 
 def capture_native_output(log: Path, owner: object) -> None:

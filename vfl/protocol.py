@@ -351,14 +351,28 @@ class ClientSession:
 
 
 def exchange(client: Client, server: Role, x: torch.Tensor, y: torch.Tensor | None,
-             step: int, transcript: Transcript | None = None) -> None:
-    """One protocol round: H goes to the server, G comes back, the client steps."""
+             step: int, transcript: Transcript | None = None) -> CutGradient:
+    """One protocol round: H goes to the server, G comes back, the client steps. Returns G."""
     h = client.send(x, step)
     g = server.respond(h, y)
     if transcript is not None:
         transcript.record(h)
         transcript.record(g)
     client.receive(g)
+    return g
+
+
+class Diverged(SplitlabError):
+    """Training met a non-finite loss or cut gradient: the run stops, and nothing of the epoch is kept."""
+
+
+def _diverged(flags: list[torch.Tensor], first_step: int) -> Diverged:
+    """The one line for the first round whose (loss finite, gradient finite) flags are not both true."""
+    table = torch.stack(flags).cpu()
+    index = int((~table.all(1)).nonzero()[0, 0])
+    what = "the loss" if not bool(table[index, 0]) else "the cut gradient"
+    return Diverged(f"training diverged: {what} became non-finite at step {first_step + index} (every party's "
+                    "input here is this run's own: its data, model and --lr); nothing of the epoch was written")
 
 
 # --- the one training loop -------------------------------------------------------------------------
@@ -368,22 +382,30 @@ def train_epoch(client: Client, server: Role, batches: Iterable[tuple[torch.Tens
                 on_step: Callable[[int], None] | None = None) -> dict[str, float]:
     """Run protocol rounds over the batches; return the epoch's mean loss and training accuracy.
 
-    Loss and accuracy are summed on the device and read once at the end (no host sync per step).
+    Loss and accuracy are summed on the device and read once at the end (no host sync per step); so are the
+    flags saying each round's loss and cut gradient were finite: a non-finite one raises `Diverged` then.
     """
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
+    flags: list[torch.Tensor] = []
     seen = 0
     step = first_step
     for x, y in batches:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        exchange(client, server, x, y, step, transcript)
+        g = exchange(client, server, x, y, step, transcript)
+        finite = torch.isfinite(g.tensor).all()
         if server.last_loss is not None:
             loss_sum += server.last_loss * len(y)
             correct += server.last_correct
+            flags.append(torch.stack((torch.isfinite(server.last_loss), finite)))
+        else:
+            flags.append(torch.stack((finite, finite)))
         seen += len(y)
         step += 1
         if on_step is not None:
             on_step(step)
+    if flags and not bool(torch.stack(flags).all()):
+        raise _diverged(flags, first_step)
     return {"loss": float(loss_sum) / max(seen, 1), "train_accuracy": int(correct) / max(seen, 1), "steps": step}
 
 

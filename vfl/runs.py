@@ -354,10 +354,11 @@ class Run:
 
     def discard(self) -> None:
         """Remove every file this run wrote, and its directory when this run made it (a refused result is no run)."""
-        if self._written is None:                   # a reopened run keeps what it had
+        if self._written is None or getattr(self, "_reopened", False):     # a reopened run keeps what it had
             return
         for name in [*reversed(self._written or []), MARKER_NAME, LOCK_NAME]:
-            (self.path / name).unlink(missing_ok=True)
+            if not (self.path / name).is_dir() or (self.path / name).is_symlink():    # a sub-run stays
+                (self.path / name).unlink(missing_ok=True)
         self.close()
         if getattr(self, "_fresh", False):
             with contextlib.suppress(OSError):
@@ -432,6 +433,9 @@ class Run:
         fd, _ = _acquire(path)
         _write_pid(fd, path)
         run = cls(path, command, fd)
+        marker = _read_marker(path)
+        if marker is not None:                  # it goes on recording what it writes, so --overwrite replaces it
+            run.id, run._written, run._reopened = marker.get("id"), list(marker["files"]), True
         run.log(f"{command}: resumed in {run.path}")
         capture_native_output(run.path / "run.log", run)
         if _OPEN_RUNS.get() is not None:

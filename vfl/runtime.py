@@ -176,22 +176,28 @@ def terminate_as_interrupt():
     """`kill PID` stops a run as Ctrl-C does: an attack still writes what it reached, a wire program tells its
     peers and keeps its saved epochs. Either waits for an `UNINTERRUPTED` block to end.
 
-    Only the first: it puts the previous handler back, so a second `kill` or Ctrl-C ends a run that hangs while
-    writing. A Ctrl-C the process ignores (started in the background) stays ignored.
+    Only the first: it puts the handler from before any of these blocks back (nested in another, as a command's
+    inside the lab's entry point, the outer one's first), so a second `kill` or Ctrl-C ends a run that hangs
+    while writing. A Ctrl-C the process ignores (started in the background) stays ignored.
     """
-    watched = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler
-                                  else [])
+    current = signal.getsignal(signal.SIGINT)
+    watched = [signal.SIGTERM] + ([signal.SIGINT] if current is signal.default_int_handler
+                                  or getattr(current, "original", None) is not None else [])
     previous: dict[int, object] = {}
+    original: dict[int, object] = {}
 
     def interrupt(signum, frame):
-        signal.signal(signum, previous[signum])
+        signal.signal(signum, original[signum])
         if Uninterrupted.depth:
             Uninterrupted.pending = True
             return
         raise KeyboardInterrupt
+    interrupt.original = original
     try:
         for signum in watched:
             previous[signum] = signal.signal(signum, interrupt)
+            outer = getattr(previous[signum], "original", None)
+            original[signum] = outer[signum] if outer is not None and signum in outer else previous[signum]
     except ValueError:                      # not the main thread (an embedding app): leave signals alone
         yield
         return

@@ -203,10 +203,10 @@ def query_targets(client, server: Role, test: datasets.ImageData, device: torch.
 
 def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.ImageData,
                 run: Run | None = None, progress: bool = True, role: str = "honest",
-                transcript_dir: Path | None = None) -> TrainedSplit:
+                transcript_dir: Run | Path | None = None) -> TrainedSplit:
     """Train with the explicit protocol in process; test accuracy after every epoch; then the evaluation
     targets' inference query. `role` is the server's (`SERVER_ROLES`); with `transcript_dir`, what the
-    server received is written there as `splitlab serve` writes it (`vfl.transcripts`)."""
+    server received is written there as `splitlab serve` writes it (`vfl.transcripts`; a `Run` records them)."""
     device = resolve_device(config.device)
     generator = seeded_generator(config.seed)
     client, server = build_parties(config, device, train.images, role)

@@ -17,7 +17,7 @@ import torch
 
 from vfl.errors import SplitlabError
 from vfl.protocol import Transcript, TranscriptEntry
-from vfl.runs import atomic_torch_save
+from vfl.runs import Run, atomic_torch_save
 
 FORMAT = "splitlab-transcript/1"
 FOLDER = "transcript"
@@ -30,16 +30,18 @@ def epoch_file(epoch: int) -> str:
 
 
 class TranscriptFiles:
-    """Writes the entries a `Transcript` gained since the last write as one file of `run_dir/transcript/`."""
+    """Writes the entries a `Transcript` gained since the last write as one file of `run/transcript/` (given a
+    `Run`, each file is recorded as the run's own before it is written)."""
 
-    def __init__(self, run_dir: Path, transcript: Transcript):
-        self.folder = Path(run_dir) / FOLDER
+    def __init__(self, run: Run | Path, transcript: Transcript):
+        self.run = run if isinstance(run, Run) else None
+        self.folder = Path(run.path if isinstance(run, Run) else run) / FOLDER
         self.transcript = transcript
         self._written = len(transcript.entries)
 
     def write(self, name: str) -> Path:
         entries = self.transcript.entries[self._written:]
-        path = self.folder / f"{name}.pt"
+        path = self.folder / f"{name}.pt" if self.run is None else self.run.file(f"{FOLDER}/{name}.pt")
         atomic_torch_save({"format": FORMAT, "entries": [
             {"sender": e.sender, "kind": e.kind, "step": e.step, "shape": list(e.shape), "tensor": e.tensor}
             for e in entries]}, path)

@@ -18,6 +18,7 @@ from attacks.hfl.cli_args import attack_in
 from attacks.hfl.experiment import HFLConfig, execute, prepare
 from vfl.cli_output import emit, handles_errors
 from vfl.cli_options import Output, command_from, parameters, values
+from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.preflight import inputs_checked
 from vfl.runs import Run
@@ -54,6 +55,7 @@ def _run(spec, given: dict[str, Any]) -> None:
         if spec.observation_options is not None:
             flat |= values(spec.observation_options, given)
     config = HFLConfig.of(**flat)
+    datasets.require(config.dataset, config.data_root)
     inputs_checked()
     prepared = prepare(config)
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)

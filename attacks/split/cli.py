@@ -35,6 +35,7 @@ def _run(name: str, given: dict[str, Any]) -> None:
     victim = {k: v for k, v in values(experiment.config.victim_options, given).items() if k not in RUNTIME}
     config = experiment.config.of(**values(experiment.config, given), victim=victim,
                                   options=values(spec.settings, given))
+    config.check_data()                             # what the data decides, with the other inputs
     inputs_checked()
     prepared = experiment.prepare(config)
     lpips, fid = load_lpips(backbone_weights=output.lpips_weights), load_fid(output.fid_weights)

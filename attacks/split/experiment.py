@@ -35,6 +35,10 @@ class SplitConfig(Runtime):
     def check(self) -> None:
         self.settings                       # every name and number, once, when the config is built
 
+    def check_data(self) -> None:
+        """What the data decides (the dataset is here, counts the options must fit), checked by the command with
+        its other inputs before any work, so a sweep refuses a grid whose data cannot serve a cell up front."""
+
     @functools.cached_property
     def settings(self) -> Any:
         spec = type(self).bound_spec

@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import sys
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Iterable
 
 from vfl.defences.spec import FLAGS, DefenceSpec, Where
+from vfl import plugins
 from vfl.errors import SplitlabError
 from vfl.validate import parse_number
 
@@ -59,48 +59,15 @@ BUILTIN: dict[str, str] = {
 _FAILED: dict[str, str] = {}
 
 
-def _described(entry: metadata.EntryPoint) -> str:
-    dist = getattr(entry, "dist", None)
-    where = f" in {dist.metadata['Name']} {dist.version}" if dist is not None else ""
-    return f"entry point {entry.name} = {entry.value}{where}"
-
-
 @functools.cache
 def _entries() -> dict[str, metadata.EntryPoint]:
-    """The group's entry points by name (nothing imported); one named like a lab defence, or a second one of a
-    name, is left out with a line on stderr (once per process)."""
-    found: dict[str, metadata.EntryPoint] = {}
-    for entry in metadata.entry_points(group=GROUP):
-        if entry.name in BUILTIN or entry.name == "none":
-            print(f"splitlab: plug-in defence {entry.name!r} ({_described(entry)}) is not loaded: {entry.name} is one "
-                  "of the lab's own defences; rename the entry point", file=sys.stderr)
-        elif entry.name in found:
-            print(f"splitlab: plug-in defence {entry.name!r} ({_described(entry)}) is not loaded: "
-                  f"{_described(found[entry.name])} has the same name; uninstall one", file=sys.stderr)
-        else:
-            found[entry.name] = entry
-    return found
+    """The group's entry points by name (nothing imported; `vfl.plugins.entries`: the lab's own name wins, the first
+    of two distributions registering one name is used, each said once on stderr)."""
+    return plugins.entries(GROUP, "defence", lambda name: name in BUILTIN or name == "none")
 
 
 def _load_plugin(name: str, entry: metadata.EntryPoint) -> DefenceSpec:
-    if name in _FAILED:
-        raise SplitlabError(_FAILED[name])
-    try:
-        found = entry.load()
-        if not isinstance(found, DefenceSpec):
-            raise SplitlabError(f"it points at a {type(found).__name__}, not a DefenceSpec; point the entry point "
-                                "at the module's spec (module:SPEC)")
-        if found.name != name:
-            raise SplitlabError(f"its spec is named {found.name!r}; name the entry point {found.name} or the spec "
-                                f"{name}")
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:                # noqa: BLE001 - a broken plug-in (even one that exits) is one line
-        reason = str(exc) if isinstance(exc, SplitlabError) else f"{type(exc).__name__}: {exc}"
-        _FAILED[name] = (f"plug-in defence {name!r} ({_described(entry)}) failed to load: "
-                         f"{(reason.splitlines() or [''])[0]}; fix or uninstall it")
-        raise SplitlabError(_FAILED[name]) from None
-    return found
+    return plugins.load("defence", name, entry, DefenceSpec, "a DefenceSpec", _FAILED)
 
 
 def spec(name: str) -> DefenceSpec:

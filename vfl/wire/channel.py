@@ -51,6 +51,25 @@ class PeerSilent(PeerStopped):
     """The peer sent (or took) nothing within the timeout: it is stuck or gone, and will not take more."""
 
 
+class Deadline:
+    """One bound for a whole exchange (a frame, a handshake) however its bytes trickle in: each blocking call
+    waits only for what is left of it (`arm`), so a peer sending a byte now and then cannot hold this side."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.at = seconds, time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def arm(self, sock: socket.socket) -> socket.socket:
+        """`sock` with its timeout set to what is left (socket.timeout once nothing is)."""
+        left = self.left()
+        if left <= 0:
+            raise socket.timeout("timed out")
+        sock.settimeout(left)
+        return sock
+
+
 def transport_error(peer: str, exc: BaseException) -> SplitlabError:
     """One line for what the socket said went wrong with `peer` (a timeout aside: `Channel` names its wait)."""
     if isinstance(exc, (ConnectionError, EOFError, ssl.SSLEOFError)):
@@ -141,6 +160,7 @@ class Channel:
         self._broken: SplitlabError | None = None           # nothing more is received after a failure
         self._send_broken = False                            # a send failed mid-frame: nothing more is sent
         self._outgoing: _Outgoing | None = None              # a frame a Ctrl-C stopped part way
+        self._started = False                                # a byte of the frame being received came
         self._writable = select.poll()
         self._writable.register(sock, select.POLLOUT)
         self.traffic = Traffic()
@@ -150,12 +170,12 @@ class Channel:
     def send(self, frame: Frame, within: float | None = None) -> None:
         """Write `frame` (header, payload, MAC); returns once the kernel took it. A failure is one line. A frame
         a Ctrl-C stopped part way is finished first, so the peer still reads whole frames (an ABORT after it).
-        `within`: seconds for the whole call (an ABORT to a peer that may have stopped reading), else each wait
-        is bounded by the channel's timeout."""
+        `within`: seconds for the whole call (an ABORT to a peer that may have stopped reading), else the
+        channel's timeout: a peer that takes the bytes too slowly is stuck, however it trickles."""
         if self._send_broken:
             raise self._broken or PeerStopped(f"{self.name}: the connection broke while sending")
         payload = _payload_view(frame.tensor) if frame.tensor is not None else memoryview(b"")
-        deadline = None if within is None else time.monotonic() + within
+        deadline = time.monotonic() + (self.timeout if within is None else within)
         try:
             self._flush(deadline)
             with UNINTERRUPTED:                                     # the MAC's sequence number counts this frame
@@ -171,7 +191,7 @@ class Channel:
         self.traffic.frames_sent += 1
         self.traffic.bytes_sent += len(header) + len(payload) + (MAC_BYTES if mac is not None else 0)
 
-    def _flush(self, deadline: float | None = None) -> None:
+    def _flush(self, deadline: float) -> None:
         """Write what is left of the frame under way. Every wait is outside the blocks an interrupt waits for
         (Ctrl-C ends it at once); inside them the socket takes what it can without waiting and the bookkeeping
         follows, so what is left stays exact."""
@@ -182,7 +202,7 @@ class Channel:
             if view is None:
                 self._outgoing = None
                 return
-            wait = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
+            wait = deadline - time.monotonic()
             if wait <= 0 or not self._writable.poll(wait * 1000):
                 raise socket.timeout("timed out")
             with UNINTERRUPTED:
@@ -216,16 +236,18 @@ class Channel:
             raise self._broken from None
 
     def _receive(self, expect: Expect) -> Frame:
-        header = bytes(self._read_exact(bytearray(HEADER.size), None))
+        deadline = Deadline(self.timeout)              # the whole frame, however its bytes trickle in
+        self._started = False
+        header = bytes(self._read_exact(bytearray(HEADER.size), None, deadline))
         allow, step, shape = expect.check_header(list(HEADER.unpack(header)), self.name)
         mac = self._receive_mac.start(header) if self._receive_mac is not None else None
         tensor = None
         if shape is not None:
             tensor = torch.empty(shape, dtype=allow.dtype)
             if tensor.numel():
-                self._read_exact(memoryview(tensor.numpy()).cast("B"), mac)
+                self._read_exact(memoryview(tensor.numpy()).cast("B"), mac, deadline)
         if mac is not None:
-            claimed = self._read_exact(bytearray(MAC_BYTES), None)
+            claimed = self._read_exact(bytearray(MAC_BYTES), None, deadline)
             if not hmac.compare_digest(mac.digest(), bytes(claimed)):
                 raise SplitlabError(f"{self.name} sent a frame that failed its authentication (forged, replayed, "
                                     "or longer than its header declared); refused")
@@ -238,12 +260,13 @@ class Channel:
             expect.check_payload(allow, tensor, step, self.name)
         return frame
 
-    def _read_exact(self, buffer, mac):
+    def _read_exact(self, buffer, mac, deadline: Deadline):
         view, got = memoryview(buffer), 0
         while got < len(view):
-            n = self.sock.recv_into(view[got:], min(len(view) - got, SLICE))
+            n = deadline.arm(self.sock).recv_into(view[got:], min(len(view) - got, SLICE))
             if n == 0:
                 raise EOFError
+            self._started = True
             if mac is not None:
                 mac.update(view[got:got + n])
             got += n
@@ -284,6 +307,9 @@ class Channel:
 
     def _failed(self, exc: BaseException, silence: str) -> SplitlabError:
         if isinstance(exc, (socket.timeout, TimeoutError)):
+            if silence == "sent nothing" and self._started:
+                return PeerSilent(f"{self.name} sent only part of a frame within {self.timeout:g} s (--timeout); it "
+                                  "is stuck, gone or trickling")
             return PeerSilent(f"{self.name} {silence} for {self.timeout:g} s (--timeout); it is stuck or gone")
         return transport_error(self.name, exc)
 

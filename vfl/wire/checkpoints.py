@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from vfl.errors import SplitlabError
-from vfl.runs import atomic_torch_save
+from vfl.runs import Run, atomic_torch_save
 
 FORMAT = "splitlab-wire-checkpoint/1"
 FOLDER = "checkpoints"
@@ -26,10 +26,12 @@ _NAME = re.compile(r"epoch-(\d+)\.pt")
 
 
 class EpochCheckpoints:
-    """The checkpoints folder of one run directory."""
+    """The checkpoints folder of one run directory (given as its `Run`, each file is recorded as the run's own
+    before it is written, so `--overwrite` replaces it)."""
 
-    def __init__(self, run_dir: Path):
-        self.folder = Path(run_dir) / FOLDER
+    def __init__(self, run: Run | Path):
+        self.run = run if isinstance(run, Run) else None
+        self.folder = Path(run.path if isinstance(run, Run) else run) / FOLDER
 
     def epochs(self) -> list[int]:
         """Epochs with a checkpoint, in order."""
@@ -41,7 +43,7 @@ class EpochCheckpoints:
         return self.folder / f"epoch-{epoch:04d}.pt"
 
     def save(self, epoch: int, state: dict[str, Any]) -> Path:
-        path = self.path(epoch)
+        path = self.path(epoch) if self.run is None else self.run.file(f"{FOLDER}/{self.path(epoch).name}")
         atomic_torch_save({"format": FORMAT, "epoch": epoch, **state}, path)
         for old in self.epochs()[:-KEEP]:
             self.path(old).unlink(missing_ok=True)

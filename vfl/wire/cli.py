@@ -27,7 +27,7 @@ from vfl.fsha_victim import FshaClientConfig
 from vfl.training import TrainConfig
 from vfl.validate import check_int
 from vfl.wire.client import run_client
-from vfl.wire.keys import party_key_text, read_secret, write_private
+from vfl.wire.keys import party_key_text, read_secret, write_keys
 from vfl.wire.server import listen, serve as serve_program
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
@@ -167,16 +167,7 @@ def keys(
     other, so give each party its own file only."""
     check_int("--parties", parties, low=1, high=64)
     shared = read_secret(secret_file).shared()
-    paths = [out / f"party-{k}.key" for k in range(parties)]
-    taken = [p for p in paths if p.exists() or p.is_symlink()]
-    if taken:
-        raise SplitlabError(f"{taken[0]} exists; it is not overwritten (remove it or choose another --out)")
-    try:
-        out.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SplitlabError(f"cannot create --out {out} ({exc.strerror})") from None
-    for k, path in enumerate(paths):
-        write_private(path, party_key_text(shared, k))
+    paths = write_keys(out, [party_key_text(shared, k) for k in range(parties)])
     emit({"command": "keys", "parties": parties, "keys": [str(p) for p in paths]}, as_json,
          lambda console: console.print("\n".join(f"party {k}: {p} (give it to party {k} only; `splitlab client "
                                                  f"--party {k} --secret-file {p.name}`)" for k, p in enumerate(paths))))

@@ -16,8 +16,9 @@ the server drives the session and the client answers each frame:
 
 Every frame is checked before it is used against what the client knows itself (its own sample counts, batch
 bound, classes: the server's terms are checked against them first, `kinds.py`). A resume starts from one of
-the epochs the client saved and deletes nothing on the server's word; a `bottom.pt` this run already holds
-is never replaced by an earlier epoch's model. Its run directory holds its model, its checkpoints,
+the epochs the client saved and deletes nothing on the server's word; a checkpoint is written only after the
+whole epoch of rounds the terms count, and a `bottom.pt` this run already holds is never replaced by an
+earlier epoch's model. Its run directory holds its model, its checkpoints,
 `metrics.json` (rounds, traffic, the targets' predictions) and `run.log`.
 """
 from __future__ import annotations
@@ -71,7 +72,8 @@ class _Answers:
                  device: torch.device, epoch: int):
         self.side, self.client, self.channel = side, side.client, channel
         self.limits, self.checkpoints, self.device, self.epoch = limits, checkpoints, device, epoch
-        self.rounds = 0
+        self.rounds = 0                     # in the session
+        self.epoch_rounds = 0               # in the epoch under way
         self.received: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         """With --keep-received: (the round's sample ids, the cut gradient it returned), per round."""
 
@@ -79,6 +81,7 @@ class _Answers:
         return Expect(*self.side.expected(self.limits, self.epoch, self.rounds), Allow(Kind.BYE))
 
     def round(self, frame: Frame) -> None:
+        self.side.check_round(self.epoch, self.epoch_rounds)
         sent = self.client.send(self.side.round_input(frame), frame.step)
         self.channel.send(Frame(Kind.ACTIVATIONS, frame.step, sent.tensor))
         gradient = self.channel.receive(Expect(Allow(Kind.CUT_GRADIENT, torch.float32, tuple(sent.tensor.shape),
@@ -87,6 +90,7 @@ class _Answers:
         if self.received is not None:
             self.received.append((frame.tensor.cpu(), gradient.tensor.cpu()))
         self.rounds += 1
+        self.epoch_rounds += 1
 
     def query(self, frame: Frame) -> None:
         sent = self.client.query(self.side.query_input(frame), frame.step)
@@ -97,8 +101,9 @@ class _Answers:
         self.client.receive_prediction(Prediction(frame.step, answer.tensor))
 
     def end_epoch(self, frame: Frame) -> None:
+        self.side.check_epoch_end(self.epoch, self.epoch_rounds)
         self.checkpoints.save(frame.step, _state(self.client))
-        self.epoch = frame.step
+        self.epoch, self.epoch_rounds = frame.step, 0
         self.channel.send(Frame(Kind.EPOCH_SAVED, frame.step))
 
 
@@ -108,7 +113,7 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     secret = read_secret(settings.secret_file)
     side = party_of(settings, device)
     party = side.party
-    checkpoints = EpochCheckpoints(run.path)
+    checkpoints = EpochCheckpoints(run)
     host, port = parse_address(settings.connect, "--connect")
     saved = checkpoints.epochs() if settings.resume else None
     body = side.introduction(saved)

@@ -18,7 +18,9 @@ ending the session (the server keeps waiting for a real client until `--timeout`
 connections failed to prove which slot); a refusal before the proofs is a code the client words itself, so
 no text of a process without the key reaches the user. A second client proving a slot already taken is told
 so (authenticated) and the session goes on with the first. Each pre-proof message is at most 1 KiB and each
-connection's pre-proof steps have 10 s; at most 64 connections are handled at once.
+connection's pre-proof steps (TLS's handshake included) have one deadline of 10 s, however its bytes trickle
+in; at most 64 connections are handled at once, and while all are held the next ones wait in the listening
+queue (first come, first served). A client waits for its place until its own `--timeout`.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from vfl.errors import SplitlabError
-from vfl.wire.channel import ABORT_WITHIN, Channel, PeerSilent, PeerStopped, Traffic
+from vfl.wire.channel import ABORT_WITHIN, Channel, Deadline, PeerSilent, PeerStopped, Traffic
 from vfl.wire.frames import Expect, Kind, abort, json_allowed, json_frame, json_of
 from vfl.wire.keys import Secret, frame_keys, new_nonce, party_key, proof, proven
 
@@ -59,28 +61,28 @@ def parse_address(text: str, option: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+def _send(sock: socket.socket, message: dict[str, Any], deadline: Deadline) -> None:
     raw = json.dumps(message, separators=(",", ":")).encode()
-    sock.sendall(PREFIX.pack(MAGIC, len(raw)) + raw)
+    deadline.arm(sock).sendall(PREFIX.pack(MAGIC, len(raw)) + raw)      # sendall: one wait for the whole
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
+def _recv_exact(sock: socket.socket, size: int, deadline: Deadline) -> bytes:
     data = b""
     while len(data) < size:
-        chunk = sock.recv(size - len(data))
+        chunk = deadline.arm(sock).recv(size - len(data))
         if not chunk:
             raise EOFError
         data += chunk
     return data
 
 
-def _recv(sock: socket.socket, who: str, what: str) -> dict[str, Any]:
+def _recv(sock: socket.socket, who: str, what: str, deadline: Deadline) -> dict[str, Any]:
     """One pre-proof message from `who` (a JSON object of at most 1 KiB), or a one-line refusal."""
-    magic, size = PREFIX.unpack(_recv_exact(sock, PREFIX.size))
+    magic, size = PREFIX.unpack(_recv_exact(sock, PREFIX.size, deadline))
     if magic != MAGIC or size > MAX_MESSAGE:
         raise SplitlabError(f"{who} does not speak splitlab's wire protocol; is it a splitlab {what}?")
     try:
-        value = json.loads(_recv_exact(sock, size).decode())
+        value = json.loads(_recv_exact(sock, size, deadline).decode())
     except (UnicodeDecodeError, ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
@@ -102,13 +104,16 @@ class Joined:
 class Listener:
     """The server's end: a socket bound to `host:port` (port 0: any free one, see `address`), optionally TLS."""
 
-    def __init__(self, host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None):
+    def __init__(self, host: str, port: int, timeout: float, tls: ssl.SSLContext | None = None, *,
+                 places: int | None = None, handshake_seconds: float | None = None):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.places = MAX_PENDING if places is None else places
+        self.handshake_seconds = HANDSHAKE_SECONDS if handshake_seconds is None else handshake_seconds
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._socket.bind((host, port))
-            self._socket.listen(MAX_PENDING)
+            self._socket.listen(self.places)
         except OSError as exc:
             self._socket.close()
             raise SplitlabError(f"cannot listen on {host}:{port} ({exc.strerror}); pass --listen another "
@@ -118,6 +123,8 @@ class Listener:
         self._open = False
         self._lock = threading.Lock()
         self._pending = 0
+        self._expired = 0                   # connections dropped at their handshake's deadline
+        self._full_seconds = 0.0            # how long every place was held, this session
 
     @property
     def address(self) -> str:
@@ -168,10 +175,25 @@ class Listener:
                 unproven = f"; {failed[missing]} connection(s) did not prove party {missing}'s key (another " \
                     "--secret-file?)" if failed[missing] else ""
                 raise SplitlabError(f"no client joined as party {missing} within {self.timeout:g} s (--timeout)"
-                                    f"{unproven}; start `splitlab client --connect {self.address} --party "
-                                    f"{missing}` with its key")
-            if select.select([self._socket], [], [], min(left, 0.1))[0]:
+                                    f"{unproven}{self._held()}; start `splitlab client --connect {self.address} "
+                                    f"--party {missing}` with its key")
+            if self._pending >= self.places:          # every place held: the next connection waits its turn
+                time.sleep(min(left, 0.05))           # in the listening queue (first come, first served)
+                self._full_seconds += min(left, 0.05)
+            elif select.select([self._socket], [], [], min(left, 0.1))[0]:
                 self._take(keys, arrived, failed)
+
+    def _held(self) -> str:
+        """What held the handshake's places, for the error of a session nobody joined."""
+        if not self._expired and self._full_seconds < 1:
+            return ""
+        full = f"; all {self.places} handshake places were held for {self._full_seconds:.0f} s of it" \
+            if self._full_seconds >= 1 else ""
+        return (f"{full}; {self._expired} connection(s) proved nothing within their {self._limit():g} s and were "
+                "dropped")
+
+    def _limit(self) -> float:
+        return min(self.timeout, self.handshake_seconds)
 
     def _take(self, keys: list[bytes], arrived: queue.SimpleQueue, failed: Counter) -> None:
         try:
@@ -179,9 +201,6 @@ class Listener:
         except OSError:
             return
         with self._lock:
-            if self._pending >= MAX_PENDING:
-                conn.close()
-                return
             self._pending += 1
         threading.Thread(target=self._admit, args=(conn, keys, arrived, failed), daemon=True,
                          name="splitlab handshake").start()
@@ -189,11 +208,11 @@ class Listener:
     def _admit(self, conn: socket.socket, keys: list[bytes], arrived: queue.SimpleQueue, failed: Counter) -> None:
         """One connection's handshake (in a thread of its own); a client that proves its key and sends its
         configuration is put in `arrived`, anything else is dropped."""
+        deadline = Deadline(self._limit())              # the whole pre-proof handshake, TLS included
         try:
-            conn.settimeout(min(self.timeout, HANDSHAKE_SECONDS))
             if self.tls is not None:
-                conn = self.tls.wrap_socket(conn, server_side=True)
-            proven_party = self._prove(conn, keys, failed)
+                conn = self.tls.wrap_socket(deadline.arm(conn), server_side=True)   # one wait for all of it
+            proven_party = self._prove(conn, keys, failed, deadline)
             if proven_party is not None:
                 party, channel = proven_party
                 body = json_of(channel.receive(Expect(json_allowed(Kind.HELLO))), channel.name)
@@ -201,6 +220,9 @@ class Listener:
                     arrived.put((party, channel, body))
                     return
                 _refuse([channel], "the session started without this client")
+        except (socket.timeout, TimeoutError):
+            with self._lock:
+                self._expired += 1                  # proved nothing in time: its place goes to the next
         except (OSError, EOFError, ssl.SSLError, SplitlabError, struct.error):
             pass                                    # not a client that proved a key: nothing to tell
         finally:
@@ -208,26 +230,27 @@ class Listener:
                 self._pending -= 1
         conn.close()
 
-    def _prove(self, conn: socket.socket, keys: list[bytes], failed: Counter) -> tuple[int, Channel] | None:
+    def _prove(self, conn: socket.socket, keys: list[bytes], failed: Counter,
+               deadline: Deadline) -> tuple[int, Channel] | None:
         """The party slot a client proved and its channel, or None (it was told the refusal's code)."""
-        hello = _recv(conn, "a client", "client")
+        hello = _recv(conn, "a client", "client", deadline)
         party, parties, client_nonce = hello.get("party"), hello.get("parties"), _nonce(hello.get("nonce"))
         refusal = {"refused": "protocol"} if hello.get("protocol") != PROTOCOL else \
             {"refused": "parties", "parties": len(keys)} if parties != len(keys) else \
             {"refused": "malformed"} if type(party) is not int or not 0 <= party < len(keys) or client_nonce is None \
             else None
         if refusal is not None:
-            _send(conn, refusal)
+            _send(conn, refusal, deadline)
             return None
         server_nonce = new_nonce()
-        _send(conn, {"nonce": server_nonce})
+        _send(conn, {"nonce": server_nonce}, deadline)
         context = (PROTOCOL, server_nonce, client_nonce, party, len(keys))
-        if not proven(_recv(conn, "a client", "client").get("proof"), keys[party], "client", *context):
+        if not proven(_recv(conn, "a client", "client", deadline).get("proof"), keys[party], "client", *context):
             with self._lock:
                 failed[party] += 1
-            _send(conn, {"refused": "proof"})
+            _send(conn, {"refused": "proof"}, deadline)
             return None
-        _send(conn, {"proof": proof(keys[party], "server", *context)})
+        _send(conn, {"proof": proof(keys[party], "server", *context)}, deadline)
         into, out = frame_keys(keys[party], PROTOCOL, server_nonce, client_nonce, party)
         return party, Channel(conn, f"party {party}", self.timeout, None if self.tls is not None else (out, into))
 
@@ -271,12 +294,12 @@ def _refused(answer: dict[str, Any], where: str, party: int, parties: int) -> Sp
                                          parties=said if isinstance(said, int) and 0 < said < 1000 else "another"))
 
 
-def _connect(host: str, port: int, timeout: float) -> socket.socket:
-    """A connection to the server, tried again until `timeout` while nothing listens there yet."""
+def _connect(host: str, port: int, timeout: float, deadline: Deadline) -> socket.socket:
+    """A connection to the server, tried again until the deadline (`timeout` from the start) while nothing
+    listens there yet."""
     where = f"{host}:{port}"
-    deadline = time.monotonic() + timeout
     while True:
-        left = deadline - time.monotonic()
+        left = deadline.left()
         try:
             return socket.create_connection((host, port), timeout=max(left, 0.001))
         except ConnectionRefusedError:
@@ -296,12 +319,12 @@ def join(host: str, port: int, secret: Secret, party: int, parties: int, body: d
     configuration) and receive the server's terms. Raises `SplitlabError` (one line) when refused."""
     key = secret.for_party(party)
     where = f"{host}:{port}"
-    sock = _connect(host, port, timeout)
+    deadline = Deadline(timeout)                    # connecting and proving, waiting for a place included
+    sock = _connect(host, port, timeout, deadline)
     try:
-        sock.settimeout(timeout)
         if tls is not None:
-            sock = _tls(tls, sock, host, where)
-        channel = _prove(sock, key, where, party, parties, tls is not None, timeout)
+            sock = _tls(tls, sock, host, where, timeout, deadline)
+        channel = _prove(sock, key, where, party, parties, tls is not None, timeout, deadline)
         channel.send(json_frame(Kind.HELLO, body))
         try:
             terms = json_of(channel.receive(Expect(json_allowed(Kind.TERMS))), "the server")
@@ -319,9 +342,12 @@ def join(host: str, port: int, secret: Secret, party: int, parties: int, body: d
         raise
 
 
-def _tls(context: ssl.SSLContext, sock: socket.socket, host: str, where: str) -> ssl.SSLSocket:
+def _tls(context: ssl.SSLContext, sock: socket.socket, host: str, where: str, timeout: float,
+         deadline: Deadline) -> ssl.SSLSocket:
     try:
-        return context.wrap_socket(sock, server_hostname=host)
+        return context.wrap_socket(deadline.arm(sock), server_hostname=host)
+    except (socket.timeout, TimeoutError):
+        raise SplitlabError(_unanswered(where, timeout)) from None
     except ssl.SSLError as exc:
         raise SplitlabError(f"TLS with the server at {where} failed ({exc.reason or exc}); does it listen with "
                             "--tls-cert, signed by this --tls-ca for this host?") from None
@@ -330,27 +356,31 @@ def _tls(context: ssl.SSLContext, sock: socket.socket, host: str, where: str) ->
                             "--tls-cert?") from None
 
 
+def _unanswered(where: str, timeout: float) -> str:
+    return (f"the server at {where} did not finish the handshake within {timeout:g} s (--timeout): it is not a "
+            "splitlab server, or other connections held every handshake place that long")
+
+
 def _prove(sock: socket.socket, key: bytes, where: str, party: int, parties: int, over_tls: bool,
-           timeout: float) -> Channel:
+           timeout: float, deadline: Deadline) -> Channel:
     server = f"the server at {where}"
     try:
         client_nonce = new_nonce()
-        _send(sock, {"protocol": PROTOCOL, "party": party, "parties": parties, "nonce": client_nonce})
-        answer = _recv(sock, server, "server")
+        _send(sock, {"protocol": PROTOCOL, "party": party, "parties": parties, "nonce": client_nonce}, deadline)
+        answer = _recv(sock, server, "server", deadline)
         server_nonce = _nonce(answer.get("nonce"))
         if server_nonce is None:
             raise _refused(answer, where, party, parties)
         context = (PROTOCOL, server_nonce, client_nonce, party, parties)
-        _send(sock, {"proof": proof(key, "client", *context)})
-        answer = _recv(sock, server, "server")
+        _send(sock, {"proof": proof(key, "client", *context)}, deadline)
+        answer = _recv(sock, server, "server", deadline)
         if "proof" not in answer:
             raise _refused(answer, where, party, parties)
         if not proven(answer["proof"], key, "server", *context):
             raise SplitlabError(f"{server} did not prove party {party}'s key (it does not hold the secret); "
                                 "refused before any tensor was exchanged")
     except (socket.timeout, TimeoutError):
-        raise SplitlabError(f"{server} sent nothing for {timeout:g} s during the handshake (--timeout); is it a "
-                            "splitlab server?") from None
+        raise SplitlabError(_unanswered(where, timeout)) from None
     except (OSError, EOFError, struct.error):
         raise SplitlabError(f"{server} closed the connection during the handshake"
                             + ("" if over_tls else " (if it uses TLS, give --tls-ca)")) from None

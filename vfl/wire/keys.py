@@ -30,6 +30,9 @@ from vfl.errors import SplitlabError
 from vfl.files import read_bounded
 
 MIN_SECRET_BYTES = 32
+MIN_DISTINCT_BYTES = 8
+"""A secret of fewer different byte values (32 times the same letter, a short word repeated) is a guess away,
+whatever its length; 32 random bytes written out in hex or base64 hold about 16 or 30 different ones."""
 MAX_SECRET_BYTES = 4096
 HINT = "write one with `head -c 32 /dev/urandom | base64 > secret; chmod 600 secret`"
 _PARTY_KEY = re.compile(rb"splitlab-party-key/1 party (\d{1,2}) ([0-9a-f]{64})")
@@ -76,29 +79,72 @@ def read_secret(path: Path | str | None) -> Secret:
     if path is None:
         raise SplitlabError(f"both sides need --secret-file; {HINT}")
     raw = read_bounded(path, limit=MAX_SECRET_BYTES, what="--secret-file").strip()
-    mode = os.stat(path).st_mode & 0o777
+    status = os.stat(path)
+    mode = status.st_mode & 0o777
     if mode & 0o077:
         raise SplitlabError(f"--secret-file {path} can be read or written by others (mode {mode:o}); "
                             f"`chmod 600 {path}` (a secret only its owner can read)")
+    if status.st_uid != os.geteuid():
+        raise SplitlabError(f"--secret-file {path} belongs to another user (uid {status.st_uid}), who can read or "
+                            "change it; use a secret file of your own (as ssh asks of its keys)")
     found = _PARTY_KEY.fullmatch(raw)
     if found:
         return Secret(bytes.fromhex(found.group(2).decode()), int(found.group(1)), str(path))
     if len(raw) < MIN_SECRET_BYTES:
         raise SplitlabError(f"--secret-file {path} holds {len(raw)} bytes, fewer than {MIN_SECRET_BYTES} (a short "
                             f"secret can be guessed from a recorded handshake); {HINT}")
+    if len(set(raw)) < MIN_DISTINCT_BYTES:
+        raise SplitlabError(f"--secret-file {path} holds only {len(set(raw))} different byte value(s), fewer than "
+                            f"{MIN_DISTINCT_BYTES} (a repeated letter or word is guessed at once); {HINT}")
     return Secret(raw, None, str(path))
 
 
 def write_private(path: Path, text: str) -> None:
-    """`text` to a new file only its owner can read (never over an existing file)."""
+    """`text` to a new file only its owner can read (never over an existing file); a failed write leaves none."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise SplitlabError(f"{path} exists; it is not overwritten (remove it or choose another --out)") from None
     except OSError as exc:
         raise SplitlabError(f"cannot write {path} ({exc.strerror})") from None
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        Path(path).unlink(missing_ok=True)
+        raise SplitlabError(f"cannot write {path} ({exc.strerror})") from None
+
+
+def write_keys(folder: Path, texts: list[str]) -> list[Path]:
+    """Each text as `folder/party-k.key` (files only their owner can read; `folder` made with mode 700), all of
+    them or none: a failure part way (a full disk) removes what this call wrote, the folder too when it made
+    it, and an existing key file is never overwritten."""
+    paths = [Path(folder) / f"party-{k}.key" for k in range(len(texts))]
+    taken = [p for p in paths if p.exists() or p.is_symlink()]
+    if taken:
+        raise SplitlabError(f"{taken[0]} exists; it is not overwritten (remove it or choose another --out)")
+    made = not Path(folder).exists()
+    try:
+        Path(folder).mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SplitlabError(f"cannot create --out {folder} ({exc.strerror})") from None
+    written: list[Path] = []
+    try:
+        for path, text in zip(paths, texts):
+            write_private(path, text)
+            written.append(path)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        if made:
+            try:
+                Path(folder).rmdir()
+            except OSError:
+                pass
+        raise
+    return paths
 
 
 def party_key_text(secret: bytes, party: int) -> str:

@@ -85,6 +85,23 @@ class SplitParty:
                 Allow(Kind.QUERY_REQUEST, torch.int64, (), rows=(1, limits.query_rows), values=(0, limits.test_size)),
                 Allow(Kind.EPOCH_END, step=epoch + 1))
 
+    def check_round(self, epoch: int, rounds: int) -> None:
+        """Refuse a training round the terms do not hold: past the epoch's `rounds_per_epoch` or past the last
+        epoch agreed (`rounds`: this epoch's rounds so far)."""
+        if epoch >= self.epochs:
+            raise SplitlabError(f"the server sent a training round after the {self.epochs} epochs its terms agreed; "
+                                "refused")
+        if rounds >= self.rounds_per_epoch:
+            raise SplitlabError(f"the server sent round {rounds + 1} of epoch {epoch + 1}, which has "
+                                f"{self.rounds_per_epoch} by its terms; refused")
+
+    def check_epoch_end(self, epoch: int, rounds: int) -> None:
+        """Refuse an epoch's end before the epoch's rounds were all taken: a checkpoint holds a whole epoch, so
+        a saved later epoch is never replaced by an earlier model on the server's word."""
+        if rounds != self.rounds_per_epoch:
+            raise SplitlabError(f"the server ended epoch {epoch + 1} after {rounds} of its {self.rounds_per_epoch} "
+                                "rounds; refused (no checkpoint was written)")
+
     def round_input(self, frame: Frame) -> torch.Tensor:
         return self.train[frame.tensor].to(self.device)
 
@@ -110,7 +127,8 @@ class SplitParty:
         if saved and start not in saved:
             raise _refuse_terms(f"resume after epoch {start}, but this party saved epochs {saved}; nothing was "
                                 "deleted (start both sides again without --resume, into new --out folders)")
-        return limits, start, (epochs - start) * -(-limits.train_size // limits.batch_size)
+        self.epochs, self.rounds_per_epoch = epochs, -(-limits.train_size // limits.batch_size)
+        return limits, start, (epochs - start) * self.rounds_per_epoch
 
 
 class FshaParty:
@@ -132,6 +150,12 @@ class FshaParty:
 
     def expected(self, limits: Limits, epoch: int, rounds: int) -> tuple[Allow, ...]:
         return Allow(Kind.PRIVATE_ROUND, step=rounds), Allow(Kind.TARGET_REQUEST, step=rounds)
+
+    def check_round(self, epoch: int, rounds: int) -> None:
+        """Its rounds are its own batches, in its own order: any number of them is a session's."""
+
+    def check_epoch_end(self, epoch: int, rounds: int) -> None:     # never asked: it takes no EPOCH_END
+        raise SplitlabError("the server ended an epoch; FSHA's victim keeps none; refused")
 
     def round_input(self, frame: Frame) -> torch.Tensor:
         return next(self.honest.batches)

@@ -245,10 +245,9 @@ def serve_locally(config: TrainConfig, run: Run, role: str = "honest", server: R
     with LocalClients(timeout, config.parties, tls) as local:
         settings = ServeSettings(train=config, listen="127.0.0.1:0", secret_file=str(local.secret), timeout=timeout,
                                  role=role, tls_cert=tls.cert, tls_key=tls.key)
-        server_run = Run.create("serve", {"serve": settings, "launched_by": launched_by},
-                                run.path / "server")
-        for k in range(config.parties):
-            local.start(client_command(config, k, local.address, local.key(k), run.path / f"party-{k}", timeout,
+        server_run = Run.create("serve", {"serve": settings, "launched_by": launched_by}, run.file("server"))
+        for k in range(config.parties):                # each a sub-run of this run's (its own marker)
+            local.start(client_command(config, k, local.address, local.key(k), run.file(f"party-{k}"), timeout,
                                        local.tls_options, keep_received))
         metrics = serve(settings, server_run, role=server, listener=local.listener, progress=progress,
                         resumable=False)

@@ -20,7 +20,8 @@ import torch
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.parties import CutLayout
-from vfl.protocol import Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Transcript, exchange
+from vfl.protocol import (Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Role, Transcript,
+                          exchange)
 from vfl.wire.channel import ABORT_WITHIN, Channel, PeerSilent, Traffic
 from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
 
@@ -58,10 +59,14 @@ class RemoteParties:
         self.layout = layout
         self.device = device
         self.last_prediction: Prediction | None = None
+        self.role: Role | None = None           # the server's role, whose loss `receive` checks (`serve` sets it)
+        self._received: list[torch.Tensor] = []  # the parties' activations of the round under way
 
     def _gather(self, kind: Kind, step: int, rows: int) -> torch.Tensor:
         parts = [ch.receive(Expect(Allow(kind, torch.float32, (rows, *shape), step=step))).tensor
                  for ch, shape in zip(self.channels, self.layout.shapes)]
+        if kind is Kind.ACTIVATIONS:
+            self._received = parts
         return self.layout.join(parts).to(self.device)
 
     def send(self, indices: torch.Tensor, step: int) -> Activations:
@@ -75,7 +80,9 @@ class RemoteParties:
         if tuple(message.tensor.shape[1:]) != self.layout.joined_shape:
             raise SplitlabError(f"the server's role returned a gradient shaped {fmt(message.tensor.shape)} for "
                                 f"activations of {fmt(self.layout.joined_shape)} per example; it must match them")
-        for ch, part in zip(self.channels, self.layout.split(message.tensor.detach().cpu())):
+        gradient = message.tensor.detach().cpu()          # the round's one wait for the device
+        check_finite(self.role, gradient, self._received, message.step)
+        for ch, part in zip(self.channels, self.layout.split(gradient)):
             ch.send(Frame(Kind.CUT_GRADIENT, message.step, part))
 
     def query(self, indices: torch.Tensor, step: int) -> InferenceQuery:
@@ -144,10 +151,32 @@ class RemoteParties:
         return total
 
 
+def check_finite(role: Role | None, gradient: torch.Tensor, received: list[torch.Tensor], step: int) -> None:
+    """Refuse a round whose loss or cut gradient is not finite, before the gradient leaves, naming the party
+    whose activations drove it there (the largest in magnitude: finite values past float32's range once
+    multiplied); a role without a task (no loss) is named itself. Read after the gradient came to the CPU,
+    so it waits for nothing more."""
+    loss = getattr(role, "last_loss", None) if role is not None else None
+    bad_loss = loss is not None and not bool(torch.isfinite(loss))
+    if not bad_loss and bool(torch.isfinite(gradient).all()):
+        return
+    what = f"the server's loss became {float(loss)}" if bad_loss else "the server's cut gradient became non-finite"
+    if loss is None or not received:
+        raise SplitlabError(f"{what} at step {step}: the server's role returned it; refused (nothing of the epoch "
+                            "is kept)")
+    sizes = [float(part.abs().max()) if part.numel() else 0.0 for part in received]
+    party = max(range(len(sizes)), key=sizes.__getitem__)
+    other = max((size for k, size in enumerate(sizes) if k != party), default=None)
+    beside = f", the other parties' up to {other:.3g}" if other is not None else ""
+    raise SplitlabError(f"{what} at step {step} on the activations of party {party} (magnitude up to "
+                        f"{sizes[party]:.3g}{beside}); refused (nothing of the epoch is kept)")
+
+
 class WireSession:
     """A malicious server's session with remote clients, the operations of `vfl.protocol.ClientSession`:
     `round(choose_gradient)` runs one protocol round on the clients' next private batch (in the server's
-    seeded order, epoch after epoch), and `target_activations()` asks for the evaluation targets' inference
+    seeded order, epoch after epoch, each pass closed by the clients' EPOCH_END: `batch_size` must be the
+    terms' batch size, whose rounds per epoch the clients count), and `target_activations()` asks for the evaluation targets' inference
     activations (the test samples `targets`). Received messages are recorded in `transcript` when given."""
 
     def __init__(self, parties: RemoteParties, train_size: int, batch_size: int, generator: torch.Generator,
@@ -160,10 +189,14 @@ class WireSession:
         self._targets = targets
         self._transcript = transcript
         self._step = 0
+        self._epoch = 0
 
     def _next_batch(self) -> torch.Tensor:
         batch = next(self._batches, None)
         if batch is None:
+            if self._step:                  # a pass ended: the clients take no round past an epoch's end
+                self._epoch += 1
+                self._parties.end_epoch(self._epoch)
             self._batches = self._samples.batches(self._batch_size, self._generator)
             batch = next(self._batches)
         return batch[0]

@@ -57,7 +57,9 @@ def load_factory(spec: str) -> Callable[[RoleContext], ChooseGradient]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise SplitlabError(f"--choose-gradient {spec}: cannot import {module_name} ({exc}); put it on PYTHONPATH") from None
-    except Exception as exc:                # the user's module failed while importing: its error, in one line
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:            # the user's module failed (or exited) while importing: one line
         first = str(exc).splitlines()[0][:160] if str(exc) else ""
         raise SplitlabError(f"--choose-gradient {spec}: importing {module_name} raised {type(exc).__name__}"
                             f"{': ' + first if first else ''}") from None

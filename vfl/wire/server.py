@@ -137,7 +137,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     if role is None:
         role = build_role(config, settings.role, device, layout.joined_shape, settings.choose_gradient)
     generator = seeded_generator(config.seed)
-    checkpoints, transcripts = EpochCheckpoints(run.path), TranscriptFiles(run.path, role.seen)
+    checkpoints, transcripts = EpochCheckpoints(run), TranscriptFiles(run, role.seen)
     state, traffic = FitState(), []
     if settings.resume and checkpoints.epochs():
         state, traffic = _restore(checkpoints.load(checkpoints.epochs()[-1]), role, generator)
@@ -154,6 +154,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     try:
         with terminate_as_interrupt():
             parties = open_session(settings, listener, layout, limits, device, state.epoch)
+            parties.role = role
             run.log(f"session open: role {role_name}")
             last = parties.traffic.as_dict()
 

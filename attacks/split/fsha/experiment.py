@@ -16,6 +16,7 @@ from attacks.split.experiment import SplitConfig
 from attacks.split.fsha.attack import FSHA, FshaObservation
 from attacks.split.fsha.evaluation import RoundLog
 from attacks.split.fsha.victim import FshaVictim, load_split, victim_side
+from vfl import data as datasets
 from vfl.cli_output import table
 from vfl.errors import SplitlabError
 from vfl.options import choice, option
@@ -49,6 +50,9 @@ class FshaConfig(SplitConfig):
     def check(self) -> None:
         super().check()
         self.victim_config
+
+    def check_data(self) -> None:
+        datasets.require(self.victim_config.dataset, self.victim_config.data_root)
 
     @functools.cached_property
     def victim_config(self) -> FshaVictim:

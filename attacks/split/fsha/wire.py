@@ -80,7 +80,7 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int =
             f"public images; device {device}; preset {s.preset}")
     try:
         with terminate_as_interrupt(), LocalClients(timeout) as local:
-            local.start(fsha_client_command(victim, local.address, local.secret, run.path / CLIENT_RUN, timeout))
+            local.start(fsha_client_command(victim, local.address, local.secret, run.file(CLIENT_RUN), timeout))
             return _attack_session(victim, attack, run, local, device, mirror, rounds, targets, transcript, seed=seed,
                                    lpips=lpips, fid=fid, progress=progress, private=private, public=public,
                                    timeout=timeout)

@@ -20,6 +20,7 @@ from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs
 from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
 from attacks.split.labels.wire import train_victim_over_tcp, wire_config
+from vfl import data as datasets
 from vfl.defences import report as defence_report
 from vfl.errors import SplitlabError
 from vfl.options import choice, option
@@ -58,6 +59,19 @@ class LabelConfig(SplitConfig):
                 raise SplitlabError(f"{self.attack} over --transport tcp: it needs "
                                     f"{'the activations it sent' if needs.sent else 'its own optimiser'}, which the "
                                     "client program does not keep; run it with --transport local")
+
+    def check_data(self) -> None:
+        """The dataset is here, and the labels the attacker is granted leave samples of every class to infer."""
+        victim = self.victim_config
+        datasets.require(victim.dataset, victim.data_root)
+        labelled = registry.spec(self.attack).make(self.settings).needs.labelled
+        if labelled:
+            counts = torch.bincount(task_data(victim).train.labels)
+            fewest, which = int(counts.min()), int(counts.argmin())
+            if labelled >= fewest:
+                raise SplitlabError(f"--labelled {labelled}: class {which} of the {victim.task} task has {fewest} "
+                                    "training samples, so every label of it would be known and none left to infer; "
+                                    f"give --labelled below {fewest}")
 
     @functools.cached_property
     def victim_config(self) -> LabelVictim:

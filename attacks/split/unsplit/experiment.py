@@ -62,6 +62,10 @@ class UnsplitConfig(SplitConfig):
         if self.training is not None:
             check_target_party(self.target_party, self.training.parties)
 
+    def check_data(self) -> None:
+        if self.training is not None:               # a checkpoint names its own dataset, checked when loaded
+            datasets.require(self.training.dataset, self.training.data_root)
+
     @functools.cached_property
     def training(self) -> TrainConfig | None:
         """The victim's training config (checked), or None when a checkpoint is attacked."""
