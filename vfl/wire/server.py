@@ -97,7 +97,8 @@ def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout,
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
     """The split's labels as the label party holds them: sample indices in place of the images."""
-    data = for_task(datasets.load(config.dataset, split, config.data_root), config.task, config.positive)
+    data = for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed), config.task,
+                    config.positive)
     return datasets.ImageData(data.name, split, torch.arange(len(data)), data.labels, data.provenance)
 
 
