@@ -46,7 +46,8 @@ def _train(given: dict[str, Any]) -> None:
     train_data, test_data = load_data(config)
     run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
                                "device": str(resolve_device(config.device)),
-                               "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
+                               "dataset_provenance": train_data.provenance,
+                               "feature_partition": config.feature_partition()}, opts.out, overwrite=opts.overwrite)
     wire: dict[str, Any] = {}
     if where.transport == "tcp":
         from vfl.wire.launch import train_over_tcp

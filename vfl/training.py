@@ -14,8 +14,8 @@ from vfl import data as datasets
 from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
 from vfl.models import arch_spec, check_cut_layer, check_input_shape
-from vfl.parties import (CutLayout, Parties, activation_shapes, bottom_model, check_parties, strip_shape,
-                         take_strip, top_model)
+from vfl.parties import (PARTITIONS, CutLayout, Parties, activation_shapes, bottom_model, check_partition,
+                         check_parties, party_columns, strip_shape, take_strip, top_model)
 from vfl.progress import progress_bar
 from vfl.protocol import (OPTIMIZERS, Client, CuriousServer, Prediction, Role, Server, ask, evaluate,
                           make_optimizer, train_epoch)
@@ -53,6 +53,9 @@ class TrainConfig(Runtime):
                             "name[:key=value,...] items joined by + (see `splitlab defences`).", text())
     parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
                           "learning on whole images).", integer(low=1, high=64))
+    partition: str = option("contiguous", "How --parties K split the columns: contiguous (party k holds the k-th "
+                            "block: an image's vertical strip) or random (tabular data only: as many columns each, "
+                            "drawn from --seed).", choice(PARTITIONS))
 
     def check(self) -> None:
         spec = arch_spec(self.arch)
@@ -61,6 +64,7 @@ class TrainConfig(Runtime):
         image_shape = found.image_shape
         check_input_shape(spec, image_shape, self.dataset)
         check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+        check_partition(self.partition, image_shape)
         check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):
             parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
@@ -74,6 +78,11 @@ class TrainConfig(Runtime):
     @property
     def image_shape(self) -> tuple[int, ...]:
         return tuple(datasets.dataset_spec(self.dataset).image_shape)
+
+    def feature_partition(self) -> dict[str, Any]:
+        """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
+        return {"partition": self.partition, "parties": self.parties,
+                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed)}
 
 
 @dataclass
@@ -90,8 +99,8 @@ class TrainedSplit:
 def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
     """Both splits of the config's dataset, labelled for its task (raises `SplitlabError` if the files are
     missing)."""
-    return tuple(for_task(datasets.load(config.dataset, split, config.data_root), config.task, config.positive)
-                 for split in ("train", "test"))
+    return tuple(for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed), config.task,
+                          config.positive) for split in ("train", "test"))
 
 
 SERVER_ROLES: dict[str, type[Server]] = {"honest": Server, "curious": CuriousServer}
@@ -106,7 +115,7 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
     its seeded bottom model and optimiser. The in-process run and `splitlab client` build it here alike."""
     shape = strip_shape(config.image_shape, config.parties, party)
     if train_images is not None and config.parties > 1:
-        train_images = take_strip(train_images, config.parties, party)
+        train_images = take_strip(train_images, config.parties, party, config.partition, config.seed)
     defences = parse_defences(config.defence, shape, train_images)
     model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
                          transformed_shape(defences, shape)).to(device)
@@ -135,7 +144,7 @@ def build_parties(config: TrainConfig, device: torch.device, train_images: torch
     else:
         shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
         client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
-                         config.image_shape, CutLayout(shapes))
+                         config.image_shape, CutLayout(shapes), config.partition, config.seed)
     return client, build_server(config, device, role)
 
 
