@@ -169,3 +169,16 @@ def test_a_label_attack_on_wdbc_runs_end_to_end_with_its_majority_baseline(tmp_p
     assert metrics["positive_rate"] == pytest.approx(170 / 456)     # --positive 0: malignant
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert "Breast Cancer Wisconsin" in json.dumps(config)
+
+
+@pytest.mark.parametrize("args", [
+    ["attack", "unsplit", "--dataset", "wdbc", "--arch", "tabular-mlp"],
+    ["attack", "unsplit", "--dataset", "wdbc"],
+    ["attack", "fsha", "--dataset", "wdbc"],
+    ["hfl", "--attack", "dlg", "--dataset", "wdbc"],
+    ["compare", "--dataset", "wdbc", "--archs", "tabular-mlp"],
+])
+def test_image_reconstruction_refuses_tabular_data_in_one_line_before_writing(tmp_path, args):
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "reconstructs images; dataset wdbc is tabular" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

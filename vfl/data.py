@@ -278,6 +278,13 @@ def _read(name: str, split: str, root: Path, seed: int = 0) -> tuple[torch.Tenso
                         f"{name}`, or pass --data-root to intact files") from None
 
 
+def require_images(name: str, what: str) -> None:
+    """Refuse, in one line, a tabular dataset where `what` needs images (reconstructs or draws them)."""
+    if dataset_spec(name).tabular:
+        raise SplitlabError(f"{what} reconstructs images; dataset {name} is tabular (train on it with `splitlab "
+                            "train`, attack its labels with `splitlab attack label-norm` and the other label-* attacks)")
+
+
 def load(name: str, split: str = "train", data_root: Path | str | None = None, seed: int = 0) -> ImageData:
     """Load one split. Raises `SplitlabError` naming the fix when the files are missing or broken. `seed` draws a
     tabular data set's train/test split (each seed its own); images have one fixed split and ignore it."""
