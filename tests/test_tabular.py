@@ -182,3 +182,13 @@ def test_image_reconstruction_refuses_tabular_data_in_one_line_before_writing(tm
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "reconstructs images; dataset wdbc is tabular" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_wine_is_a_second_tabular_set_of_another_width_and_three_classes():
+    train, test = data.load("wine", "train", seed=1), data.load("wine", "test", seed=1)
+    assert train.images.shape == (142, 13) and test.images.shape == (36, 13)
+    assert torch.bincount(test.labels).tolist() == [12, 14, 10] and "Forina" in train.provenance
+    torch.set_num_threads(1)
+    config = TrainConfig(dataset="wine", arch="tabular-mlp", cut_layer=2, epochs=10, batch_size=16, parties=2,
+                         partition="random", seed=1, device="cpu")
+    assert train_split(config, *load_data(config), progress=False).accuracy > 0.85      # majority: 14/36

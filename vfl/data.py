@@ -7,7 +7,7 @@
   asked (`splitlab datasets --download NAME`).
 - `wdbc` (Breast Cancer Wisconsin, 569 x 30, binary) is tabular and ships inside scikit-learn (`vfl.tabular`):
   its stratified train/test split is drawn from the run's seed, its features standardised with the training
-  split's statistics.
+  split's statistics. `wine` (178 x 13, three classes) ships there too.
 
 Every split carries a provenance line that runs store with their config.
 """
@@ -35,7 +35,7 @@ from vfl.download import download as fetch_file
 from vfl.photos import PROVENANCE as PHOTOS_PROVENANCE
 from vfl.photos import load_photos
 from vfl.errors import SplitlabError, lookup
-from vfl.tabular import WDBC, TabularSource, load_split
+from vfl.tabular import WDBC, WINE, TabularSource, load_split
 
 MNIST5K_PER_CLASS_TEST = 100
 """mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
@@ -238,6 +238,10 @@ DATASETS: dict[str, DatasetSpec] = {
                     "Breast Cancer Wisconsin (Diagnostic), tabular: 569 x 30, 0 malignant / 1 benign, shipped by "
                     "scikit-learn; stratified 456/113 train/test split drawn from the run's seed, standardised",
                     True, lambda split, root, seed: load_split(WDBC, split, seed), tabular=WDBC),
+        DatasetSpec("wine", (WINE.features,), 3,
+                    "Wine, tabular: 178 x 13, three cultivars, shipped by scikit-learn; stratified 142/36 train/test "
+                    "split drawn from the run's seed, standardised",
+                    True, lambda split, root, seed: load_split(WINE, split, seed), tabular=WINE),
     )
 }
 

@@ -1,6 +1,8 @@
 """Tabular datasets shipped inside an installed package, for vertical FL where it is used: samples are rows of
 numerical features, and K feature parties each hold some of the columns (`vfl.parties`).
 
+`wine` (178 x 13, three classes, the same file layout in the same package) is a small multiclass one.
+
 `wdbc` is the Breast Cancer Wisconsin (Diagnostic) data set (569 x 30, binary), the one Fu et al. (USENIX Security
 2022) and VFLAIR run label inference on; scikit-learn ships it as `sklearn/datasets/data/breast_cancer.csv`
 (behind `load_breast_cancer`), and the lab reads that file itself, so every broken copy is refused in one line.
@@ -56,6 +58,13 @@ WDBC = TabularSource(
     classes=("malignant", "benign"), test_fraction=0.2,
     citation="Breast Cancer Wisconsin (Diagnostic), Wolberg, Street and Mangasarian, UCI Machine Learning "
              "Repository (1995), as shipped by scikit-learn (load_breast_cancer)",
+    licence="CC BY 4.0 (UCI); scikit-learn BSD-3-Clause")
+
+WINE = TabularSource(
+    package="sklearn", distribution="scikit-learn", resource=("datasets", "data", "wine_data.csv"), rows=178,
+    features=13, classes=("class_0", "class_1", "class_2"), test_fraction=0.2,
+    citation="Wine (chemical analysis of three cultivars), Forina et al., PARVUS, UCI Machine Learning Repository "
+             "(1991), as shipped by scikit-learn (load_wine)",
     licence="CC BY 4.0 (UCI); scikit-learn BSD-3-Clause")
 
 
