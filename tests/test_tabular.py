@@ -192,3 +192,35 @@ def test_wine_is_a_second_tabular_set_of_another_width_and_three_classes():
     config = TrainConfig(dataset="wine", arch="tabular-mlp", cut_layer=2, epochs=10, batch_size=16, parties=2,
                          partition="random", seed=1, device="cpu")
     assert train_split(config, *load_data(config), progress=False).accuracy > 0.85      # majority: 14/36
+
+
+def test_k_parties_over_tcp_split_the_columns_as_in_process(tmp_path):
+    """The client processes get --partition and --seed: the same split and columns, the same training."""
+    args = ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--cut-layer", "2", "--epochs", "1", "--parties",
+            "2", "--partition", "random", "--seed", "3", "--device", "cpu", "--json"]
+    histories = []
+    for transport in ("local", "tcp"):
+        result = runner.invoke(app, [*args, "--transport", transport, "--out", str(tmp_path / transport)])
+        assert result.exit_code == 0, result.output
+        histories.append(json.loads((tmp_path / transport / "metrics.json").read_text())["history"])
+    assert histories[0] == histories[1]
+
+
+def test_the_server_refuses_a_party_with_another_partition_or_data_seed(tmp_path):
+    from vfl.wire.kinds import introduction
+    from vfl.wire.server import _ClientTerms
+    from vfl.wire.settings import ServeSettings
+    from vfl.parties import activation_shapes
+
+    server = TrainConfig(dataset="wdbc", arch="tabular-mlp", cut_layer=2, parties=2, partition="random", seed=3)
+    shapes = activation_shapes("tabular-mlp", 2, (30,), 2)
+    secret = tmp_path / "secret"
+    secret.write_text("x" * 40)
+    secret.chmod(0o600)
+    terms = _ClientTerms(ServeSettings(train=server, secret_file=str(secret)), shapes, None, 0)
+    for other, message in ((dict(partition="contiguous"), "--partition contiguous, the server by --partition random"),
+                           (dict(seed=4), "from --seed 4, the server from --seed 3")):
+        party = TrainConfig(**{**dict(dataset="wdbc", arch="tabular-mlp", cut_layer=2, parties=2,
+                                      partition="random", seed=3), **other})
+        with pytest.raises(SplitlabError, match=message):
+            terms(0, introduction(party, 0, 456, 113))

@@ -31,7 +31,7 @@ from vfl.wire.keys import party_key_text, read_secret, write_private
 from vfl.wire.server import listen, serve as serve_program
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume", "task", "positive",
+SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "partition", "party", "resume", "task", "positive",
               "keep_received")
 """Options FSHA's victim (`--kind fsha`) does not take: it has no cut layer or defence, one optimiser of its own
 and one party, and keeps no checkpoints."""

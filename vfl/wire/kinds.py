@@ -66,7 +66,8 @@ def introduction(config: TrainConfig, party: int, train_size: int, test_size: in
     shape = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)[party]
     return {"kind": "split", "dataset": config.dataset, "arch": config.arch, "cut_layer": config.cut_layer,
             "party": party, "activation_shape": list(shape), "train_size": train_size, "test_size": test_size,
-            "resume": saved_epochs is not None, "epochs": saved_epochs or []}
+            "resume": saved_epochs is not None, "epochs": saved_epochs or [], "partition": config.partition,
+            "data_seed": config.seed if datasets.dataset_spec(config.dataset).tabular else None}
 
 
 class SplitParty:
