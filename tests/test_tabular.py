@@ -224,3 +224,31 @@ def test_the_server_refuses_a_party_with_another_partition_or_data_seed(tmp_path
                                       partition="random", seed=3), **other})
         with pytest.raises(SplitlabError, match=message):
             terms(0, introduction(party, 0, 456, 113))
+
+
+def test_aggvfl_sums_the_parties_class_scores_and_gives_each_the_same_gradient():
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", aggregate="sum", parties=3, partition="random", seed=5)
+    parties, server = build_parties(config, torch.device("cpu"))
+    assert server.optimizer is None and not list(server.model.parameters())
+    assert [c.model[1].in_features for c in parties.clients] == [10, 10, 10]
+    x = data.load("wdbc", "train", seed=5).images[:8]
+    joined = parties.infer(x)
+    scores = [c.model(take_strip(x, 3, k, "random", 5)) for k, c in enumerate(parties.clients)]
+    assert joined.shape == (8, 6) and torch.allclose(server.model(joined), sum(scores), atol=1e-6)
+    joined = joined.clone().requires_grad_()
+    torch.nn.functional.cross_entropy(server.model(joined), torch.arange(8) % 2).backward()
+    first, *others = joined.grad.split(2, dim=1)
+    assert all(torch.equal(first, other) for other in others) and first.abs().sum() > 0
+
+
+def test_aggvfl_trains_on_wdbc_and_is_refused_where_it_cannot_run(tmp_path):
+    torch.set_num_threads(1)
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", aggregate="sum", parties=3, partition="random",
+                         epochs=5, batch_size=32, device="cpu")
+    assert train_split(config, *load_data(config), progress=False).accuracy > 0.9
+    for args, message in ((["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--aggregate", "sum", "--transport",
+                            "tcp"], "runs in process only"),
+                          (["attack", "unsplit", "--aggregate", "sum"], "has no cut"),
+                          (["train", "--aggregate", "sum", "--parties", "2"], "cannot take a party's inputs of 1x28x14")):
+        result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2 and message in result.output and not (tmp_path / "run").exists()

@@ -169,6 +169,39 @@ def top_model(arch: str, cut: int, seed: int, shapes: Sequence[tuple[int, ...]])
                            f"{arch}'s server layers after cut {cut}")
 
 
+AGGREGATES = ("concat", "sum")
+
+
+def score_model(arch: str, seed: int, parties: int, party: int, input_shape: tuple[int, ...],
+                classes: int) -> nn.Sequential:
+    """aggVFL: party `party`'s bottom model is the whole architecture, its first dense layer fitted to the party's
+    columns and its output layer sized to the task's classes, so it sends class scores. K=1 is seeded with `seed`,
+    K>1 from the party's stream, as `bottom_model`'s."""
+    from vfl.tasks import task_output
+
+    party_seed = seed if parties == 1 else stream_seed(seed, "party bottom", party)
+    with seeded(party_seed):
+        layers = arch_spec(arch).build().layers
+    try:
+        fit_first_dense(layers, input_shape, stream_seed(seed, "party first dense", party), arch)
+    except SplitlabError:
+        raise SplitlabError(f"architecture {arch} cannot take a party's inputs of {'x'.join(map(str, input_shape))} "
+                            "whole (too small for its layers); use fewer --parties or a dense architecture") from None
+    return task_output(layers, classes, party_seed)
+
+
+class SumScores(nn.Module):
+    """aggVFL's label party: the sum of the parties' class scores (joined side by side), nothing to train. Every
+    party receives the same gradient, dL/d(sum)."""
+
+    def __init__(self, parties: int, classes: int):
+        super().__init__()
+        self.parties, self.classes = parties, classes
+
+    def forward(self, joined: torch.Tensor) -> torch.Tensor:
+        return joined.reshape(len(joined), self.parties, self.classes).sum(1)
+
+
 @dataclass(frozen=True)
 class CutLayout:
     """Where each party's activations sit in the joined tensor: slices of the last dimension."""

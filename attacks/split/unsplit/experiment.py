@@ -54,6 +54,9 @@ class UnsplitConfig(SplitConfig):
         super().check()
         if self.victim.get("dataset") is not None:     # before the victim's own checks suggest a tabular model
             datasets.require_images(self.victim["dataset"], "UnSplit")
+        if self.victim.get("aggregate") == "sum":
+            raise SplitlabError("UnSplit inverts a bottom model at its cut layer; --aggregate sum has no cut (each "
+                                "party sends class scores): leave --aggregate out")
         if self.checkpoint is not None and self.victim:
             given = sorted(self.victim)[0]
             raise SplitlabError(f"--{given.replace('_', '-')} describes the model to train, but --checkpoint gives "
