@@ -13,6 +13,7 @@ from attacks.compare import FSHA_SETUP, compare
 from attacks.metrics import load_fid, load_lpips
 from attacks.split.fsha import FSHA
 from attacks.split.unsplit import UnSplit, UnsplitSettings
+from vfl import data as datasets
 from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, shared_parameters, values
 from vfl.cli_output import emit, handles_errors, table
 from vfl.defences import split_specs
@@ -65,6 +66,8 @@ def _compare(given: dict[str, Any]) -> None:
     output = Output(**values(Output, given))
     archs, attacks, defences = given["archs"], given["attacks"], given["defences"]
     preset_name, fsha_preset, fsha_iterations = given["preset"], given["fsha_preset"], given["fsha_iterations"]
+    if given.get("dataset") is not None:
+        datasets.require_images(given["dataset"], "compare (UnSplit and FSHA)")
     base = TrainConfig(**{k: v for k, v in values(TrainConfig, given).items() if k in VICTIM})
     dataset, cut_layer = base.dataset, base.cut_layer
     attack = UnSplit(registry.preset(preset_name, "unsplit").settings(**values(UnsplitSettings, given)))

@@ -16,6 +16,7 @@ from vfl import data as datasets
 from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_options, shared_parameters, shown_value,
                               values, with_run_options)
 from vfl.cli_output import emit, handles_errors, table
+from vfl.errors import SplitlabError
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.models import describe, describe_hfl
 from vfl.options import Validated, choice, option
@@ -38,6 +39,9 @@ def _train(given: dict[str, Any]) -> None:
     opts = run_options({k: given[k] for k in RUN if k in given})
     config = TrainConfig(**values(TrainConfig, given))
     where = Transport(**values(Transport, given))
+    if where.transport == "tcp" and config.aggregate == "sum":
+        raise SplitlabError("--aggregate sum runs in process only (`splitlab serve` and `client` join activations for "
+                            "a top model); use --transport local")
     if where.transport == "tcp":
         from vfl.wire.launch import check_local_parties
 
@@ -46,7 +50,8 @@ def _train(given: dict[str, Any]) -> None:
     inputs_checked()
     run = Run.create("train", {"train": config, "transport": where.transport, "role": where.role,
                                "device": str(resolve_device(config.device)),
-                               "dataset_provenance": train_data.provenance}, opts.out, overwrite=opts.overwrite)
+                               "dataset_provenance": train_data.provenance,
+                               "feature_partition": config.feature_partition()}, opts.out, overwrite=opts.overwrite)
     wire: dict[str, Any] = {}
     if where.transport == "tcp":
         from vfl.wire.launch import train_over_tcp

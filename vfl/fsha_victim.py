@@ -46,6 +46,7 @@ class FshaClientConfig(Runtime):
 
     def check(self) -> None:
         spec = datasets.dataset_spec(self.dataset)
+        datasets.require_images(self.dataset, "FSHA")
         if spec.image_shape[0] not in (1, INPUT_SHAPE[0]):
             raise SplitlabError(f"FSHA takes grey or RGB images; dataset {self.dataset} has "
                                 f"{spec.image_shape[0]} channels")

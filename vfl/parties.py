@@ -11,6 +11,11 @@ top model's first dense layer takes the joined size. The gradient it returns is 
 and each party receives its own slice.
 
 With K=1 nothing changes: one `Client` on whole images, built exactly as before.
+
+Tabular samples (shape (features,)) are split by columns the same way: `--partition contiguous` gives party k the
+k-th block of columns (`strip_bounds`), `--partition random` a set of columns of the same size drawn from the run's
+seed (`party_columns`; the stream "feature partition"), each party's columns kept in their original order. Images
+are split into contiguous strips only (a convolution needs neighbouring columns).
 """
 from __future__ import annotations
 
@@ -56,14 +61,42 @@ def strip_bounds(width: int, parties: int) -> list[tuple[int, int]]:
 
 
 def strip_shape(image_shape: tuple[int, ...], parties: int, party: int) -> tuple[int, ...]:
+    """The shape of party `party`'s part of a sample (the same under every partition: only which columns differ)."""
     start, stop = strip_bounds(image_shape[-1], parties)[party]
     return (*image_shape[:-1], stop - start)
 
 
-def take_strip(images: torch.Tensor, parties: int, party: int) -> torch.Tensor:
-    """Party `party`'s columns of a batch of images (a view)."""
-    start, stop = strip_bounds(images.shape[-1], parties)[party]
-    return images[..., start:stop]
+PARTITIONS = ("contiguous", "random")
+
+
+def check_partition(partition: str, image_shape: tuple[int, ...], option: str = "--partition") -> None:
+    """A random partition takes tabular samples only: an image is split into contiguous strips."""
+    if partition not in PARTITIONS:
+        raise SplitlabError(f"{option} {partition!r}: use one of {', '.join(PARTITIONS)}")
+    if partition == "random" and len(image_shape) != 1:
+        raise SplitlabError(f"{option} random splits tabular samples' columns at random; images are split into "
+                            f"contiguous strips: use {option} contiguous")
+
+
+def party_columns(width: int, parties: int, partition: str = "contiguous", seed: int = 0) -> list[list[int]]:
+    """Each party's columns, in their original order: contiguous blocks (`strip_bounds`), or under `random` as many
+    columns per party, drawn by a permutation from the stream "feature partition" of `seed`. Every column goes to
+    exactly one party."""
+    bounds = strip_bounds(width, parties)
+    if partition == "contiguous":
+        return [list(range(start, stop)) for start, stop in bounds]
+    order = torch.randperm(width, generator=torch.Generator().manual_seed(stream_seed(seed, "feature partition")))
+    return [sorted(order[start:stop].tolist()) for start, stop in bounds]
+
+
+def take_strip(images: torch.Tensor, parties: int, party: int, partition: str = "contiguous",
+               seed: int = 0) -> torch.Tensor:
+    """Party `party`'s columns of a batch of images or tabular samples (a view for a contiguous partition)."""
+    if partition == "contiguous":
+        start, stop = strip_bounds(images.shape[-1], parties)[party]
+        return images[..., start:stop]
+    columns = party_columns(images.shape[-1], parties, partition, seed)[party]
+    return images[..., torch.tensor(columns, device=images.device)]
 
 
 def fit_first_dense(layers: nn.Sequential, input_shape: tuple[int, ...], seed: int, what: str) -> nn.Sequential:
@@ -136,6 +169,39 @@ def top_model(arch: str, cut: int, seed: int, shapes: Sequence[tuple[int, ...]])
                            f"{arch}'s server layers after cut {cut}")
 
 
+AGGREGATES = ("concat", "sum")
+
+
+def score_model(arch: str, seed: int, parties: int, party: int, input_shape: tuple[int, ...],
+                classes: int) -> nn.Sequential:
+    """aggVFL: party `party`'s bottom model is the whole architecture, its first dense layer fitted to the party's
+    columns and its output layer sized to the task's classes, so it sends class scores. K=1 is seeded with `seed`,
+    K>1 from the party's stream, as `bottom_model`'s."""
+    from vfl.tasks import task_output
+
+    party_seed = seed if parties == 1 else stream_seed(seed, "party bottom", party)
+    with seeded(party_seed):
+        layers = arch_spec(arch).build().layers
+    try:
+        fit_first_dense(layers, input_shape, stream_seed(seed, "party first dense", party), arch)
+    except SplitlabError:
+        raise SplitlabError(f"architecture {arch} cannot take a party's inputs of {'x'.join(map(str, input_shape))} "
+                            "whole (too small for its layers); use fewer --parties or a dense architecture") from None
+    return task_output(layers, classes, party_seed)
+
+
+class SumScores(nn.Module):
+    """aggVFL's label party: the sum of the parties' class scores (joined side by side), nothing to train. Every
+    party receives the same gradient, dL/d(sum)."""
+
+    def __init__(self, parties: int, classes: int):
+        super().__init__()
+        self.parties, self.classes = parties, classes
+
+    def forward(self, joined: torch.Tensor) -> torch.Tensor:
+        return joined.reshape(len(joined), self.parties, self.classes).sum(1)
+
+
 @dataclass(frozen=True)
 class CutLayout:
     """Where each party's activations sit in the joined tensor: slices of the last dimension."""
@@ -170,10 +236,12 @@ class Parties:
     joins their activations, `receive` hands each its slice of the gradient. Inputs are whole images;
     each party sees only its strip."""
 
-    def __init__(self, clients: Sequence[Client], image_shape: tuple[int, ...], layout: CutLayout):
+    def __init__(self, clients: Sequence[Client], image_shape: tuple[int, ...], layout: CutLayout,
+                 partition: str = "contiguous", seed: int = 0):
         self.clients = list(clients)
         self.image_shape = tuple(image_shape)
         self.layout = layout
+        self.partition, self.seed = partition, seed
         self.model = nn.ModuleList([c.model for c in self.clients])    # state_dict of all bottoms, in order
         self.last_prediction: Prediction | None = None
 
@@ -183,7 +251,8 @@ class Parties:
 
     def _strips(self, x: torch.Tensor) -> list[torch.Tensor]:
         # contiguous, as a party holding only its strip has it (and computes on it) in its own process
-        return [take_strip(x, len(self.clients), k).contiguous() for k in range(len(self.clients))]
+        return [take_strip(x, len(self.clients), k, self.partition, self.seed).contiguous()
+                for k in range(len(self.clients))]
 
     def send(self, x: torch.Tensor, step: int) -> Activations:
         sent = [c.send(strip, step) for c, strip in zip(self.clients, self._strips(x))]
@@ -205,10 +274,17 @@ class Parties:
             c.receive_prediction(message)
 
 
-def describe_split(arch: str, cut: int, image_shape: tuple[int, ...], parties: int) -> str:
+def _columns_text(columns: list[int]) -> str:
+    contiguous = columns == list(range(columns[0], columns[-1] + 1))
+    return f"{columns[0]}-{columns[-1]}" if contiguous else ",".join(map(str, columns))
+
+
+def describe_split(arch: str, cut: int, image_shape: tuple[int, ...], parties: int, partition: str = "contiguous",
+                   seed: int = 0) -> str:
     """One line: each party's strip and activation shape, and the joined shape the top model takes."""
     shapes = activation_shapes(arch, cut, image_shape, parties)
-    strips = ", ".join(f"party {k}: columns {a}-{b - 1} -> {'x'.join(map(str, s))}"
-                       for k, ((a, b), s) in enumerate(zip(strip_bounds(image_shape[-1], parties), shapes)))
+    columns = party_columns(image_shape[-1], parties, partition, seed)
+    strips = ", ".join(f"party {k}: columns {_columns_text(c)} -> {'x'.join(map(str, s))}"
+                       for k, (c, s) in enumerate(zip(columns, shapes)))
     joined = "x".join(map(str, CutLayout(shapes).joined_shape))
     return f"{strips}; joined {joined} ({math.prod(CutLayout(shapes).joined_shape)} values per example)"

@@ -14,8 +14,10 @@ from vfl import data as datasets
 from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
 from vfl.models import arch_spec, check_cut_layer, check_input_shape
-from vfl.parties import (CutLayout, Parties, activation_shapes, bottom_model, check_parties, strip_shape,
+from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITIONS, CutLayout, Parties, SumScores, activation_shapes,
+                         bottom_model, check_partition, check_parties, party_columns, score_model, strip_shape,
                          take_strip, top_model)
+from vfl.validate import check_int
 from vfl.progress import progress_bar
 from vfl.protocol import (OPTIMIZERS, Client, CuriousServer, Prediction, Role, Server, ask, evaluate,
                           make_optimizer, train_epoch)
@@ -53,6 +55,13 @@ class TrainConfig(Runtime):
                             "name[:key=value,...] items joined by + (see `splitlab defences`).", text())
     parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
                           "learning on whole images).", integer(low=1, high=64))
+    partition: str = option("contiguous", "How --parties K split the columns: contiguous (party k holds the k-th "
+                            "block: an image's vertical strip) or random (tabular data only: as many columns each, "
+                            "drawn from --seed).", choice(PARTITIONS))
+    aggregate: str = option("concat", "How the label party joins the parties' outputs: concat (its top model, the "
+                            "layers after --cut-layer, takes their activations side by side) or sum (aggVFL: each "
+                            "party's model is the whole architecture sending class scores, the label party sums them "
+                            "and trains nothing; --cut-layer is not used).", choice(AGGREGATES))
 
     def check(self) -> None:
         spec = arch_spec(self.arch)
@@ -60,7 +69,14 @@ class TrainConfig(Runtime):
         found = datasets.dataset_spec(self.dataset)
         image_shape = found.image_shape
         check_input_shape(spec, image_shape, self.dataset)
-        check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+        if self.aggregate == "sum":
+            check_int("--parties", self.parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
+            for party in range(self.parties):       # raises if a party's columns are too few for the layers
+                score_model(self.arch, 0, self.parties, party, strip_shape(image_shape, self.parties, party),
+                            self.classes)
+        else:
+            check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+        check_partition(self.partition, image_shape)
         check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):
             parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
@@ -74,6 +90,17 @@ class TrainConfig(Runtime):
     @property
     def image_shape(self) -> tuple[int, ...]:
         return tuple(datasets.dataset_spec(self.dataset).image_shape)
+
+    def cut_shapes(self) -> list[tuple[int, ...]]:
+        """The per-example shape of what each party sends: its cut activations, or its class scores (sum)."""
+        if self.aggregate == "sum":
+            return [(self.classes,)] * self.parties
+        return activation_shapes(self.arch, self.cut_layer, self.image_shape, self.parties)
+
+    def feature_partition(self) -> dict[str, Any]:
+        """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
+        return {"partition": self.partition, "parties": self.parties,
+                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed)}
 
 
 @dataclass
@@ -90,8 +117,8 @@ class TrainedSplit:
 def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
     """Both splits of the config's dataset, labelled for its task (raises `SplitlabError` if the files are
     missing)."""
-    return tuple(for_task(datasets.load(config.dataset, split, config.data_root), config.task, config.positive)
-                 for split in ("train", "test"))
+    return tuple(for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed), config.task,
+                          config.positive) for split in ("train", "test"))
 
 
 SERVER_ROLES: dict[str, type[Server]] = {"honest": Server, "curious": CuriousServer}
@@ -106,21 +133,29 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
     its seeded bottom model and optimiser. The in-process run and `splitlab client` build it here alike."""
     shape = strip_shape(config.image_shape, config.parties, party)
     if train_images is not None and config.parties > 1:
-        train_images = take_strip(train_images, config.parties, party)
+        train_images = take_strip(train_images, config.parties, party, config.partition, config.seed)
     defences = parse_defences(config.defence, shape, train_images)
-    model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
-                         transformed_shape(defences, shape)).to(device)
+    if config.aggregate == "sum":
+        model = score_model(config.arch, config.seed, config.parties, party, transformed_shape(defences, shape),
+                            config.classes).to(device)
+    else:
+        model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
+                             transformed_shape(defences, shape)).to(device)
     return Client(model, make_optimizer(config.optimizer, model.parameters(), config.lr), defences)
 
 
 def build_server(config: TrainConfig, device: torch.device, role: str = "honest") -> Server:
     """The label party: its seeded top model (taking the parties' joined activations; on a binary task its output
     layer has two units, from a stream of its own) in the given role, with its send-back defences."""
-    shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
-    model = task_output(top_model(config.arch, config.cut_layer, config.seed, shapes), config.classes,
-                        config.seed).to(device)
-    return lookup(SERVER_ROLES, role, "server role")(model, make_optimizer(config.optimizer, model.parameters(),
-                                                                           config.lr),
+    shapes = config.cut_shapes()
+    if config.aggregate == "sum":
+        model = SumScores(config.parties, config.classes).to(device)
+    else:
+        model = task_output(top_model(config.arch, config.cut_layer, config.seed, shapes), config.classes,
+                            config.seed).to(device)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr) if config.aggregate == "concat" \
+        else None
+    return lookup(SERVER_ROLES, role, "server role")(model, optimizer,
                                                      defences=parse_send_back(config.send_back, config.classes,
                                                                               CutLayout(shapes).joined_shape))
 
@@ -133,9 +168,9 @@ def build_parties(config: TrainConfig, device: torch.device, train_images: torch
     if config.parties == 1:
         client = build_client(config, device, train_images)
     else:
-        shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
+        shapes = config.cut_shapes()
         client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
-                         config.image_shape, CutLayout(shapes))
+                         config.image_shape, CutLayout(shapes), config.partition, config.seed)
     return client, build_server(config, device, role)
 
 

@@ -141,6 +141,7 @@ class HFLConfig(Runtime):
         if self.secure_aggregation > 1 and not spec.aggregates:
             raise SplitlabError(f"--secure-aggregation does not apply to {spec.name} (it attacks one client's upload)")
         hfl_model_spec(self.arch)
+        datasets.require_images(self.dataset, spec.name)
         check_hfl_input(self.arch, datasets.dataset_spec(self.dataset).image_shape)
         defence = parse_defence(self.defence)
         resolve_device(self.device)

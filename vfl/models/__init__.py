@@ -18,6 +18,7 @@ from vfl.models.cifar import cifar_cnn, mlp_mixer
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, describe_hfl, hfl_model_spec
 from vfl.models.mnist import cnn, mlp, small_mlp
 from vfl.models.split import SplitNet, count_parameters
+from vfl.models.tabular import TABULAR_SHAPES, tabular_mlp
 from vfl.runtime import seeded
 
 
@@ -35,6 +36,8 @@ class ArchSpec:
     notes: str = field(default="")
     flat_input: bool = False
     """Whether the first layer is Flatten + dense, so the client can take any number of input features."""
+    tabular: bool = False
+    """Whether it takes tabular samples, flat feature vectors of any width (`input_shape` is only its default)."""
 
     @property
     def cut_layers(self) -> tuple[int, ...]:
@@ -58,6 +61,9 @@ ARCHITECTURES: dict[str, ArchSpec] = {
                  "UnSplit CifarNet (1,609,546)", total_params=1_609_546),
         ArchSpec("mlp-mixer", mlp_mixer, (3, 32, 32), 10, {k: (64, 128) for k in range(1, 8)},
                  "MLP-Mixer for CIFAR-10 (omihub777 recipe); client at cut 1 = 146,816 (Table 2)"),
+        ArchSpec("tabular-mlp", tabular_mlp, (30,), 2, TABULAR_SHAPES,
+                 "dense 64-64-32-16 MLP for tabular data (any number of features); 8,786 parameters on wdbc",
+                 total_params=8_786, flat_input=True, tabular=True),
     )
 }
 
@@ -72,12 +78,21 @@ def check_cut_layer(spec: ArchSpec, cut: int) -> None:
                             f"use --cut-layer one of {', '.join(map(str, spec.cut_layers))}")
 
 
+def takes(spec: ArchSpec, image_shape: tuple[int, ...]) -> bool:
+    """Whether the architecture takes samples of this shape: its own, or any flat vector for a tabular one."""
+    return tuple(image_shape) == spec.input_shape or (spec.tabular and len(image_shape) == 1)
+
+
 def check_input_shape(spec: ArchSpec, image_shape: tuple[int, ...], dataset: str) -> None:
-    if tuple(image_shape) != spec.input_shape:
-        fits = [a.name for a in ARCHITECTURES.values() if a.input_shape == tuple(image_shape)]
-        shape = "x".join(map(str, image_shape))
-        raise SplitlabError(f"dataset {dataset} has {shape} images but architecture {spec.name} takes "
-                            f"{'x'.join(map(str, spec.input_shape))}; use --arch {' or '.join(fits) or '<another>'}")
+    if not takes(spec, image_shape):
+        fits = [a.name for a in ARCHITECTURES.values() if takes(a, image_shape)]
+        if len(image_shape) == 1:
+            found = f"tabular samples of {image_shape[0]} features"
+        else:
+            found = f"{'x'.join(map(str, image_shape))} images"
+        wants = "tabular samples" if spec.tabular else "x".join(map(str, spec.input_shape))
+        raise SplitlabError(f"dataset {dataset} has {found} but architecture {spec.name} takes {wants}; "
+                            f"use --arch {' or '.join(fits) or '<another>'}")
 
 
 def build_split(name: str, cut: int, seed: int | None = None,

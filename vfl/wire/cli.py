@@ -31,14 +31,16 @@ from vfl.wire.keys import party_key_text, read_secret, write_keys
 from vfl.wire.server import listen, serve as serve_program
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "party", "resume", "task", "positive",
+SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "partition", "party", "resume", "task", "positive",
               "keep_received")
 """Options FSHA's victim (`--kind fsha`) does not take: it has no cut layer or defence, one optimiser of its own
 and one party, and keeps no checkpoints."""
 
 UNCHANGEABLE = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed",
-                "defence", "send_back", "parties", "party", "role", "choose_gradient")
+                "defence", "send_back", "parties", "partition", "party", "role", "choose_gradient")
 """Options a resumed run must keep (the device, data root, address, timeout and secret may change)."""
+ADDED_LATER = {"partition": "contiguous"}
+"""Options runs started before they existed do not record, and the value those runs had."""
 
 
 def _flat(settings: Any) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def _check_same_options(command: str, settings: ServeSettings | ClientSettings, 
         return                                  # not such a run: Run.reopen says so
     now = to_jsonable(_flat(settings))
     for key in UNCHANGEABLE:
-        if key in now and earlier.get(key) != now[key]:
+        if key in now and earlier.get(key, ADDED_LATER.get(key)) != now[key]:
             raise SplitlabError(f"--resume: {out} was started with --{key.replace('_', '-')} {earlier.get(key)}, "
                                 f"not {now[key]}; give the same options to continue it")
 

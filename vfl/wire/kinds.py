@@ -49,13 +49,15 @@ def _refuse_terms(what: str) -> SplitlabError:
 
 def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
     """This party's strip of every image of the split (contiguous, as a party holding only it would)."""
-    images = datasets.load(config.dataset, split, config.data_root).images       # its labels are not kept
-    return images if config.parties == 1 else take_strip(images, config.parties, party).contiguous()
+    images = datasets.load(config.dataset, split, config.data_root, seed=config.seed).images   # labels not kept
+    if config.parties == 1:
+        return images
+    return take_strip(images, config.parties, party, config.partition, config.seed).contiguous()
 
 
 def _whole_images(config: TrainConfig) -> torch.Tensor:
     """The training images `build_client` takes (it cuts the party's strip; DP estimates its noise there)."""
-    return datasets.load(config.dataset, "train", config.data_root).images
+    return datasets.load(config.dataset, "train", config.data_root, seed=config.seed).images
 
 
 def introduction(config: TrainConfig, party: int, train_size: int, test_size: int,
@@ -64,7 +66,8 @@ def introduction(config: TrainConfig, party: int, train_size: int, test_size: in
     shape = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)[party]
     return {"kind": "split", "dataset": config.dataset, "arch": config.arch, "cut_layer": config.cut_layer,
             "party": party, "activation_shape": list(shape), "train_size": train_size, "test_size": test_size,
-            "resume": saved_epochs is not None, "epochs": saved_epochs or []}
+            "resume": saved_epochs is not None, "epochs": saved_epochs or [], "partition": config.partition,
+            "data_seed": config.seed if datasets.dataset_spec(config.dataset).tabular else None}
 
 
 class SplitParty:

@@ -60,6 +60,13 @@ class _ClientTerms:
             if body.get(key) != getattr(c, key):
                 raise SplitlabError(f"party {party} runs {option} {body.get(key)}, the server {option} "
                                     f"{getattr(c, key)}; give both sides the same {option}")
+        if body.get("partition", "contiguous") != c.partition:
+            raise SplitlabError(f"party {party} splits the columns by --partition {body.get('partition')}, the server "
+                                f"by --partition {c.partition}; give every side the same --partition")
+        if datasets.dataset_spec(c.dataset).tabular and body.get("data_seed") != c.seed:
+            raise SplitlabError(f"party {party} draws {c.dataset}'s train/test split (and a random partition) from "
+                                f"--seed {body.get('data_seed')}, the server from --seed {c.seed}; give every side "
+                                "the same --seed")
         if body.get("activation_shape") != list(self.shapes[party]):
             raise SplitlabError(f"party {party} would send activations shaped {body.get('activation_shape')}, the "
                                 f"server's top model takes {list(self.shapes[party])} from it; run the same splitlab")
@@ -97,7 +104,8 @@ def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout,
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
     """The split's labels as the label party holds them: sample indices in place of the images."""
-    data = for_task(datasets.load(config.dataset, split, config.data_root), config.task, config.positive)
+    data = for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed), config.task,
+                    config.positive)
     return datasets.ImageData(data.name, split, torch.arange(len(data)), data.labels, data.provenance)
 
 

@@ -17,6 +17,7 @@ uses the perturbed messages, so the task accuracy measured here is the defences'
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -117,16 +118,20 @@ class TaskData:
 
 def task_data(victim: LabelVictim) -> TaskData:
     """The dataset's splits relabelled for the task (raises `SplitlabError` when the files are missing)."""
-    return TaskData(*(for_task(datasets.load(victim.dataset, split, victim.data_root), victim.task, victim.positive)
-                      for split in ("train", "test")))
+    return TaskData(*(for_task(datasets.load(victim.dataset, split, victim.data_root, seed=victim.seed), victim.task,
+                               victim.positive) for split in ("train", "test")))
 
 
 def build_models(victim: LabelVictim) -> tuple[nn.Module, nn.Module]:
     """(feature party's model, label party's model): the architecture seeded with the victim's seed, its output
     layer replaced by one of the task's classes (from a stream of its own) where the count differs, split as
     `--top` says."""
+    spec = arch_spec(victim.arch)
+    build = spec.build
+    if spec.tabular:                             # its first layer takes the data set's number of features
+        build = functools.partial(build, in_features=datasets.dataset_spec(victim.dataset).image_shape[0])
     with seeded(victim.seed):
-        layers = list(arch_spec(victim.arch).build().layers)
+        layers = list(build().layers)
     layers[-1] = output_layer(layers[-1], victim.classes, victim.seed)
     if victim.top == "model":
         cut = victim.cut_layer + 1

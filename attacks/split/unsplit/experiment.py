@@ -52,6 +52,11 @@ class UnsplitConfig(SplitConfig):
 
     def check(self) -> None:
         super().check()
+        if self.victim.get("dataset") is not None:     # before the victim's own checks suggest a tabular model
+            datasets.require_images(self.victim["dataset"], "UnSplit")
+        if self.victim.get("aggregate") == "sum":
+            raise SplitlabError("UnSplit inverts a bottom model at its cut layer; --aggregate sum has no cut (each "
+                                "party sends class scores): leave --aggregate out")
         if self.checkpoint is not None and self.victim:
             given = sorted(self.victim)[0]
             raise SplitlabError(f"--{given.replace('_', '-')} describes the model to train, but --checkpoint gives "
@@ -96,6 +101,7 @@ class Victim:
 def load_victim(checkpoint: Path, device: str = "auto", data_root: str | None = None) -> Victim:
     """A trained split model from a checkpoint, with its dataset (errors before anything is written)."""
     trained = load_checkpoint(checkpoint, device, data_root)
+    datasets.require_images(trained.config.dataset, f"UnSplit (--checkpoint {checkpoint})")
     train, test = load_data(trained.config)
     return Victim(trained.config, train, test, trained, Path(checkpoint))
 

@@ -1,0 +1,254 @@
+"""Tabular vertical FL: the embedded WDBC data (provenance, a seeded stratified split, standardisation from the
+training split only, broken files refused), K parties by columns (contiguous and seeded random), the tabular MLP,
+training to a sensible accuracy and a label attack end to end."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from splitlab.cli import app
+from vfl import data, tabular
+from vfl.errors import SplitlabError
+from vfl.models import ARCHITECTURES, build_split, count_parameters
+from vfl.parties import check_partition, party_columns, strip_bounds, take_strip
+from vfl.training import TrainConfig, build_parties, load_data, train_split
+
+runner = CliRunner()
+
+
+def test_wdbc_loads_embedded_with_provenance_and_stratified_split():
+    train, test = data.load("wdbc", "train"), data.load("wdbc", "test")
+    assert train.images.shape == (456, 30) and test.images.shape == (113, 30)
+    assert train.images.dtype == torch.float32 and train.labels.dtype == torch.int64
+    assert torch.bincount(train.labels).tolist() == [170, 286]       # 212 malignant, 357 benign: 20% of each
+    assert torch.bincount(test.labels).tolist() == [42, 71]
+    for text in ("Breast Cancer Wisconsin", "569 rows x 30", "CC BY 4.0", "sklearn", "seed 0", "456/113"):
+        assert text in train.provenance
+    assert data.dataset_spec("wdbc").image_shape == (30,) and data.availability("wdbc") == (True, "available")
+
+
+def test_standardisation_uses_the_training_split_only():
+    raw, labels = tabular.read_table(tabular.WDBC)
+    for seed in (0, 5):
+        train, test = data.load("wdbc", "train", seed=seed), data.load("wdbc", "test", seed=seed)
+        mask = tabular.stratified_split(labels, 0.2, seed)
+        mean, std = raw[~mask].mean(0), raw[~mask].std(0)
+        assert np.allclose(train.images.numpy(), (raw[~mask] - mean) / std, atol=1e-5)
+        assert np.allclose(test.images.numpy(), (raw[mask] - mean) / std, atol=1e-5)
+        assert torch.allclose(train.images.mean(0), torch.zeros(30), atol=1e-5)
+        assert torch.allclose(train.images.std(0, unbiased=False), torch.ones(30), atol=1e-4)
+        assert test.images.mean(0).abs().max() > 0.01                  # the test split's own statistics are not used
+        assert torch.equal(train.labels, torch.from_numpy(labels[~mask]))
+
+
+def test_the_split_is_fixed_by_the_seed_and_covers_every_row_once():
+    _, labels = tabular.read_table(tabular.WDBC)
+    a, b = (tabular.stratified_split(labels, 0.2, 3) for _ in range(2))
+    assert (a == b).all() and (a != tabular.stratified_split(labels, 0.2, 4)).any()
+    assert a.sum() == 113 and (~a).sum() == 456
+    first, again = data.load("wdbc", "test", seed=3), data.load("wdbc", "test", seed=3)
+    assert torch.equal(first.images, again.images) and not torch.equal(first.images,
+                                                                         data.load("wdbc", "test", seed=4).images)
+    assert "seed 3" in first.provenance
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "not found"),
+    (b"569,30,malignant,benign\n1,2,3\n", "truncated or corrupt"),
+    (b"100,30,malignant,benign\n", "header 100,30 is not 569,30"),
+    (b"\xff\xfe\x00garbage", "cannot read"),
+])
+def test_a_missing_or_corrupt_file_is_refused_in_one_line(tmp_path, content, message):
+    path = tmp_path / "breast_cancer.csv"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(SplitlabError, match=message) as info:
+        tabular.read_table(tabular.WDBC, path)
+    assert "\n" not in str(info.value) and "reinstall scikit-learn" in str(info.value)
+
+
+def test_a_corrupt_value_in_an_intact_looking_file_is_refused(tmp_path):
+    lines = tabular.WDBC.path().read_text().splitlines()
+    lines[7] = lines[7].rsplit(",", 1)[0] + ",2"                     # a class that does not exist
+    (tmp_path / "bad.csv").write_text("\n".join(lines))
+    with pytest.raises(SplitlabError, match="a class outside 0-1"):
+        tabular.read_table(tabular.WDBC, tmp_path / "bad.csv")
+    lines[7] = lines[7].replace(",", ",x", 1)
+    (tmp_path / "bad.csv").write_text("\n".join(lines))
+    with pytest.raises(SplitlabError, match="not 31 numbers"):
+        tabular.read_table(tabular.WDBC, tmp_path / "bad.csv")
+
+
+def test_a_broken_shipped_file_fails_the_command_with_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setattr(tabular.TabularSource, "path", lambda self: tmp_path / "gone.csv")
+    tabular._splits.cache_clear()
+    data._load_cached.cache_clear()
+    try:
+        result = runner.invoke(app, ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--out",
+                                     str(tmp_path / "run")])
+    finally:
+        tabular._splits.cache_clear()
+        data._load_cached.cache_clear()
+    assert result.exit_code == 2 and "gone.csv not found" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("partition", ["contiguous", "random"])
+@pytest.mark.parametrize("parties", [1, 2, 3, 7, 30])
+def test_every_column_goes_to_exactly_one_party(partition, parties):
+    columns = party_columns(30, parties, partition, seed=11)
+    assert sorted(c for part in columns for c in part) == list(range(30))
+    assert [len(c) for c in columns] == [b - a for a, b in strip_bounds(30, parties)]
+    assert all(part == sorted(part) for part in columns)
+    x = torch.arange(30.0).repeat(4, 1)
+    for k, part in enumerate(columns):
+        assert take_strip(x, parties, k, partition, 11)[0].tolist() == [float(c) for c in part]
+
+
+def test_the_random_partition_is_reproducible_from_its_seed_and_contiguous_is_the_image_strips():
+    assert party_columns(30, 3, "random", 4) == party_columns(30, 3, "random", 4)
+    assert party_columns(30, 3, "random", 4) != party_columns(30, 3, "random", 5)
+    assert party_columns(30, 3, "random", 4) != party_columns(30, 3, "contiguous", 4)
+    assert party_columns(28, 2) == [list(range(14)), list(range(14, 28))]      # mnist's left and right halves
+    image = torch.rand(2, 1, 28, 28)
+    assert take_strip(image, 2, 1).data_ptr() == image[..., 14:].data_ptr()     # still a view
+    with pytest.raises(SplitlabError, match="images are split into contiguous strips"):
+        check_partition("random", (1, 28, 28))
+    with pytest.raises(SplitlabError, match="images are split into contiguous strips"):
+        TrainConfig(dataset="mnist5k", arch="mlp", parties=2, partition="random")
+
+
+def test_the_tabular_mlp_takes_any_width_and_image_architectures_refuse_tabular_data():
+    spec = ARCHITECTURES["tabular-mlp"]
+    assert count_parameters(spec.build()) == spec.total_params
+    client, server = build_split("tabular-mlp", 2, seed=0, input_shape=(13,))
+    assert client(torch.zeros(5, 13)).shape == (5, 64) and server(torch.zeros(5, 64)).shape == (5, 2)
+    with pytest.raises(SplitlabError, match="tabular samples of 30 features .* use --arch tabular-mlp"):
+        TrainConfig(dataset="wdbc", arch="cnn")
+    with pytest.raises(SplitlabError, match="takes tabular samples; use --arch cnn"):
+        TrainConfig(dataset="mnist5k", arch="tabular-mlp")
+
+
+def test_k_parties_each_hold_their_columns_in_their_bottom_model():
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", cut_layer=2, parties=3, partition="random", seed=2)
+    parties, _ = build_parties(config, torch.device("cpu"))
+    assert [c.model[1].in_features for c in parties.clients] == [10, 10, 10]
+    assert config.feature_partition()["columns"] == party_columns(30, 3, "random", 2)
+
+
+@pytest.mark.parametrize("parties,partition", [(1, "contiguous"), (3, "random")])
+def test_training_on_wdbc_reaches_a_sensible_accuracy(parties, partition):
+    torch.set_num_threads(1)
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", cut_layer=2, epochs=5, batch_size=32, parties=parties,
+                         partition=partition, device="cpu")
+    trained = train_split(config, *load_data(config), progress=False)
+    assert trained.accuracy > 0.9                                   # majority (benign) is 71/113 = 0.63
+
+
+def test_train_records_provenance_and_partition(tmp_path):
+    result = runner.invoke(app, ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--cut-layer", "2",
+                                 "--epochs", "1", "--parties", "2", "--partition", "random", "--seed", "1",
+                                 "--device", "cpu", "--json", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    assert "Breast Cancer Wisconsin" in config["dataset_provenance"] and "seed 1" in config["dataset_provenance"]
+    assert config["feature_partition"] == {"partition": "random", "parties": 2,
+                                           "columns": party_columns(30, 2, "random", 1)}
+    assert config["train"]["partition"] == "random"
+
+
+def test_a_label_attack_on_wdbc_runs_end_to_end_with_its_majority_baseline(tmp_path):
+    result = runner.invoke(app, ["attack", "label-norm", "--dataset", "wdbc", "--arch", "tabular-mlp",
+                                 "--device", "cpu", "--json", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert 0.0 <= metrics["leak_auc"] <= 1.0 and metrics["n_targets"] > 0
+    assert 0.5 < metrics["baselines"]["majority"]["label_accuracy"] < 1.0
+    assert metrics["positive_rate"] == pytest.approx(170 / 456)     # --positive 0: malignant
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    assert "Breast Cancer Wisconsin" in json.dumps(config)
+
+
+@pytest.mark.parametrize("args", [
+    ["attack", "unsplit", "--dataset", "wdbc", "--arch", "tabular-mlp"],
+    ["attack", "unsplit", "--dataset", "wdbc"],
+    ["attack", "fsha", "--dataset", "wdbc"],
+    ["hfl", "--attack", "dlg", "--dataset", "wdbc"],
+    ["compare", "--dataset", "wdbc", "--archs", "tabular-mlp"],
+])
+def test_image_reconstruction_refuses_tabular_data_in_one_line_before_writing(tmp_path, args):
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "reconstructs images; dataset wdbc is tabular" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_wine_is_a_second_tabular_set_of_another_width_and_three_classes():
+    train, test = data.load("wine", "train", seed=1), data.load("wine", "test", seed=1)
+    assert train.images.shape == (142, 13) and test.images.shape == (36, 13)
+    assert torch.bincount(test.labels).tolist() == [12, 14, 10] and "Forina" in train.provenance
+    torch.set_num_threads(1)
+    config = TrainConfig(dataset="wine", arch="tabular-mlp", cut_layer=2, epochs=10, batch_size=16, parties=2,
+                         partition="random", seed=1, device="cpu")
+    assert train_split(config, *load_data(config), progress=False).accuracy > 0.85      # majority: 14/36
+
+
+def test_k_parties_over_tcp_split_the_columns_as_in_process(tmp_path):
+    """The client processes get --partition and --seed: the same split and columns, the same training."""
+    args = ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--cut-layer", "2", "--epochs", "1", "--parties",
+            "2", "--partition", "random", "--seed", "3", "--device", "cpu", "--json"]
+    histories = []
+    for transport in ("local", "tcp"):
+        result = runner.invoke(app, [*args, "--transport", transport, "--out", str(tmp_path / transport)])
+        assert result.exit_code == 0, result.output
+        histories.append(json.loads((tmp_path / transport / "metrics.json").read_text())["history"])
+    assert histories[0] == histories[1]
+
+
+def test_the_server_refuses_a_party_with_another_partition_or_data_seed(tmp_path):
+    from vfl.wire.kinds import introduction
+    from vfl.wire.server import _ClientTerms
+    from vfl.wire.settings import ServeSettings
+    from vfl.parties import activation_shapes
+
+    server = TrainConfig(dataset="wdbc", arch="tabular-mlp", cut_layer=2, parties=2, partition="random", seed=3)
+    shapes = activation_shapes("tabular-mlp", 2, (30,), 2)
+    secret = tmp_path / "secret"
+    secret.write_text("x" * 40)
+    secret.chmod(0o600)
+    terms = _ClientTerms(ServeSettings(train=server, secret_file=str(secret)), shapes, None, 0)
+    for other, message in ((dict(partition="contiguous"), "--partition contiguous, the server by --partition random"),
+                           (dict(seed=4), "from --seed 4, the server from --seed 3")):
+        party = TrainConfig(**{**dict(dataset="wdbc", arch="tabular-mlp", cut_layer=2, parties=2,
+                                      partition="random", seed=3), **other})
+        with pytest.raises(SplitlabError, match=message):
+            terms(0, introduction(party, 0, 456, 113))
+
+
+def test_aggvfl_sums_the_parties_class_scores_and_gives_each_the_same_gradient():
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", aggregate="sum", parties=3, partition="random", seed=5)
+    parties, server = build_parties(config, torch.device("cpu"))
+    assert server.optimizer is None and not list(server.model.parameters())
+    assert [c.model[1].in_features for c in parties.clients] == [10, 10, 10]
+    x = data.load("wdbc", "train", seed=5).images[:8]
+    joined = parties.infer(x)
+    scores = [c.model(take_strip(x, 3, k, "random", 5)) for k, c in enumerate(parties.clients)]
+    assert joined.shape == (8, 6) and torch.allclose(server.model(joined), sum(scores), atol=1e-6)
+    joined = joined.clone().requires_grad_()
+    torch.nn.functional.cross_entropy(server.model(joined), torch.arange(8) % 2).backward()
+    first, *others = joined.grad.split(2, dim=1)
+    assert all(torch.equal(first, other) for other in others) and first.abs().sum() > 0
+
+
+def test_aggvfl_trains_on_wdbc_and_is_refused_where_it_cannot_run(tmp_path):
+    torch.set_num_threads(1)
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", aggregate="sum", parties=3, partition="random",
+                         epochs=5, batch_size=32, device="cpu")
+    assert train_split(config, *load_data(config), progress=False).accuracy > 0.9
+    for args, message in ((["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--aggregate", "sum", "--transport",
+                            "tcp"], "runs in process only"),
+                          (["attack", "unsplit", "--aggregate", "sum"], "has no cut"),
+                          (["train", "--aggregate", "sum", "--parties", "2"], "cannot take a party's inputs of 1x28x14")):
+        result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2 and message in result.output and not (tmp_path / "run").exists()
