@@ -215,7 +215,7 @@ def test_the_server_refuses_a_party_with_another_partition_or_data_seed(tmp_path
     server = TrainConfig(dataset="wdbc", arch="tabular-mlp", cut_layer=2, parties=2, partition="random", seed=3)
     shapes = activation_shapes("tabular-mlp", 2, (30,), 2)
     secret = tmp_path / "secret"
-    secret.write_text("x" * 40)
+    secret.write_text("0123456789abcdefghijklmnopqrstuvwxyzABCD")           # enough different bytes
     secret.chmod(0o600)
     terms = _ClientTerms(ServeSettings(train=server, secret_file=str(secret)), shapes, None, 0)
     for other, message in ((dict(partition="contiguous"), "--partition contiguous, the server by --partition random"),
