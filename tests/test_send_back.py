@@ -128,3 +128,31 @@ def test_the_server_trains_on_the_true_gradient_and_sends_back_the_defended_one(
     noisy = defended.respond(Activations(0, h), labels).tensor
     assert torch.equal(plain_top.weight, defended_top.weight)
     assert not torch.allclose(clean, noisy)
+
+
+@pytest.mark.parametrize("spec", ["marvell:scale=1", "gradient-noise:ratio=1", "max-norm", "clipped-noise:scale=0.1"])
+def test_a_send_back_defence_resumes_its_noise_from_a_checkpoint_bit_for_bit(spec):
+    """The wire server's checkpoint holds its defences' state: a resumed run draws the noise the uninterrupted one
+    would, not its first epoch's again."""
+    import io
+
+    from vfl.wire.server import _restore, _state
+    from vfl.protocol import Server
+    from vfl.training import FitState
+
+    g = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    labels = (torch.arange(64) % 7 == 0).long()
+    def server() -> Server:
+        model = torch.nn.Linear(8, 2)
+        return Server(model, torch.optim.SGD(model.parameters(), lr=0.1), defences=parse_send_back(spec, 2))
+    running = server()
+    running.defences[0].on_send(g, labels)
+    buffer = io.BytesIO()
+    torch.save({**_state(running, torch.Generator(), FitState(), []), "epoch": 1}, buffer)
+    uninterrupted = running.defences[0].on_send(g, labels)
+    resumed = server()
+    buffer.seek(0)
+    _restore(torch.load(buffer, weights_only=True), resumed, torch.Generator())
+    fresh = server().defences[0].on_send(g, labels)
+    assert torch.equal(resumed.defences[0].on_send(g, labels), uninterrupted)
+    assert not torch.equal(fresh, uninterrupted)                   # what a resume without the state would send

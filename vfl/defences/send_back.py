@@ -25,6 +25,7 @@ defence). Noise comes from a generator of the defence's own (option `seed`, defa
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -72,6 +73,28 @@ class SendBackDefence:
     def report(self) -> dict[str, Any]:
         """What the defence did over the run (Marvell's divergence bound), for metrics.json."""
         return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """What changes as the defence is used, for a checkpoint to resume from bit for bit: the position of each of
+        its noise streams (its own and its layer's) and its counters."""
+        state: dict[str, Any] = {}
+        for owner, prefix in ((self, ""), (self.layer, "layer.")):
+            for name, value in (vars(owner).items() if owner is not None else ()):
+                if isinstance(value, SeededNoise):
+                    state[prefix + name] = value.state_dict()
+                elif isinstance(value, int) and not isinstance(value, bool) and owner is self:
+                    state[name] = value
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            owner, _, name = key.rpartition(".")
+            target = self.layer if owner == "layer" else self
+            current = getattr(target, name)
+            if isinstance(current, SeededNoise):
+                current.load_state_dict(value)
+            else:
+                setattr(target, name, value)
 
 
 def _rows(g: torch.Tensor) -> torch.Tensor:
@@ -155,6 +178,22 @@ class Marvell(SendBackDefence):
         xi = self.noise.noise_like(rows[:, 0])
         noise = (along * xi)[:, None] * axis + spread[:, None] * self.noise.noise_like(rows)
         return (rows + noise).view_as(g)
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.last is not None:                   # the solution a batch of one class reuses
+            state["last"] = {"axis": self.last[0], **dataclasses.asdict(self.last[1])}
+        state["solutions"] = [dataclasses.asdict(s) for s in self.solutions]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        last = state.pop("last", None)
+        self.solutions = [Solution(**s) for s in state.pop("solutions", [])]
+        if last is not None:
+            axis = last.pop("axis")
+            self.last = (axis, Solution(**last))
+        super().load_state_dict(state)
 
     def report(self) -> dict[str, Any]:
         if not self.solutions:

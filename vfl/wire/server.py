@@ -117,6 +117,7 @@ def _state(role: Role, generator: torch.Generator, state: FitState, traffic: lis
     if getattr(role, "model", None) is not None:
         saved["model"] = role.model.state_dict()
         saved["optimizer"] = role.optimizer.state_dict()
+    saved["defences"] = [d.state_dict() for d in getattr(role, "defences", ())]   # their noise streams go on
     return saved
 
 
@@ -124,6 +125,8 @@ def _restore(saved: dict[str, Any], role: Role, generator: torch.Generator) -> t
     if getattr(role, "model", None) is not None:
         role.model.load_state_dict(saved["model"])
         role.optimizer.load_state_dict(saved["optimizer"])
+    for defence, state in zip(getattr(role, "defences", ()), saved.get("defences", ())):
+        defence.load_state_dict(state)
     generator.set_state(saved["generator"])
     torch.set_rng_state(saved["rng"])                   # a dedicated process: its global stream is its own
     return FitState(saved["epoch"], saved["step"], list(saved["history"]), list(saved["epoch_seconds"])), \
