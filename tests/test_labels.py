@@ -213,3 +213,17 @@ def test_the_api_and_the_command_agree_and_noise_stops_the_direct_attack(tmp_pat
     assert noisy.metrics["label_accuracy"] < 0.6
     with pytest.raises(SplitlabError, match="attacks a binary task"):
         api.attack("label-norm", task="multiclass", cut_layer=1, **common)
+
+
+def test_the_attacking_party_runs_its_own_bottom_through_its_secret_transform_not_its_noise():
+    """label-completion fine-tunes the feature party's own bottom model on its raw inputs: the party knows its
+    orthogonal U, so its forward path is x -> xU -> bottom; the input noise it adds to what it sends is not in it."""
+    from attacks.split.labels.observation import OwnBottom
+    from vfl.defences import parse_defences
+
+    defences = parse_defences("orthogonal:seed=4+input-dp:sigma=5", (1, 28, 28))
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 3))
+    x = torch.rand(5, 1, 28, 28)
+    own = OwnBottom(model, defences)
+    assert torch.equal(own(x), model(defences[0].on_input(x, False)))
+    assert not torch.allclose(own(x), model(x)) and list(own.parameters()) == list(model.parameters())

@@ -17,6 +17,9 @@ class ClientDefence:
     """Base class of the feature party's defences: every hook is the identity unless a defence overrides it."""
 
     name = "none"
+    secret_transform = False
+    """A fixed secret transform of the input (the orthogonal family): the party applies it to its own computations
+    too, where noise (input-dp) is only what it adds to what it sends."""
 
     def on_input(self, x: torch.Tensor, training: bool) -> torch.Tensor:
         return x

@@ -54,6 +54,7 @@ class _SecretMatrix(ClientDefence):
     """A defence that multiplies by a fixed secret `matrix` (float64, as drawn)."""
 
     matrix: torch.Tensor
+    secret_transform = True
     _converted: tuple[tuple[torch.device, torch.dtype], torch.Tensor] | None = None
 
     def matrix_like(self, x: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 from attacks import registry
 from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.split.experiment import SplitConfig
-from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs
+from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs, OwnBottom
 from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
 from attacks.split.labels.wire import train_victim_over_tcp, wire_config
 from vfl import data as datasets
@@ -138,7 +138,7 @@ def observe(trained: Trained, data: TaskData, needs: Needs, seed: int) -> tuple[
     victim = trained.victim
     observation = LabelObservation(
         classes=victim.classes, targets=targets, record=record,
-        bottom=trained.client.model if needs.bottom else None,
+        bottom=OwnBottom(trained.client.model, trained.client.defences) if needs.bottom else None,
         train_inputs=data.train.images if needs.bottom else None,
         test_inputs=data.test.images if needs.bottom else None,
         labelled=None if known is None else (known, labels[known]),

@@ -123,3 +123,19 @@ def require(attack: str, observation: LabelObservation, *names: str) -> None:
             missing = value is None or (name == "hints" and not value)
         if missing:
             raise SplitlabError(f"{attack} needs the observation's {name}, which it lacks")
+
+
+class OwnBottom(nn.Module):
+    """The feature party's own forward path on its raw inputs: its secret input transforms (it knows them: an
+    orthogonal U it drew), then its bottom model. The noise it adds to what it sends (input-dp, activation noise) is
+    not part of its own computations, so it is left out."""
+
+    def __init__(self, model: nn.Module, defences=()):
+        super().__init__()
+        self.model = model
+        self.transforms = [d for d in defences if getattr(d, "secret_transform", False)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for transform in self.transforms:
+            x = transform.on_input(x, False)
+        return self.model(x)

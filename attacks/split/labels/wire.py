@@ -39,9 +39,9 @@ def wire_config(victim: LabelVictim) -> TrainConfig:
 class _Received:
     """The attacking party's side as its process recorded it: what it received, and its final model."""
 
-    def __init__(self, model: torch.nn.Module, gradients: list[torch.Tensor]):
+    def __init__(self, model: torch.nn.Module, defences: tuple, gradients: list[torch.Tensor]):
         self.model = model
-        self.defences = ()
+        self.defences = defences            # built from its configuration: the same secret transforms
         self.seen = Transcript(keep_tensors=True)
         for step, g in enumerate(gradients):
             self.seen.record(CutGradient(step, g))
@@ -55,7 +55,7 @@ def train_victim_over_tcp(victim: LabelVictim, data: TaskData, run: Run, progres
     trained, facts = train_over_tcp(wire_config(victim), run, progress=progress, timeout=timeout, keep_received=True,
                                     launched_by="attack label --transport tcp")
     samples, gradients = load_received(run.path / "party-0" / "received.pt")
-    client = _Received(trained.client.model, gradients)
+    client = _Received(trained.client.model, trained.client.defences, gradients)
     with torch.no_grad():
         logits = trained.server.predict(trained.client.infer(data.test.images.to(next(client.model.parameters())
                                                                                    .device)))
