@@ -33,13 +33,16 @@ def test_the_label_victim_with_a_top_model_is_the_split_training_the_wire_runs()
 @pytest.mark.slow
 def test_label_norm_over_tcp_equals_in_process_from_what_the_party_received(tmp_path):
     def attack(out: Path, *extra: str) -> dict:
-        result = runner.invoke(app, ["attack", "label-norm", *SMALL, "--send-back", "max-norm", *extra, "--out",
+        result = runner.invoke(app, ["attack", "label-norm", *SMALL, "--send-back", "max-norm+label-rr:epsilon=4",
+                                     *extra, "--out",
                                      str(out), "--json"])
         assert result.exit_code == 0, result.output
         return json.loads((out / "metrics.json").read_text())
     wire, local = attack(tmp_path / "tcp", "--transport", "tcp"), attack(tmp_path / "local")
-    for key in ("leak_auc", "label_accuracy", "accuracy", "task_auc", "per_image", "extras", "training_rounds"):
+    for key in ("leak_auc", "label_accuracy", "accuracy", "task_auc", "per_image", "extras", "training_rounds",
+                "defence_report"):
         assert wire[key] == local[key], key
+    assert wire["defence_report"]["label_dp_epsilon"] == pytest.approx(4)     # the label party's, as it ran them
     received = torch.load(tmp_path / "tcp" / "party-0" / "received.pt", weights_only=True)
     assert len(received["samples"]) == len(received["gradients"]) == 63          # 4,000 samples, batches of 64
     assert not (tmp_path / "tcp" / "party-0" / "transcript").exists()          # the party kept no one else's data

@@ -112,6 +112,9 @@ class TrainedSplit:
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     provenance: str = ""
+    defence_report: dict[str, Any] | None = None
+    """What the defences did in training, where the parties above were rebuilt afterwards (from a checkpoint, or
+    from the files of a run over TCP) and so never ran them; None: ask the parties."""
 
 
 def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
@@ -283,9 +286,14 @@ def training_curves_figure(trained: TrainedSplit):
 
 def training_metrics(trained: TrainedSplit) -> dict[str, Any]:
     """What `metrics.json` holds for a training run (`splitlab train`, `splitlab.api.train`)."""
-    found = report(trained.client, trained.server)
+    found = trained_report(trained)
     return {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history,
             **({"defence_report": found} if found else {})}
+
+
+def trained_report(trained: TrainedSplit) -> dict[str, Any]:
+    """What the defences did in training (`TrainedSplit.defence_report`, else the parties' own)."""
+    return trained.defence_report if trained.defence_report is not None else report(trained.client, trained.server)
 
 
 def save_trained(run: Run, trained: TrainedSplit) -> tuple[Path, Path]:
@@ -300,6 +308,7 @@ def save_checkpoint(path: Path, trained: TrainedSplit) -> Path:
         "format": CHECKPOINT_FORMAT,
         "config": dataclasses.asdict(trained.config),
         "accuracy": trained.accuracy,
+        "defence_report": trained_report(trained),
         "client": trained.client.model.state_dict(),
         "server": trained.server.model.state_dict(),
     }, path)
@@ -359,4 +368,4 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
     except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SplitlabError(f"checkpoint {path} is corrupt or not a splitlab checkpoint "
                             f"({type(exc).__name__}); {retrain}") from None
-    return TrainedSplit(config, client, server, accuracy)
+    return TrainedSplit(config, client, server, accuracy, defence_report=dict(blob.get("defence_report") or {}))

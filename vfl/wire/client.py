@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from vfl.defences import report
 from vfl.errors import SplitlabError
 from vfl.progress import progress_bar
 from vfl.protocol import Client, CutGradient, Prediction
@@ -168,6 +169,9 @@ def run_client(settings: ClientSettings, run: Run, progress: bool = True) -> dic
     metrics = {"kind": settings.kind, "party": party, "epochs": epoch, "rounds": answers.rounds,
                "seconds": time.perf_counter() - start, "traffic": channel.traffic.as_dict(),
                "targets_predicted": predicted, "torch_threads": torch.get_num_threads()}
+    found = report(side.client)                   # what its own defences did (NoPeek's distance correlation)
+    if found:
+        metrics["defence_report"] = found
     run.write_metrics(metrics)
     run.log(f"finished after {f'epoch {epoch}' if settings.kind == 'split' else f'{answers.rounds} rounds'}")
     return metrics

@@ -13,6 +13,7 @@ command shares (the secret and keys, the listener, the client processes and thei
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -279,5 +280,8 @@ def _assembled(config: TrainConfig, device: torch.device, run: Run, metrics: dic
     bottoms = client.clients if isinstance(client, Parties) else [client]
     for k, bottom in enumerate(bottoms):
         bottom.model.load_state_dict(load_bottom(run.path / f"party-{k}" / "bottom.pt"))
+    found = dict(metrics.get("defence_report", {}))        # the sides' own, from their metrics: these parties
+    for k in range(config.parties):                        # were rebuilt and never ran their defences
+        found.update(json.loads((run.path / f"party-{k}" / "metrics.json").read_text()).get("defence_report", {}))
     return TrainedSplit(config, client, server, metrics["accuracy"], metrics["history"], metrics["seconds"],
-                        train.provenance)
+                        train.provenance, found)

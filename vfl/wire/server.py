@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 
 from vfl import data as datasets
+from vfl.defences import report
 from vfl.errors import SplitlabError
 from vfl.parties import CutLayout, activation_shapes
 from vfl.protocol import Role
@@ -208,6 +209,9 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     if getattr(role, "model", None) is not None:
         atomic_torch_save({"format": TOP_FORMAT, "model": role.model.state_dict()}, run.file("top.pt"))
     metrics = _metrics(role_name, config, state, traffic, time.perf_counter() - start)
+    found = report(role)                          # what its defences did in this session
+    if found:
+        metrics["defence_report"] = found
     metrics["targets"] = {"indices": target_indices(test.labels), "predicted": prediction.tensor}
     run.write_metrics(metrics)
     run.log(f"finished: accuracy {metrics['accuracy']}")

@@ -151,7 +151,8 @@ def evaluation_facts(trained: Trained, data: TaskData) -> dict[str, Any]:
     """What metrics.json says of the victim: the task's accuracy (and AUC, binary), its setting, and what its
     send-back defences did."""
     v = trained.victim
-    report = defence_report(trained.client, trained.server)
+    report = trained.defence_report if trained.defence_report is not None else \
+        defence_report(trained.client, trained.server)
     return {"accuracy": trained.accuracy, "task_auc": trained.task_auc, "task": v.task,
             "positive": v.positive if v.task == "binary" else None,
             "positive_rate": data.positive_rate if v.task == "binary" else None, "arch": v.arch,

@@ -217,6 +217,8 @@ class Trained:
     seconds: float
     task_auc: float | None = None
     defences: tuple[SendBackDefence, ...] = ()
+    defence_report: dict[str, Any] | None = None
+    """What the defences did, where the parties here never ran them (rebuilt from a run over TCP); None: ask them."""
 
 
 def train_victim(victim: LabelVictim, data: TaskData, run: Run | None = None, progress: bool = True, *,

@@ -61,4 +61,4 @@ def train_victim_over_tcp(victim: LabelVictim, data: TaskData, run: Run, progres
                                                                                    .device)))
     task_auc = auc((logits[:, 1] - logits[:, 0]).cpu(), data.test.labels == 1) if victim.classes == 2 else None
     return Trained(victim, client, trained.server, samples, trained.accuracy, trained.history, trained.seconds,
-                   task_auc, ())
+                   task_auc, (), trained.defence_report)

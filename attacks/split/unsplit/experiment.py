@@ -22,14 +22,13 @@ from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.split.experiment import SplitConfig
 from attacks.split.unsplit.attack import CutObservation, UnSplit, observe, party_view
 from vfl import data as datasets
-from vfl.defences import report as defence_report
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional, text
 from vfl.parties import MAX_PARTIES, strip_bounds, take_strip
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import (TrainConfig, TrainedSplit, build_server, load_checkpoint, load_data, save_trained,
-                          train_split, training_curves_figure)
+                          train_split, trained_report, training_curves_figure)
 
 TRANSPORTS = ("local", "tcp")
 
@@ -168,7 +167,7 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
     observation = party_view(observation, config.parties, target_party)
     facts = {"accuracy": accuracy, "arch": config.arch, "cut_layer": config.cut_layer, "defence": config.defence,
              "send_back": config.send_back, "task": config.task}
-    found = {} if victim.trained is None else defence_report(victim.trained.client, victim.trained.server)
+    found = {} if victim.trained is None else trained_report(victim.trained)
     if found:                                        # what the defences did in training (NoPeek's DCOR, ...)
         facts["defence_report"] = found
     title = f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}"
