@@ -69,8 +69,12 @@ class AttackSpec:
 
     def __post_init__(self) -> None:
         check_spec(self)
-        if self.experiment is not None:
-            self.experiment.config.bound_spec = self     # a split config knows its spec without looking it up
+        if self.experiment is not None:                  # a split config knows its spec without looking it up
+            config = self.experiment.config
+            if getattr(config, "attack", None) != self.name:
+                raise SpecError(f"spec {self.name!r}: its experiment's config says attack = "
+                                f"{getattr(config, 'attack', None)!r}; give the config attack = {self.name!r}")
+            config.bound_spec = self
 
     def preset(self, name: str | None = None) -> Preset:
         """A preset by its dotted or short name; None gives the default."""

@@ -377,3 +377,24 @@ def test_the_contract_modules_import_each_other_in_one_direction():
         return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, (*seen, nxt))) for nxt in graph[start])
     assert [m for m in modules if reaches(m, m)] == []
     assert "attacks.registry" not in graph["attacks.driver"] | graph["attacks.split.experiment"]
+
+
+def test_a_split_spec_cannot_take_over_another_attacks_config():
+    """A split config is bound to its one spec when the spec is built: a second spec reusing it is refused, so a
+    plug-in cannot rebind one of the lab's attacks."""
+    import dataclasses
+
+    from attacks.spec import SpecError
+    from attacks.split.label_norm import NormConfig, SPEC
+
+    copy = {"name": "label-norm-copy", "default": "label-norm-copy.li",
+            "presets": tuple(dataclasses.replace(p, name=p.name.replace("label-norm", "label-norm-copy"))
+                             for p in SPEC.presets)}
+    with pytest.raises(SpecError, match="config says attack = 'label-norm'"):
+        dataclasses.replace(SPEC, **copy)
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Renamed(NormConfig):
+        attack = "label-norm-copy"
+    taken = dataclasses.replace(SPEC, **copy, experiment=dataclasses.replace(SPEC.experiment, config=Renamed))
+    assert Renamed.bound_spec is taken and NormConfig.bound_spec is SPEC

@@ -80,7 +80,7 @@ class TrainConfig(Runtime):
         check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):
             parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
-        check_send_back(self.send_back, self.classes)
+        check_send_back(self.send_back, self.classes, label_model=self.aggregate == "concat")
         resolve_device(self.device)
 
     @property

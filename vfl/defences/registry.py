@@ -242,7 +242,8 @@ def check(chosen: Iterable[Chosen], where: Where) -> Where:
                                 "split model with --arch mlp or small-mlp can)")
         if "label-model" in s.needs and where.label_model is False:
             raise SplitlabError(f"{s.name} adds layers the label party trains; this label party has no model to train "
-                                "(--top none): use --top model or linear")
+                                "(--top none, or --aggregate sum): give it one (--top model or linear, --aggregate "
+                                "concat)")
         if "image-input" in s.needs and where.input_shape is not None and len(where.input_shape) != 3:
             raise SplitlabError(f"{s.name} needs image inputs (C, H, W)")
         if s.fits is not None:
