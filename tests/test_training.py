@@ -45,3 +45,18 @@ def test_a_checkpoint_loads_its_data_from_the_given_root(tmp_path):
     torch.testing.assert_close(reloaded.client.model(x), client.model(x))
     with pytest.raises(SplitlabError, match=f"no mnist files under {tmp_path / 'elsewhere'}"):
         load_checkpoint(tmp_path / "c.pt", "cpu", data_root=tmp_path / "elsewhere")
+
+
+def test_a_checkpoint_from_before_the_rename_loads_its_client_noise_as_received_gradient_noise(tmp_path):
+    """The feature party's gradient noise was called gradient-noise before that name went to the label party's
+    defence; a checkpoint of then loads with the same defence under its new name."""
+    from splitlab import api
+    from vfl.training import load_checkpoint, save_checkpoint
+
+    trained = api.train("small-mlp", epochs=1, defence="received-gradient-noise:sigma=0.1", progress=False)
+    path = save_checkpoint(tmp_path / "checkpoint.pt", trained)
+    blob = torch.load(path, weights_only=True)
+    blob["config"]["defence"] = "orthogonal+gradient-noise:sigma=0.1"
+    torch.save(blob, path)
+    loaded = load_checkpoint(path, device="cpu")
+    assert loaded.config.defence == "orthogonal+received-gradient-noise:sigma=0.1"

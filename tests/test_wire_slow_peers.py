@@ -122,7 +122,7 @@ def test_a_client_whose_turn_does_not_come_within_its_timeout_says_why(small_lim
                                                 r"2 s \(--timeout\): it is not a splitlab server, or other connections "
                                                 r"held every handshake place that long$"):
             join("127.0.0.1", listener.port, SECRET, 0, 1, {}, 2)
-        assert time.monotonic() - started < 6
+        assert time.monotonic() - started < 15       # its own 2 s, not the places' 30 s, however loaded
     finally:
         attack.stop()
         thread.join(15)
@@ -152,7 +152,7 @@ def test_a_peer_trickling_a_frame_is_stopped_at_one_deadline_for_the_frame():
         with pytest.raises(PeerSilent, match=r"^the server sent only part of a frame within 1 s \(--timeout\); it is "
                                              r"stuck, gone or trickling$"):
             client.receive(Expect(Allow(Kind.BATCH, torch.int64, (), rows=(1, 64), values=(0, 4000))))
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 12       # the frame's 1 s, not the header's 18 s of trickling
     finally:
         stop.set()
         sender.join(5)

@@ -351,6 +351,9 @@ def load_checkpoint(path: Path | str, device: str = "auto", data_root: Path | st
         if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
             raise ValueError("not a splitlab checkpoint")
         saved = dict(blob["config"], device=device)
+        if isinstance(saved.get("defence"), str):        # its gradient noise was the feature party's own: that name
+            saved["defence"] = "+".join(f"received-{part.strip()}" if part.strip().startswith("gradient-noise")
+                                        else part for part in saved["defence"].split("+"))
         if data_root is not None:
             saved["data_root"] = str(data_root)
         try:
