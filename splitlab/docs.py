@@ -124,14 +124,15 @@ def metrics_page() -> str:
 
 
 OBSERVATION_KINDS = {
-    "fedsgd": "attacks.hfl.observations:FedSGDObservation",
-    "fedavg": "attacks.hfl.observations:FedAvgObservation",
-    "rounds": "attacks.hfl.observations:RoundLog",
-    "cut-activations": "attacks.split.unsplit.attack:CutObservation",
-    "session": "attacks.split.fsha.attack:FshaObservation",
+    ("fedsgd",): "attacks.hfl.observations:FedSGDObservation",
+    ("fedavg",): "attacks.hfl.observations:FedAvgObservation",
+    ("rounds",): "attacks.hfl.observations:RoundLog",
+    ("cut-activations",): "attacks.split.observations:CutObservation",
+    ("session",): "attacks.split.observations:FshaObservation",
+    ("gradients", "bottom-model"): "attacks.split.labels.observation:LabelObservation",
 }
-"""Each observation kind an attack's spec may name in `observes`, and the class that holds it."""
-PARTS = {"model": "attacks.hfl.observations:ModelView"}
+"""The observation kinds an attack's spec may name in `observes`, and the class that holds them."""
+PARTS = {"model": "attacks.hfl.observations:ModelView", "record": "attacks.split.labels.observation:GradientRecord"}
 """Records the kinds hold, listed after them."""
 
 
@@ -173,9 +174,9 @@ def observations_page() -> str:
              "the class that holds it (all importable from `attacks.kit` or their module) and its fields. Ground "
              "truth is in none of them. An HFL observation lists what it `provides`; an attack declares what it "
              "needs and `check_requirements` refuses, in one line, an observation that lacks it.", ""]
-    for kind, reference in {**OBSERVATION_KINDS, **PARTS}.items():
+    for kinds, reference in {**OBSERVATION_KINDS, **{(part,): ref for part, ref in PARTS.items()}}.items():
         cls = _class(reference)
-        title = f"`{kind}`" if kind in OBSERVATION_KINDS else f"the `{kind}` field"
+        title = " and ".join(f"`{k}`" for k in kinds) if kinds in OBSERVATION_KINDS else f"the `{kinds[0]}` field"
         lines += [f"## {title}: `{reference.replace(':', '.')}`", "", " ".join((inspect.getdoc(cls) or "").split()), ""]
         lines += _table(["field", "type", "meaning"], _kind_rows(cls)) + [""]
     lines += ["Capabilities an HFL observation may provide (`CAPABILITIES`):", ""]

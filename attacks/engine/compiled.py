@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import types
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 from torch.func import grad, vmap
@@ -31,9 +31,6 @@ from torch.func import grad, vmap
 from attacks.engine.optim import SGD, Adam, FusedAdam, Hook
 from attacks.engine.simulators import installing_taps
 from attacks.engine.trials import Trials, leaves, map_tree, weighted
-
-if TYPE_CHECKING:
-    from attacks.engine.compilation import Compilation
 
 __all__ = ["BACKEND", "CompiledStep", "step_signature", "signature_text"]
 
@@ -296,10 +293,17 @@ def step_signature(state: Trials, run) -> tuple:
             _layout(state.vars), _layout(state.target))
 
 
+class RunsPrograms(Protocol):
+    """What a compiled step needs of the run's compilation: to call a program and count what compiling it cost
+    (`attacks.engine.compilation.Compilation`, which imports this module, so it is not imported here)."""
+
+    def call(self, program: "_Program", *args: Any) -> Any: ...
+
+
 class CompiledStep:
     """The loop's step for one block run, through its compiled program (a drop-in for the eager step)."""
 
-    def __init__(self, compilation: "Compilation", objective, state: Trials, run):
+    def __init__(self, compilation: RunsPrograms, objective, state: Trials, run):
         self.compilation, self.state, self.run = compilation, state, run
         block = run.block
         self.lbfgs = not isinstance(block.optimizer, (Adam, SGD))

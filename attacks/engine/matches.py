@@ -16,7 +16,8 @@ Subset = Callable[[Tensors, Tensors], list[torch.Tensor]]
 """(simulated, observed) -> one 0/1 mask per layer selecting the elements to match."""
 
 
-def _weights(weights: Sequence[float] | None, n: int) -> Sequence[float]:
+def per_layer_weights(weights: Sequence[float] | None, n: int) -> Sequence[float]:
+    """One weight per layer of `n`: the given ones, checked against the count, or 1 for every layer."""
     if weights is None:
         return [1.0] * n
     if len(weights) != n:
@@ -37,7 +38,7 @@ def _masked(simulated: Tensors, observed: Tensors, subset: Subset | None,
 def _elementwise(distance, simulated: Tensors, observed: Tensors, weights, subset, mean: bool,
                  masks=None) -> torch.Tensor:
     simulated, observed = _masked(simulated, observed, subset, masks)
-    w = _weights(weights, len(simulated))
+    w = per_layer_weights(weights, len(simulated))
     reduce = torch.mean if mean else torch.sum
     return weighted_sum((wl, reduce(distance(s - o))) for wl, s, o in zip(w, simulated, observed))
 
@@ -109,7 +110,7 @@ def _joined(tensors: Tensors, weights: Sequence[float] | None) -> torch.Tensor:
     w-weighted sums over layers, in a few large operations instead of several per layer."""
     flat = [t.reshape(-1) for t in tensors]
     if weights is not None:
-        flat = [t * wl ** 0.5 for t, wl in zip(flat, _weights(weights, len(flat)))]
+        flat = [t * wl ** 0.5 for t, wl in zip(flat, per_layer_weights(weights, len(flat)))]
     return torch.cat(flat)
 
 

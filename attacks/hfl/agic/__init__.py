@@ -1,9 +1,8 @@
 """AGIC as the AWA paper's baseline: approximate the whole FedAvg update by one full-batch step."""
 from attacks.hfl.agic.attack import AGIC
 from attacks.hfl.agic.settings import AGICSettings
-from attacks.hfl import trajectory
-from attacks.hfl.fedavg import upload_diagnostics
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import (AttackSpec, Deviation, Preset, trajectory_evaluation, trajectory_figure,
+                         upload_diagnostics)
 
 __all__ = ["SPEC", "AGIC", "AGICSettings"]
 
@@ -12,7 +11,7 @@ SPEC = AttackSpec(
     paper="Xu, Hong, Wang, Zhou. AGIC: Approximate Gradient Inversion Attack on Federated Learning. arXiv "
           "2204.13784, as the AWA paper runs it",
     observes=("fedavg",), settings=AGICSettings, attack=AGIC, default="agic.quick", labels=("known",),
-    diagnostics=upload_diagnostics, evaluate=trajectory.evaluation, write=trajectory.save_figure,
+    diagnostics=upload_diagnostics, evaluate=trajectory_evaluation, write=trajectory_figure,
     presets=(
         Preset("agic.paper", "AWA Section 5's AGIC baseline: one combined full-batch step, layer-weighted cosine, "
                              "Adam 0.1, 1,000 iterations (weights: ours)"),

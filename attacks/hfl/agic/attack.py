@@ -16,14 +16,10 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (QUIET, Adam, Block, Cosine, EngineOptions, FedAvgUpdate, LayerGroups, Objective, Schedule,
-                            ramp, run)
+from attacks.kit import (QUIET, Adam, Block, Cosine, EngineOptions, FedAvgObservation, FedAvgUpdate, KnownLabelsFedAvg,
+                         LayerGroups, Objective, Reconstruction, Schedule, Snapshots, engine_context, initial_variables,
+                         ramp, run)
 from attacks.hfl.agic.settings import AGICSettings
-from attacks.hfl.trajectory import Snapshots
-from attacks.hfl.fedavg import KnownLabelsFedAvg
-from attacks.hfl.observations import FedAvgObservation
-from attacks.hfl.variables import engine_context, initial_variables
-from attacks.result import Reconstruction
 
 __all__ = ["AGIC", "agic_weights"]
 

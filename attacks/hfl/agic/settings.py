@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.trajectory import trajectory_option
-from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
-from vfl.options import option
+from attacks.kit import ITERATIONS, RESTARTS, EngineSettings, option, trajectory_option
 
 __all__ = ["AGICSettings"]
 

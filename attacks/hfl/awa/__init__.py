@@ -7,8 +7,7 @@ shares; `match.py` the weighted and enhanced update match (eqs. 23-30), `bo.py` 
 from attacks.hfl.awa.attack import AWA
 from attacks.hfl.awa.diagnostics import evaluation, save_figures
 from attacks.hfl.awa.settings import UNWEIGHTED, AWASettings
-from attacks.hfl.fedavg import upload_diagnostics
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Preset, upload_diagnostics
 
 __all__ = ["SPEC", "AWA", "AWASettings"]
 

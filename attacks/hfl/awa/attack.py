@@ -24,17 +24,12 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from attacks.engine import (QUIET, Adam, Block, EngineOptions, FedAvgUpdate, LayerGroups, Objective, Schedule, SquaredL2,
-                            parameter_leaves, run)
+from attacks.kit import (QUIET, Adam, Block, EngineOptions, FedAvgObservation, FedAvgUpdate, KnownLabelsFedAvg,
+                         LayerGroups, Objective, Reconstruction, Schedule, Snapshots, SplitlabError, SquaredL2,
+                         epoch_problem, initial_variables, parameter_leaves, plan_replication, run)
 from attacks.hfl.awa.bo import bayes_optimise
 from attacks.hfl.awa.match import Q_NAMES, EnhancedSquaredL2
 from attacks.hfl.awa.settings import AWASettings, Q_BOX
-from attacks.hfl.fedavg import KnownLabelsFedAvg, epoch_problem, plan_replication
-from attacks.hfl.observations import FedAvgObservation
-from attacks.hfl.trajectory import Snapshots
-from attacks.hfl.variables import initial_variables
-from attacks.result import Reconstruction
-from vfl.errors import SplitlabError
 
 __all__ = ["AWA"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from scipy.stats import rankdata
 
-from attacks.hfl import trajectory
+from attacks.kit import trajectory_evaluation, trajectory_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,13 +49,13 @@ def evaluation(reconstruction, metrics: dict, truth=None) -> dict[str, Any]:
     """metrics.json additions after scoring (the spec's `evaluate` hook)."""
     bo = reconstruction.extras.get("bo")
     return {**({"bo_scores": bo_scores(bo, metrics["per_trial"])} if bo else {}),
-            **trajectory.evaluation(reconstruction, metrics, truth)}
+            **trajectory_evaluation(reconstruction, metrics, truth)}
 
 
 def save_figures(run, outcome) -> None:
     """trajectory.png when recorded; with BO bo_curve.png, f(Q) per trial and its running minimum (the
     paper's Fig. 1)."""
-    trajectory.save_figure(run, outcome)
+    trajectory_figure(run, outcome)
     bo = outcome.reconstruction.extras.get("bo")
     if not bo:
         return

@@ -15,8 +15,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from attacks.engine.layer_weights import LayerGroups
-from attacks.engine.matches import total
+from attacks.kit import LayerGroups, total
 
 __all__ = ["Q_NAMES", "enhancement_counts", "EnhancedSquaredL2"]
 

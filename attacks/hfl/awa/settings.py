@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.hfl.trajectory import trajectory_option
-from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
-from vfl.errors import SplitlabError
-from vfl.options import choice, integer, option, optional
+from attacks.kit import (ITERATIONS, RESTARTS, EngineSettings, SplitlabError, choice, integer, option, optional,
+                         trajectory_option)
 
 __all__ = ["AWASettings", "TABLE_III", "Q_BOX", "UNWEIGHTED", "INITIALISATIONS"]
 

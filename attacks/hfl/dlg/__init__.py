@@ -4,7 +4,7 @@
 """
 from attacks.hfl.dlg.attack import DLG
 from attacks.hfl.dlg.settings import DLGSettings
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "IDLG_SPEC", "DLG", "DLGSettings"]
 

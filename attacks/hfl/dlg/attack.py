@@ -17,12 +17,10 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import LBFGS, QUIET, Block, EngineOptions, FedSGDGradient, Objective, Schedule, SquaredL2, run
-from attacks.hfl.labels import recover_labels
-from attacks.hfl.observations import FedSGDObservation, check_requirements
+from attacks.kit import (LBFGS, QUIET, Block, EngineOptions, FedSGDGradient, FedSGDObservation, Objective,
+                         Reconstruction, Schedule, SquaredL2, check_requirements, engine_context, initial_variables,
+                         recover_labels, run)
 from attacks.hfl.dlg.settings import DLGSettings
-from attacks.hfl.variables import engine_context, initial_variables
-from attacks.result import Reconstruction
 
 __all__ = ["DLG"]
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, RESTARTS, EngineSettings
-from vfl.options import checked, option
+from attacks.kit import ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, RESTARTS, EngineSettings, checked, option
 
 __all__ = ["DLGSettings"]
 

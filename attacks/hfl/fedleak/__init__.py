@@ -1,7 +1,7 @@
 """FedLeak: partial gradient matching and gradient regularisation."""
 from attacks.hfl.fedleak.attack import FedLeak
 from attacks.hfl.fedleak.settings import FedLeakSettings
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "FedLeak", "FedLeakSettings"]
 

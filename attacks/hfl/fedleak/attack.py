@@ -27,15 +27,12 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from attacks.engine import (L1, QUIET, Adam, Block, BoxClamp, Cosine, EngineOptions, FedAvgUpdate, FedSGDGradient,
-                            Objective, Prior, Schedule, Sum, run, tv_l1)
+from attacks.kit import (L1, QUIET, Adam, Block, BoxClamp, Cosine, EngineOptions, FedAvgObservation, FedAvgUpdate,
+                         FedSGDGradient, FedSGDObservation, Objective, Observation, Prior, Reconstruction, Schedule,
+                         SplitlabError, Sum, UploadAttack, count_labels, engine_context, fedleak_labels,
+                         initial_variables, run, tv_l1, upload_needs)
 from attacks.hfl.fedleak.parts import ActivationL1, GlobalTopMagnitude, GradientBlend, TopMagnitude, activation_l1
 from attacks.hfl.fedleak.settings import FedLeakSettings
-from attacks.hfl.labels import count_labels, fedleak_labels
-from attacks.hfl.observations import FedAvgObservation, FedSGDObservation, Observation, UploadAttack, upload_needs
-from attacks.hfl.variables import engine_context, initial_variables
-from attacks.result import Reconstruction
-from vfl.errors import SplitlabError
 
 __all__ = ["FedLeak", "estimated_gradient", "infer_labels"]
 

@@ -15,9 +15,7 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from attacks.engine.matches import Tensors, total
-from attacks.engine.optim import Hook
-from attacks.engine.simulators import call, recording
+from attacks.kit import Hook, Tensors, call, recording, total
 
 __all__ = ["TopMagnitude", "GlobalTopMagnitude", "GradientBlend", "ActivationL1", "activation_l1"]
 

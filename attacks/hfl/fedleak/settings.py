@@ -3,10 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
-from vfl.options import choice, number, option
-from vfl.errors import SplitlabError
-from vfl.validate import check_choice
+from attacks.kit import ITERATIONS, RESTARTS, EngineSettings, SplitlabError, check_choice, choice, number, option
 
 __all__ = ["FedLeakSettings", "SELECTIONS", "PROBE_SIGNS", "LABEL_RULES", "FEDAVG_MODELS", "ANSWERS"]
 

@@ -1,7 +1,7 @@
 """GradInversion (GI): gradient matching with BatchNorm-statistics priors, Langevin updates and group consistency."""
 from attacks.hfl.gi.attack import GradInversion
 from attacks.hfl.gi.settings import GISettings
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "GradInversion", "GISettings"]
 

@@ -19,15 +19,11 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from attacks.engine import (QUIET, Adam, BNStatistics, Block, BoxClamp, EngineOptions, FedSGDGradient, Objective, Prior,
-                            Schedule, SquaredL2, l2, run, tv_l1)
+from attacks.kit import (QUIET, Adam, BNStatistics, Block, BoxClamp, EngineOptions, FedSGDGradient, FedSGDObservation,
+                         Objective, Prior, Reconstruction, Schedule, SplitlabError, SquaredL2, UploadAttack,
+                         engine_context, initial_variables, l2, run, tv_l1, yin_labels)
 from attacks.hfl.gi.parts import CosineDecay, GroupConsistency, Langevin
 from attacks.hfl.gi.settings import GISettings
-from attacks.hfl.labels import yin_labels
-from attacks.hfl.observations import FedSGDObservation, UploadAttack
-from attacks.hfl.variables import engine_context, initial_variables
-from attacks.result import Reconstruction
-from vfl.errors import SplitlabError
 
 __all__ = ["GradInversion"]
 

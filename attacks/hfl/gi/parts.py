@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from attacks.engine import Hook
+from attacks.kit import Hook
 
 __all__ = ["CosineDecay", "Langevin", "GroupConsistency", "cosine_factor"]
 

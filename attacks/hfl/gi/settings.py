@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
-from vfl.errors import SplitlabError
-from vfl.options import number, option
+from attacks.kit import ITERATIONS, RESTARTS, EngineSettings, SplitlabError, number, option
 
 __all__ = ["GISettings"]
 

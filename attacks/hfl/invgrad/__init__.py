@@ -1,7 +1,7 @@
 """Inverting Gradients: cosine gradient matching with a TV prior, signed Adam, box [0,1], step decay."""
 from attacks.hfl.invgrad.attack import InvertingGradients
 from attacks.hfl.invgrad.settings import InvGradSettings, for_dataset
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "InvertingGradients", "InvGradSettings"]
 

@@ -19,14 +19,10 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (QUIET, Adam, Block, BoxClamp, Cosine, EngineOptions, FedAvgUpdate, FedSGDGradient, Objective,
-                            Prior, Schedule,
-                            SignedGradients, StepDecay, run, tv_l1)
-from attacks.hfl.labels import recover_labels
-from attacks.hfl.observations import Observation, UploadAttack, upload_needs
+from attacks.kit import (QUIET, Adam, Block, BoxClamp, Cosine, EngineOptions, FedAvgUpdate, FedSGDGradient, Objective,
+                         Observation, Prior, Reconstruction, Schedule, SignedGradients, StepDecay, UploadAttack,
+                         engine_context, initial_variables, recover_labels, run, tv_l1, upload_needs)
 from attacks.hfl.invgrad.settings import DEFAULT_TV, InvGradSettings
-from attacks.hfl.variables import engine_context, initial_variables
-from attacks.result import Reconstruction
 
 __all__ = ["InvertingGradients"]
 

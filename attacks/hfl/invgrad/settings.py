@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from attacks.settings import ITERATIONS, RESTARTS, EngineSettings
-from vfl.options import number, option, optional
+from attacks.kit import ITERATIONS, RESTARTS, EngineSettings, number, option, optional
 
 __all__ = ["InvGradSettings", "TV_WEIGHT_BY_DATASET", "DEFAULT_TV", "for_dataset"]
 

@@ -7,7 +7,7 @@ the FL trace the server logs and its options.
 from attacks.hfl.tgias import observation
 from attacks.hfl.tgias.attack import TGIAsRO
 from attacks.hfl.tgias.settings import TGIAsSettings
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Preset
 
 __all__ = ["SPEC", "TGIAsRO", "TGIAsSettings"]
 

@@ -23,17 +23,13 @@ from typing import Mapping
 
 import torch
 
-from attacks.engine import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSGDGradient, Objective, Prior, Schedule,
-                            SquaredL2, run)
-from attacks.engine.priors import tv_l1
-from attacks.hfl.observations import RoundLog, check_requirements
+from attacks.kit import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSGDGradient, Objective, Prior,
+                         Reconstruction, RoundLog, Schedule, SplitlabError, SquaredL2, check_requirements,
+                         initial_variables, run, tv_l1)
 from attacks.hfl.tgias.aggregators import aggregator
 from attacks.hfl.tgias.label_optimisation import LABEL_FEATURES, optimise_labels
 from attacks.hfl.tgias.settings import TGIAsSettings
 from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
-from attacks.hfl.variables import initial_variables
-from attacks.result import Reconstruction
-from vfl.errors import SplitlabError
 
 __all__ = ["TGIAsRO", "layer_ramp"]
 

@@ -28,7 +28,7 @@ from typing import Sequence
 
 import torch
 
-from attacks.hfl.observations import FedSGDObservation, check_requirements
+from attacks.kit import FedSGDObservation, check_requirements
 
 __all__ = ["optimise_labels", "feature_scale", "LABEL_FEATURES"]
 

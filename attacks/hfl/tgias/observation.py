@@ -8,13 +8,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from vfl.defences.upload import Defence
+from attacks.kit import (MAX_HFL_EPOCHS, ImageData, SplitlabError, UploadDefence, Validated, choice, integer, number,
+                         option, optional)
 from attacks.hfl.tgias.trace import (INVALID_KINDS, LOCAL_BATCHES, Trace, align, alignment_accuracy, client_data,
                                      converged_model, flat_gradient, observe_trace, rand_index)
-from vfl import data as datasets
-from vfl.errors import SplitlabError
-from vfl.hfl_training import MAX_EPOCHS
-from vfl.options import Validated, choice, integer, number, option, optional
 
 __all__ = ["TraceOptions", "check", "observe", "MAX_TRAINED_IMAGES", "TRAINED_STEPS"]
 
@@ -41,7 +38,7 @@ class TraceOptions(Validated):
                                "data), other-batch or noise.", choice(INVALID_KINDS))
     trained_steps: int | None = option(None, f"--invalid-kind trained: full-batch Adam steps that train that model "
                                        f"on the clients' images (default {TRAINED_STEPS}).",
-                                       optional(integer(low=1, high=MAX_EPOCHS)))
+                                       optional(integer(low=1, high=MAX_HFL_EPOCHS)))
 
     def check(self) -> None:
         if self.trained_steps is not None and not self.trained:
@@ -70,7 +67,7 @@ def check(config, settings, trace: TraceOptions) -> None:
                             "between rounds, so they run together)")
 
 
-def observe(config, model: nn.Module, data: datasets.ImageData, defence: Defence, reveal: bool, settings,
+def observe(config, model: nn.Module, data: ImageData, defence: UploadDefence, reveal: bool, settings,
             trace: TraceOptions) -> tuple[Any, dict[str, Any]]:
     """The spec's `observe` hook: the trace the server logs for this config, and facts for metrics.json
     (alignment of client 0's uploads, how large the invalid uploads are against the valid ones)."""

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, EngineSettings
-from vfl.errors import SplitlabError
-from vfl.options import checked, choice, integer, number, option, optional
+from attacks.kit import (ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, EngineSettings, SplitlabError, checked,
+                         choice, integer, number, option, optional)
 
 __all__ = ["TGIAsSettings", "FORMS", "LABEL_GRADIENTS", "COPY_STARTS"]
 

@@ -16,8 +16,7 @@ import torch
 from torch import nn
 from torch.func import vmap
 
-from attacks.engine.matches import _weights, weighted_sum
-from attacks.engine.simulators import FedSGDGradient
+from attacks.kit import FedSGDGradient, per_layer_weights, weighted_sum
 
 __all__ = ["TemporalFedSGDGradient", "TemporalSquaredL2"]
 
@@ -46,7 +45,7 @@ class TemporalSquaredL2:
     weights: Sequence[float] | None = None
 
     def __call__(self, simulated: Sequence[torch.Tensor], observed: Sequence[torch.Tensor]) -> torch.Tensor:
-        weights = _weights(self.weights, len(simulated))
+        weights = per_layer_weights(self.weights, len(simulated))
         alpha = _constant(tuple(self.alpha), simulated[0].dtype, simulated[0].device)
         per_t = weighted_sum((w, (s - o).square().flatten(1).sum(1)) for w, s, o in zip(weights, simulated, observed))
         return (alpha * per_t).sum()

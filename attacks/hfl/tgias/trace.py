@@ -30,12 +30,8 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from vfl.defences.upload import Defence, NoDefence
-from attacks.hfl.labels import count_labels
-from attacks.hfl.observations import FedSGDObservation, RoundLog, observe_fedsgd
-from vfl.data import ImageData
-from vfl.errors import SplitlabError
-from vfl.hfl_training import pretrain
+from attacks.kit import (FedSGDObservation, ImageData, NoUploadDefence, RoundLog, SplitlabError, UploadDefence,
+                         count_labels, observe_fedsgd, pretrain)
 
 __all__ = ["INVALID_KINDS", "LOCAL_BATCHES", "Trace", "observe_trace", "client_data", "converged_model",
            "flat_gradient", "align", "alignment_accuracy", "rand_index"]
@@ -103,7 +99,7 @@ def observe_trace(model: nn.Module, data: ImageData, *, batch_size: int, tempora
                   clients: int = 4, sample_fraction: float = 1.0, server_lr: float = 0.1,
                   local_batches: int = LOCAL_BATCHES,
                   invalid: int = 0, invalid_kind: str = "other-batch", trained: nn.Module | None = None,
-                  arch: str = "custom", defence: Defence = NoDefence(), seed: int = 0,
+                  arch: str = "custom", defence: UploadDefence = NoUploadDefence(), seed: int = 0,
                   reveal_labels: bool = False, max_rounds: int = 100_000) -> Trace:
     """Run FedSGD from `model`'s weights until client 0 has uploaded its target batch `temporal` times.
 

@@ -5,8 +5,7 @@ its private images.
 presets; `victim.py` the honest client; `evaluation.py` the ground-truth measures and figures; `experiment.py`
 runs one attack end to end.
 """
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import AttackSpec, Deviation, Experiment, Preset
 from attacks.split.fsha import evaluation, experiment
 from attacks.split.fsha.attack import FSHA, FshaObservation
 from attacks.split.fsha.settings import FshaSettings

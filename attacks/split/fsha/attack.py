@@ -38,21 +38,17 @@ import copy
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attacks.engine import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, EngineOptions, FshaObservation, Reconstruction, SplitlabError, adam_optimizer,
+                         check_int, generator, stream_seed, wait_for)
 from attacks.split.fsha.images import BatchStream, to_dataset_images
 from attacks.split.fsha.networks import AttackerNetworks, build_attacker
 from attacks.split.fsha.settings import FshaSettings
-from vfl.errors import SplitlabError
-from vfl.models.fsha import INPUT_SHAPE, SETUPS
-from vfl.runtime import adam, generator, stream_seed, wait_for
-from vfl.validate import check_choice, check_int
 
 __all__ = ["FSHA", "FshaObservation", "TrainedServer", "HISTORY_FIELDS", "Monitor", "penalty_from_gradient",
            "gradient_penalty"]
@@ -85,38 +81,6 @@ def gradient_penalty(critic: nn.Module, real: torch.Tensor, fake: torch.Tensor, 
     return penalty_from_gradient(grad, norm)
 
 
-class Session(Protocol):
-    """What FSHA's server can do with the client (`vfl.protocol.ClientSession` is the real one)."""
-
-    def round(self, choose_gradient: Callable[[torch.Tensor, int], torch.Tensor]) -> int: ...
-    def target_activations(self) -> torch.Tensor: ...
-
-
-@dataclass(frozen=True)
-class FshaObservation:
-    """Everything FSHA's adversary has: public images of the client's domain ([0,1], the dataset's
-    own shape; disjoint from the private ones), the shape of the smashed data it is sent, the client
-    family it faces (`resnet` or `mlp`; it picks the matching pilot and critic, JAST section 4.2),
-    and the session with the client (protocol rounds and the targets' smashed data only)."""
-    public_images: torch.Tensor
-    """(N, C, H, W) public images of the client's domain, in [0,1]."""
-    feature_shape: tuple[int, int, int]
-    """(C, H, W) of the smashed data the client sends."""
-    session: Session
-    """The protocol with the client: `round(choose_gradient)` runs one round, `target_activations()` ends it."""
-    client_arch: str = "resnet"
-    """The client family it faces (resnet or mlp)."""
-
-    def __post_init__(self) -> None:
-        if self.public_images.dim() != 4 or len(self.public_images) == 0:
-            raise SplitlabError("FSHA needs a non-empty batch of public images shaped (N, C, H, W)")
-        if self.public_images.shape[1] not in (1, INPUT_SHAPE[0]):
-            raise SplitlabError(f"FSHA takes grey or RGB images, got {self.public_images.shape[1]} channels")
-        if len(self.feature_shape) != 3:
-            raise SplitlabError(f"FSHA's smashed data is shaped (C, H, W), got {tuple(self.feature_shape)}")
-        check_choice("client architecture", self.client_arch, SETUPS)
-
-
 HISTORY_FIELDS = ("client_loss", "encoder_decoder_mse", "discriminator_loss")
 """The server's per-round losses (`Reconstruction.history`); the MSE is on FSHA's [-1, 1] scale."""
 
@@ -137,10 +101,10 @@ class _Server:
         self.public = BatchStream(public_images, s.batch_size, generator(stream_seed(seed, "public order")), device)
         self.draws = generator(stream_seed(seed, "penalty"))
         fused = device.type == "cuda"          # one kernel per step on CUDA, torch's loop on the CPU (as before)
-        self.autoencoder_optimizer = adam([*self.pilot.parameters(), *self.decoder.parameters()], s.lr_pilot,
-                                          eps=s.adam_eps, fused=fused)
-        self.discriminator_optimizer = adam(self.discriminator.parameters(), s.lr_discriminator, eps=s.adam_eps,
-                                            fused=fused)
+        self.autoencoder_optimizer = adam_optimizer([*self.pilot.parameters(), *self.decoder.parameters()], s.lr_pilot,
+                                                    eps=s.adam_eps, fused=fused)
+        self.discriminator_optimizer = adam_optimizer(self.discriminator.parameters(), s.lr_discriminator,
+                                                      eps=s.adam_eps, fused=fused)
         self._trained = [*self.pilot.parameters(), *self.decoder.parameters(), *self.discriminator.parameters()]
         self.reconstruction: torch.Tensor | None = None
         self.losses: torch.Tensor | None = None

@@ -14,13 +14,9 @@ from typing import Any, Callable
 
 import torch
 
-from attacks.figures import image_grid
-from attacks.metrics import image_mse
+from attacks.kit import Client, ImageData, Run, atomic_torch_save, image_grid, image_mse
 from attacks.split.fsha.attack import TrainedServer
 from attacks.split.fsha.images import BatchStream, from_fsha_images, to_dataset_images, to_fsha_images
-from vfl import data as datasets
-from vfl.protocol import Client
-from vfl.runs import Run, atomic_torch_save
 
 __all__ = ["LOG_FIELDS", "RoundLog", "evaluate_private", "evaluation", "write_outputs", "curves_figure"]
 
@@ -74,7 +70,7 @@ def _is_finite(row: dict[str, float]) -> bool:
 
 
 @torch.no_grad()
-def evaluate_private(client: Client, server: TrainedServer, private: datasets.ImageData, count: int,
+def evaluate_private(client: Client, server: TrainedServer, private: ImageData, count: int,
                      device: torch.device) -> dict[str, float]:
     """Ground truth: the server's reconstruction f~^-1(f(x)) of the first `count` private images (client
     inference mode) and the control decoder(pilot(x)), as per-image MSE means on [-1, 1] (`_pm1`), on

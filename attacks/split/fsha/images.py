@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from vfl.fsha_victim import BatchStream, to_fsha_images
+from attacks.kit import BatchStream, to_fsha_images
 
 __all__ = ["to_fsha_images", "from_fsha_images", "to_dataset_images", "BatchStream"]
 

@@ -27,10 +27,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from vfl.errors import SplitlabError
-from vfl.models.fsha import (INPUT_SHAPE, SETUPS, Reshape, ResBlock, conv3x3, deconv3x3, glorot_init_,
-                             scaled)
-from vfl.runtime import seeded
+from attacks.kit import (FSHA_INPUT_SHAPE, FSHA_SETUPS, Reshape, ResBlock, SplitlabError, conv3x3, deconv3x3,
+                         glorot_init_, scaled_channels, seeded)
 
 __all__ = ["DISCRIMINATOR_ENTRIES", "AttackerNetworks", "build_attacker", "pilot_cnn", "pilot_mlp", "decoder",
            "discriminator_cnn", "discriminator_mlp"]
@@ -51,8 +49,8 @@ def pilot_cnn(feature: tuple[int, int, int], width: float = 1.0) -> nn.Sequentia
     """Linear (activation-free) pilot encoder: conv64 s2 [+ convC at L1], conv128 s2 [+ convC at L2-3],
     conv256 s2 + convC [L4]; C is the feature's channel count."""
     channels, side = _check(feature)
-    c64, c128, c256 = (scaled(c, width) for c in (64, 128, 256))
-    layers: list[nn.Module] = [conv3x3(INPUT_SHAPE[0], c64, 2)]
+    c64, c128, c256 = (scaled_channels(c, width) for c in (64, 128, 256))
+    layers: list[nn.Module] = [conv3x3(FSHA_INPUT_SHAPE[0], c64, 2)]
     if side == 16:
         layers.append(conv3x3(c64, channels))
     elif side == 8:
@@ -65,8 +63,8 @@ def pilot_cnn(feature: tuple[int, int, int], width: float = 1.0) -> nn.Sequentia
 def pilot_mlp(feature: tuple[int, int, int], width: float = 1.0) -> nn.Sequential:
     """JAST's dense pilot: Flatten, 2x Dense(3072, ReLU), Dense(k), reshape."""
     _check(feature)
-    hidden = scaled(3072, width)
-    return glorot_init_(nn.Sequential(nn.Flatten(), nn.Linear(math.prod(INPUT_SHAPE), hidden), nn.ReLU(),
+    hidden = scaled_channels(3072, width)
+    return glorot_init_(nn.Sequential(nn.Flatten(), nn.Linear(math.prod(FSHA_INPUT_SHAPE), hidden), nn.ReLU(),
                                       nn.Linear(hidden, hidden), nn.ReLU(),
                                       nn.Linear(hidden, math.prod(feature)), Reshape(feature)))
 
@@ -75,8 +73,8 @@ def decoder(feature: tuple[int, int, int], width: float = 1.0) -> nn.Sequential:
     """Linear decoder, tanh output: convT256 s2 [then conv3 at L1], convT128 s2 [then conv3 at L2-3],
     convT3 s2 [L4]."""
     channels, side = _check(feature)
-    c128, c256 = scaled(128, width), scaled(256, width)
-    out = INPUT_SHAPE[0]
+    c128, c256 = scaled_channels(128, width), scaled_channels(256, width)
+    out = FSHA_INPUT_SHAPE[0]
     layers: list[nn.Module] = [deconv3x3(channels, c256)]
     if side == 16:
         layers.append(conv3x3(c256, out))
@@ -97,7 +95,7 @@ def discriminator_cnn(feature: tuple[int, int, int], width: float = 1.0, entry: 
     if entry not in DISCRIMINATOR_ENTRIES:
         raise SplitlabError(f"unknown discriminator entry {entry!r}; choose one of: {', '.join(DISCRIMINATOR_ENTRIES)}")
     channels, height = _check(feature)
-    c128, c256 = scaled(128, width), scaled(256, width)
+    c128, c256 = scaled_channels(128, width), scaled_channels(256, width)
     if entry == "tf" or height == 4:
         layers: list[nn.Module] = [conv3x3(channels, c256)]
     elif height == 16:
@@ -115,7 +113,7 @@ def discriminator_mlp(feature: tuple[int, int, int], width: float = 1.0) -> nn.S
     """JAST's dense critic: Flatten, 3x Dense(4096, ReLU), Dense(1)."""
     _check(feature)
     k = math.prod(feature)
-    hidden = scaled(4096, width)
+    hidden = scaled_channels(4096, width)
     return glorot_init_(nn.Sequential(nn.Flatten(), nn.Linear(k, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
                                       nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)))
 
@@ -133,7 +131,7 @@ def build_attacker(family: str, feature: tuple[int, int, int], width: float = 1.
                    seed: int | None = None) -> AttackerNetworks:
     """Build pilot, decoder and critic in that order, initialised from `seed` in a forked random scope
     (no global seeding left behind). `family`: the client family faced, `resnet` or `mlp`."""
-    if family not in SETUPS:
+    if family not in FSHA_SETUPS:
         raise SplitlabError(f"unknown FSHA client family {family!r}; use --arch resnet or mlp")
     if not width > 0:
         raise SplitlabError("FSHA network width must be positive")

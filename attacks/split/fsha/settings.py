@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import AttackSettings
+from attacks.kit import AttackSettings, check_number, choice, integer, number, option
 from attacks.split.fsha.networks import DISCRIMINATOR_ENTRIES
-from vfl.options import choice, integer, number, option
-from vfl.validate import check_number
 
 __all__ = ["FshaSettings", "LOSSES", "GP_NORMS"]
 

@@ -7,13 +7,9 @@ both attacks' settings; the experiment is the label attacks' shared one (`attack
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import FU, FU_DATA, AttackSpec, Deviation, LabelConfig, Preset, label_experiment
 from attacks.split.label_completion.attack import ActiveCompletion, ModelCompletion, completion_test_accuracy
 from attacks.split.label_completion.settings import ActiveSettings, CompletionSettings
-from attacks.split.labels import experiment
-from attacks.split.labels.experiment import LabelConfig
-from attacks.split.labels.papers import FU, FU_DATA
 
 __all__ = ["SPEC", "ACTIVE_SPEC", "ModelCompletion", "ActiveCompletion", "CompletionSettings", "ActiveSettings"]
 
@@ -42,7 +38,7 @@ SPEC = AttackSpec(
           "samples",
     paper=FU, observes=("bottom-model",), settings=CompletionSettings, attack=ModelCompletion,
     default="label-completion.fu", evaluate=completion_test_accuracy,
-    experiment=Experiment(CompletionConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(CompletionConfig),
     presets=(
         Preset("label-completion.fu", "Fu et al. Sec. 4.1: 4 labelled samples a class (40 on CIFAR-10), a "
                                       "one-hidden-layer head; the victim trained with SGD and momentum",
@@ -60,7 +56,7 @@ ACTIVE_SPEC = AttackSpec(
           "then completes it",
     paper=FU, observes=("bottom-model",), settings=ActiveSettings, attack=ActiveCompletion,
     default="label-active.fu", evaluate=completion_test_accuracy,
-    experiment=Experiment(ActiveConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(ActiveConfig),
     presets=(
         Preset("label-active.fu", "Fu et al. Sec. 4.2: the malicious SGD (momentum 0.9, scale-up up to 5x, Fu et "
                                   "al.'s code), then completion as label-completion.fu", experiment=FU_VICTIM),

@@ -21,13 +21,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, EngineOptions, LabelObservation, Needs, Reconstruction, label_answer, require_observed,
+                         seeded, stream_seed)
 from attacks.split.label_completion.optimizer import MaliciousSGD
 from attacks.split.label_completion.settings import ActiveSettings, CompletionSettings
-from attacks.split.labels.answer import answer
-from attacks.split.labels.observation import LabelObservation, Needs, require
-from vfl.runtime import seeded, stream_seed
 
 __all__ = ["ModelCompletion", "ActiveCompletion"]
 
@@ -61,7 +58,7 @@ class ModelCompletion:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0,
                  engine: EngineOptions = QUIET) -> Reconstruction:
-        require(self.name, observation, "bottom", "train_inputs", "labelled")
+        require_observed(self.name, observation, "bottom", "train_inputs", "labelled")
         s = self.settings
         start = time.perf_counter()
         bottom = copy.deepcopy(observation.bottom)          # the party's own model; the protocol's copy stays
@@ -89,10 +86,10 @@ class ModelCompletion:
         logits = _predict(model, observation.train_inputs[observation.targets], device)
         artefacts = {"test_scores": _predict(model, observation.test_inputs, device)} \
             if observation.test_inputs is not None else {}
-        return answer(self.name, s.preset, torch.log_softmax(logits, 1), seconds=time.perf_counter() - start,
-                      steps=s.iterations, rule="completion", history={"loss": losses.view(-1, 1)},
-                      loss=float(losses[-1]), artefacts=artefacts,
-                      extras={"labelled_samples": len(ids), "final_fit_loss": float(losses[-1])})
+        return label_answer(self.name, s.preset, torch.log_softmax(logits, 1), seconds=time.perf_counter() - start,
+                            steps=s.iterations, rule="completion", history={"loss": losses.view(-1, 1)},
+                            loss=float(losses[-1]), artefacts=artefacts,
+                            extras={"labelled_samples": len(ids), "final_fit_loss": float(losses[-1])})
 
 
 @dataclass(frozen=True)

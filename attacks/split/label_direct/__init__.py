@@ -7,13 +7,9 @@ attacks' shared one (`attacks.split.labels`), its victim without a top model by 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import FU, FU_DATA, AttackSpec, LabelConfig, Preset, label_experiment
 from attacks.split.label_direct.attack import DirectInference
 from attacks.split.label_direct.settings import DirectSettings
-from attacks.split.labels import experiment
-from attacks.split.labels.experiment import LabelConfig
-from attacks.split.labels.papers import FU, FU_DATA
 
 __all__ = ["SPEC", "DirectInference", "DirectSettings", "DirectConfig"]
 
@@ -27,7 +23,7 @@ SPEC = AttackSpec(
     name="label-direct", setting="split",
     title="Direct label inference: without a top model the sign of the returned gradient names each label",
     paper=FU, observes=("gradients",), settings=DirectSettings, attack=DirectInference, default="label-direct.fu",
-    experiment=Experiment(DirectConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(DirectConfig),
     presets=(
         Preset("label-direct.fu", "Fu et al. Sec. 4.3: VFL without model splitting (the label party sums the class "
                                   "scores), every round read; multi-class task",

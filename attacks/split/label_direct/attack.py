@@ -22,13 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, EngineOptions, LabelObservation, Needs, Reconstruction, SplitlabError, label_answer,
+                         require_observed, require_top)
 from attacks.split.label_direct.settings import DirectSettings
-from attacks.split.labels.answer import answer
-from attacks.split.labels.observation import LabelObservation, Needs, require
-from attacks.split.labels.victim import require_top
-from vfl.errors import SplitlabError
 
 __all__ = ["DirectInference"]
 
@@ -47,13 +43,13 @@ class DirectInference:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0,
                  engine: EngineOptions = QUIET) -> Reconstruction:
-        require(self.name, observation, "record")
+        require_observed(self.name, observation, "record")
         start = time.perf_counter()
         record = observation.record
         gradients = torch.cat([g.flatten(1) for g in record.gradients]).double()
         if gradients.shape[1] != observation.classes:
             raise SplitlabError(f"{self.name} needs one gradient entry per class ({observation.classes}), got "
                                 f"{gradients.shape[1]}: the label party holds a model (use --top none)")
-        return answer(self.name, self.settings.preset, -gradients, rounds=record.rounds,
-                      seconds=time.perf_counter() - start, steps=len(record.steps), rule="sign",
-                      extras={"rounds_scored": len(record.steps)})
+        return label_answer(self.name, self.settings.preset, -gradients, rounds=record.rounds,
+                            seconds=time.perf_counter() - start, steps=len(record.steps), rule="sign",
+                            extras={"rounds_scored": len(record.steps)})

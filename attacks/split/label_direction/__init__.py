@@ -7,13 +7,9 @@ attacks' shared one (`attacks.split.labels`).
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import LI, LI_DATA, LI_MODEL, AttackSpec, Deviation, LabelConfig, Preset, label_experiment
 from attacks.split.label_direction.attack import DirectionScoring
 from attacks.split.label_direction.settings import DirectionSettings
-from attacks.split.labels import experiment
-from attacks.split.labels.experiment import LabelConfig
-from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL
 
 __all__ = ["SPEC", "DirectionScoring", "DirectionSettings", "DirectionConfig"]
 
@@ -29,7 +25,7 @@ SPEC = AttackSpec(
           "known positive's",
     paper=LI, observes=("gradients",), settings=DirectionSettings, attack=DirectionScoring,
     default="label-direction.li",
-    experiment=Experiment(DirectionConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(DirectionConfig),
     presets=(
         Preset("label-direction.li", "Li et al. Sec. 3.2: cosine with one known positive example per batch, every "
                                      "round of training scored"),

@@ -20,13 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, EngineOptions, LabelObservation, Needs, Reconstruction, SplitlabError, label_answer,
+                         require_binary, require_observed)
 from attacks.split.label_direction.settings import DirectionSettings
-from attacks.split.labels.answer import answer
-from attacks.split.labels.observation import LabelObservation, Needs, require
-from attacks.split.labels.victim import require_binary
-from vfl.errors import SplitlabError
 
 __all__ = ["DirectionScoring"]
 
@@ -45,7 +41,7 @@ class DirectionScoring:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0,
                  engine: EngineOptions = QUIET) -> Reconstruction:
-        require(self.name, observation, "record")
+        require_observed(self.name, observation, "record")
         if not observation.hints:
             raise SplitlabError(f"{self.name}: no scored round holds a sample whose label the attacker knows (no "
                                 "positive sample in them); score more rounds (--iterations 0: all)")
@@ -62,6 +58,6 @@ class DirectionScoring:
             cosines.append(torch.nn.functional.cosine_similarity(rows, reference.unsqueeze(0), dim=1))
         cosine = torch.cat(cosines)
         scores = torch.stack([-cosine, cosine], dim=1)
-        return answer(self.name, self.settings.preset, scores, labels=(cosine > 0).long(), rounds=record.rounds,
-                      seconds=time.perf_counter() - start, steps=len(record.steps), rule="direction",
-                      extras={"rounds_scored": len(record.steps), "rounds_with_a_known_positive": len(hints)})
+        return label_answer(self.name, self.settings.preset, scores, labels=(cosine > 0).long(), rounds=record.rounds,
+                            seconds=time.perf_counter() - start, steps=len(record.steps), rule="direction",
+                            extras={"rounds_scored": len(record.steps), "rounds_with_a_known_positive": len(hints)})

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import AttackSettings
-from vfl.options import integer, option
+from attacks.kit import AttackSettings, integer, option
 
 __all__ = ["DirectionSettings"]
 

@@ -6,13 +6,9 @@ victim and scores the answer is the label attacks' shared one (`attacks.split.la
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import LI, LI_DATA, LI_MODEL, AttackSpec, Deviation, LabelConfig, Preset, label_experiment
 from attacks.split.label_norm.attack import NormScoring
 from attacks.split.label_norm.settings import NormSettings
-from attacks.split.labels import experiment
-from attacks.split.labels.experiment import LabelConfig
-from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL
 
 __all__ = ["SPEC", "NormScoring", "NormSettings", "NormConfig"]
 
@@ -26,7 +22,7 @@ SPEC = AttackSpec(
     name="label-norm", setting="split",
     title="Norm scoring: the feature party ranks its samples by the norm of the cut gradient it received",
     paper=LI, observes=("gradients",), settings=NormSettings, attack=NormScoring, default="label-norm.li",
-    experiment=Experiment(NormConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(NormConfig),
     presets=(
         Preset("label-norm.li", "Li et al. Sec. 3.1: the score is the gradient norm, every round of training scored "
                                 "(the leak AUC is its mean over the rounds)"),

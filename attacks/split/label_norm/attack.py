@@ -25,12 +25,10 @@ from dataclasses import dataclass
 
 import torch
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, EngineOptions, LabelObservation, Needs, Reconstruction, label_answer, require_binary,
+                         require_observed)
+from attacks.split.label_norm.rounds import minmax_per_round, relative_to_round
 from attacks.split.label_norm.settings import NormSettings
-from attacks.split.labels.answer import answer, minmax_per_round, relative_to_round
-from attacks.split.labels.observation import LabelObservation, Needs, require
-from attacks.split.labels.victim import require_binary
 
 __all__ = ["NormScoring"]
 
@@ -49,7 +47,7 @@ class NormScoring:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0,
                  engine: EngineOptions = QUIET) -> Reconstruction:
-        require(self.name, observation, "record")
+        require_observed(self.name, observation, "record")
         start = time.perf_counter()
         record = observation.record
         norms = torch.cat([g.flatten(1).double().norm(dim=1) for g in record.gradients])
@@ -57,6 +55,6 @@ class NormScoring:
         relative = relative_to_round(norms, rounds)
         scores = torch.stack([-relative, relative], dim=1)
         labels = (minmax_per_round(norms, rounds) > 0.5).long()
-        return answer(self.name, self.settings.preset, scores, labels=labels, rounds=rounds,
-                      seconds=time.perf_counter() - start, steps=len(record.steps), rule="norm",
-                      extras={"rounds_scored": len(record.steps)})
+        return label_answer(self.name, self.settings.preset, scores, labels=labels, rounds=rounds,
+                            seconds=time.perf_counter() - start, steps=len(record.steps), rule="norm",
+                            extras={"rounds_scored": len(record.steps)})

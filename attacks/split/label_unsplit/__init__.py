@@ -7,12 +7,9 @@ attacks' shared one (`attacks.split.labels`), its victim U-shaped by the preset.
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import AttackSpec, Deviation, LabelConfig, Preset, label_experiment
 from attacks.split.label_unsplit.attack import UnsplitLabels
 from attacks.split.label_unsplit.settings import UnsplitLabelSettings
-from attacks.split.labels import experiment
-from attacks.split.labels.experiment import LabelConfig
 
 __all__ = ["SPEC", "UnsplitLabels", "UnsplitLabelSettings", "UnsplitLabelConfig"]
 
@@ -29,7 +26,7 @@ SPEC = AttackSpec(
     paper="Erdogan, Kupcu, Cicek. UnSplit: Data-Oblivious Model Inversion, Model Stealing, and Label Inference "
           "Attacks Against Split Learning. WPES 2022",
     observes=("gradients",), settings=UnsplitLabelSettings, attack=UnsplitLabels, default="label-unsplit.original",
-    experiment=Experiment(UnsplitLabelConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(UnsplitLabelConfig),
     presets=(
         Preset("label-unsplit.original", "UnSplit's label inference demo (github.com/ege-erdogan/unsplit): the MNIST "
                                          "network split before its last layer, all ten classes, online as the "

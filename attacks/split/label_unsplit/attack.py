@@ -27,13 +27,9 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from torch import nn
 
-from attacks.engine import QUIET, Adam, Block, EngineOptions, Objective, Schedule, SquaredL2, run
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, Adam, Block, EngineOptions, LabelObservation, Needs, Objective, Reconstruction,
+                         Schedule, SquaredL2, label_answer, require_observed, require_top, run, seeded, stream_seed)
 from attacks.split.label_unsplit.settings import UnsplitLabelSettings
-from attacks.split.labels.answer import answer
-from attacks.split.labels.observation import LabelObservation, Needs, require
-from attacks.split.labels.victim import require_top
-from vfl.runtime import seeded, stream_seed
 
 __all__ = ["UnsplitLabels", "CandidateGradient", "candidate_gradients"]
 
@@ -93,7 +89,7 @@ class UnsplitLabels:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0,
                  engine: EngineOptions = QUIET) -> Reconstruction:
-        require(self.name, observation, "record", "sent", "labelled")
+        require_observed(self.name, observation, "record", "sent", "labelled")
         s = self.settings
         start = time.perf_counter()
         record = observation.record
@@ -124,10 +120,10 @@ class UnsplitLabels:
         scores = torch.cat(scores).detach().cpu()
         mapping = self._name_classes(scores.argmax(1), observation)
         history = {"match": torch.cat(fits).view(-1, 1)} if fits else {}
-        return answer(self.name, s.preset, scores[:, mapping], rounds=record.rounds,
-                      seconds=time.perf_counter() - start, steps=s.iterations * len(record.steps),
-                      rule="gradient matching", history=history,
-                      extras={"rounds_scored": len(record.steps), "clone_classes_to_labels": mapping.tolist()})
+        return label_answer(self.name, s.preset, scores[:, mapping], rounds=record.rounds,
+                            seconds=time.perf_counter() - start, steps=s.iterations * len(record.steps),
+                            rule="gradient matching", history=history,
+                            extras={"rounds_scored": len(record.steps), "clone_classes_to_labels": mapping.tolist()})
 
     @staticmethod
     def _name_classes(inferred: torch.Tensor, observation: LabelObservation) -> torch.Tensor:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import EngineSettings
-from vfl.options import integer, number, option
+from attacks.kit import EngineSettings, integer, number, option
 
 __all__ = ["UnsplitLabelSettings"]
 

@@ -8,7 +8,7 @@ import torch
 
 from attacks.result import Reconstruction
 
-__all__ = ["answer", "relative_to_round", "minmax_per_round"]
+__all__ = ["answer"]
 
 
 def answer(attack: str, preset: str, scores: torch.Tensor, *, labels: torch.Tensor | None = None,
@@ -25,24 +25,3 @@ def answer(attack: str, preset: str, scores: torch.Tensor, *, labels: torch.Tens
         history=history or {}, diverged=torch.tensor([not finite]), seconds=seconds, steps=steps,
         labels=labels.unsqueeze(0), label_rule=rule, mode=mode, extras=extras or {}, artefacts=artefacts or {},
         label_scores=scores.unsqueeze(0), label_rounds=rounds)
-
-
-def relative_to_round(values: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
-    """value / the median of its round: on an imbalanced task a round's median is a negative example's, so a
-    negative sits near 1 and a positive well above it, whatever scale the round's gradients have. The ranking
-    within a round, which Li et al.'s leak AUC reads, is unchanged."""
-    order = torch.argsort(rounds, stable=True)
-    counts = torch.unique_consecutive(rounds[order], return_counts=True)[1]
-    medians = torch.stack([part.median() for part in values[order].split(counts.tolist())])
-    tiny = torch.finfo(values.dtype).tiny
-    return values / medians.clamp_min(tiny).repeat_interleave(counts)[torch.argsort(order)]
-
-
-def minmax_per_round(values: torch.Tensor, rounds: torch.Tensor) -> torch.Tensor:
-    """`values` scaled to [0, 1] within each round (a round of equal values: 0.5)."""
-    count = int(rounds.max()) + 1
-    low = torch.full((count,), float("inf"), dtype=values.dtype).scatter_reduce(0, rounds, values, "amin")
-    high = torch.full((count,), float("-inf"), dtype=values.dtype).scatter_reduce(0, rounds, values, "amax")
-    span = (high - low)[rounds]
-    return torch.where(span > 0, (values - low[rounds]) / span.clamp_min(torch.finfo(values.dtype).tiny),
-                       torch.full_like(values, 0.5))

@@ -3,8 +3,7 @@
 `attack.py` reads like the JAST paper's Eqs. 1-2; `settings.py` holds the settings; `experiment.py` trains or
 loads the victim, observes the targets and evaluates per class.
 """
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import AttackSpec, Deviation, Experiment, Preset
 from attacks.split.unsplit import experiment
 from attacks.split.unsplit.attack import CutObservation, UnSplit
 from attacks.split.unsplit.settings import UnsplitSettings

@@ -30,44 +30,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attacks.engine import (QUIET, Adam, Block, CutActivations, EngineOptions, EngineResult, MeanSquared, Objective,
-                            Prior, Schedule, l2, run, tv_squared)
-from attacks.result import Reconstruction
+from attacks.kit import (QUIET, Adam, Block, CutActivations, CutLayout, CutObservation, EngineOptions, EngineResult,
+                         MeanSquared, Objective, Prior, Reconstruction, Schedule, activation_shapes, arch_spec,
+                         bottom_model, build_split, check_int, l2, run, stream_seed, strip_shape, tv_squared)
+from attacks.kit import observe_cut as observe  # noqa: F401 - where the UnSplit experiment takes it from
 from attacks.split.unsplit.settings import UnsplitSettings
-from vfl.models import arch_spec, build_split
-from vfl.parties import CutLayout, activation_shapes, bottom_model, strip_shape
-from vfl.protocol import CuriousServer, ask
-from vfl.runtime import stream_seed
-from vfl.validate import check_int
-
-@dataclass(frozen=True)
-class CutObservation:
-    """What the honest-but-curious server has: the client's architecture and the activations it sent. With
-    K feature parties (`parties` > 1) it is one party's slice of the joined activations (`party_view`), and
-    `input_shape` that party's strip."""
-    arch: str
-    """The client's architecture (the server knows it, not its weights)."""
-    cut_layer: int
-    """Where the model is cut: layers 0..cut_layer are the client's."""
-    input_shape: tuple[int, ...]
-    """(C, H, W) of the client's input (with K parties, the attacked party's strip)."""
-    activations: torch.Tensor
-    """(targets, *activation shape): what the server received, one row per target."""
-    parties: int = 1
-    """Feature parties K whose activations the server joins."""
-    party: int = 0
-    """The attacked party (with K > 1)."""
-
-
-def observe(client, images: torch.Tensor, arch: str, cut_layer: int, server: nn.Module | None = None
-            ) -> CutObservation:
-    """What the honest-but-curious server has after the client asks it to predict `images`: the activations it
-    received (its transcript's last inference query, through the client's defences). `server` is its top model
-    (None: a server that only records what it receives)."""
-    curious = CuriousServer(server if server is not None else nn.Identity(), None)
-    ask(client, curious, images, step=0)
-    received = curious.seen.queries()[-1].tensor.to(images.device)
-    return CutObservation(arch, cut_layer, tuple(images.shape[1:]), received)
 
 
 def party_view(observation: CutObservation, parties: int, party: int) -> CutObservation:

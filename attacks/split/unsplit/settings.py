@@ -3,9 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import EngineSettings
-from vfl.options import choice, integer, number, option
-from vfl.validate import check_int, check_number
+from attacks.kit import EngineSettings, check_int, check_number, choice, integer, number, option
 
 __all__ = ["UnsplitSettings", "CLONE_MODES"]
 
