@@ -357,28 +357,6 @@ def test_an_unknown_attack_is_one_line_naming_the_attacks(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_the_contract_modules_import_each_other_in_one_direction():
-    """The attack contract (spec, its parts and checks, hooks, driver, registry) and the split config form no import
-    circle, counting imports inside functions: the generic contract never looks a split attack up by name."""
-    import ast
-
-    modules = ["attacks.spec", "attacks.spec_parts", "attacks.spec_checks", "attacks.hooks", "attacks.driver",
-               "attacks.registry", "attacks.split.experiment", "attacks.result", "attacks.settings"]
-    graph = {}
-    for module in modules:
-        tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
-        found = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-        found |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        found |= {f"attacks.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                  and node.module == "attacks" for alias in node.names}
-        graph[module] = {m for m in found if m in modules}
-
-    def reaches(start: str, goal: str, seen=()) -> bool:
-        return any(nxt == goal or (nxt not in seen and reaches(nxt, goal, (*seen, nxt))) for nxt in graph[start])
-    assert [m for m in modules if reaches(m, m)] == []
-    assert "attacks.registry" not in graph["attacks.driver"] | graph["attacks.split.experiment"]
-
-
 def test_a_split_spec_cannot_take_over_another_attacks_config():
     """A split config is bound to its one spec when the spec is built: a second spec reusing it is refused, so a
     plug-in cannot rebind one of the lab's attacks."""
