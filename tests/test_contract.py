@@ -183,6 +183,12 @@ def docs_example() -> str:
     return re.search(r"```python\n(.*?)```", page.split("### A complete example", 1)[1], re.S).group(1)
 
 
+def split_docs_example() -> str:
+    """The split-learning example of docs/extending.md, as a user would copy it."""
+    page = (ROOT / "docs" / "extending.md").read_text()
+    return re.search(r"```python\n(.*?)```", page.split("### A split-learning example", 1)[1], re.S).group(1)
+
+
 def install(folder: Path, module: str, source: str, entries: dict[str, str], dist: str = "toy-attack") -> None:
     """A plug-in as `pip install` leaves it: its module and a dist-info whose entry points register it."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -233,6 +239,43 @@ def test_the_docs_example_installed_as_a_plug_in_runs_from_the_cli_and_the_api(p
     refused = runner.invoke(app, ["hfl", "--attack", "toy", "--lr", "20", "--out", str(tmp_path / "bad")])
     assert refused.exit_code == 2 and "--lr" in refused.output and not (tmp_path / "bad").exists()
     assert api.attack("toy", lr=0.05, seed=0).metrics["psnr"] == metrics["psnr"]
+
+
+def test_the_split_docs_example_is_written_from_the_kit_alone_and_its_command_is_generated(plugins, tmp_path):
+    source = split_docs_example()
+    lab = {m.group(1) for m in re.finditer(r"^(?:from|import) ((?:attacks|vfl)[\w.]*)", source, re.M)}
+    assert lab == {"attacks.kit"}, lab
+    plugins("odd_attack", source, {"odd": "odd_attack:SPEC"}, dist="odd-attack")
+    listed = runner.invoke(app, ["attack", "--help"], env={"COLUMNS": "400"})
+    assert listed.exit_code == 0 and " odd" in " ".join(listed.output.split())
+    own = runner.invoke(app, ["attack", "odd", "--help"], env={"COLUMNS": "200"})
+    assert own.exit_code == 0 and "--iterations" in own.output and "odd.quick: 20" in own.output
+    assert "--task" in own.output and "--cut-layer" in own.output                 # the victim's, from the experiment
+    for bad in (["--iterations", "-1"], ["--task", "multiclass"]):                # its range; its check_victim
+        refused = runner.invoke(app, ["attack", "odd", *bad, "--out", str(tmp_path / "bad")])
+        assert refused.exit_code == 2 and "Traceback" not in refused.output, refused.output
+        assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+def test_the_split_docs_example_installed_as_a_plug_in_beats_the_majority_from_the_cli_and_the_api(plugins, tmp_path,
+                                                                                                   one_thread):
+    """The small fixed case of the page: mnist5k one digit against the rest, the small MLP cut after its first
+    layer, one epoch, seed 0, the last 20 rounds."""
+    plugins("odd_attack", split_docs_example(), {"odd": "odd_attack:SPEC"}, dist="odd-attack")
+    case = ["--arch", "small-mlp", "--cut-layer", "1", "--epochs", "1", "--seed", "0"]
+    done = runner.invoke(app, ["attack", "odd", *case, "--json", "--out", str(tmp_path / "run")])
+    assert done.exit_code == 0, done.output
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["attack"] == "odd" and metrics["preset"] == "odd.quick" and metrics["label_rule"] == "odd one out"
+    assert set(metrics) >= set(METRICS_SCHEMA) and metrics["task"] == "binary"
+    majority = metrics["baselines"]["majority"]
+    assert metrics["leak_auc"] > majority["leak_auc"] and metrics["label_accuracy"] > majority["label_accuracy"]
+    origin = json.loads((tmp_path / "run" / "config.json").read_text())["config"]["attack_origin"]
+    assert origin["entry_point"] == "odd = odd_attack:SPEC" and origin["distribution"] == "odd-attack"
+    again = api.attack("odd", arch="small-mlp", cut_layer=1, epochs=1, seed=0)
+    assert again.metrics["leak_auc"] == metrics["leak_auc"]
+    assert again.metrics["label_accuracy"] == metrics["label_accuracy"]
 
 
 BROKEN = {

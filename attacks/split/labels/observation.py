@@ -47,9 +47,13 @@ class GradientRecord:
     """Per training round (in order): its step, the gradient received (B_r, *shape), the ids of its samples
     (B_r,), and the activations sent (B_r, *shape) where kept."""
     steps: tuple[int, ...]
+    """The protocol step of each round."""
     gradients: tuple[torch.Tensor, ...]
+    """(B_r, *cut shape) the cut gradient the party received in each round, one row per sample."""
     samples: tuple[torch.Tensor, ...]
+    """(B_r,) the ids of each round's samples (the parties align samples by id)."""
     sent: tuple[torch.Tensor, ...] | None = None
+    """(B_r, *cut shape) the activations it sent in each round, where the attack needs them (`Needs.sent`)."""
 
     def __post_init__(self) -> None:
         if not self.gradients:
@@ -94,14 +98,21 @@ class GradientRecord:
 
 @dataclass(frozen=True, eq=False)
 class LabelObservation:
-    """What the attacking feature party has (see the module docstring). `targets` are the ids of the samples
-    whose labels the attack infers, in the order of its answer."""
+    """What the attacking feature party has: the cut gradients it received (`gradients`), its own trained bottom
+    model and inputs (`bottom-model`), and what else its threat model grants, each only where the attack's `Needs`
+    ask for it. Its answer scores the samples `targets` names, in that order."""
     classes: int
+    """The classes of the task (the size of the protocol's output)."""
     targets: torch.Tensor
+    """(N,) the ids of the samples whose labels the attack infers, in the order of its answer."""
     record: GradientRecord | None = None
+    """The cut gradients received, round by round (`Needs.gradients`)."""
     bottom: nn.Module | None = None
+    """Its own trained bottom model (`Needs.bottom`)."""
     train_inputs: torch.Tensor | None = None
+    """Its own inputs of the training samples, by id (`Needs.bottom`)."""
     test_inputs: torch.Tensor | None = None
+    """Its own inputs of the test samples (`Needs.bottom`)."""
     labelled: tuple[torch.Tensor, torch.Tensor] | None = None
     """(ids, labels) of the training samples whose labels the attacker knows."""
     hints: dict[int, tuple[int, int]] = field(default_factory=dict)
