@@ -12,13 +12,16 @@ module and its own folder (tests/test_layering.py). The modules behind these nam
 (docs/extending.md; the observation kinds' fields are in docs/observations.md).
 
 Importing the kit loads what loading any attack's spec loads anyway (the declaration, the options, the settings,
-the result, the engine); every other name loads its module when it is first taken (`LAZY`), so an attack loads
-nothing of the other setting's: `splitlab hfl --attack dlg` loads no split-learning code.
+the result, the engine); every other name is imported under `if TYPE_CHECKING:` (so type checkers and readers see
+where it comes from) and loads its module when it is first taken (`LAZY`), so an attack loads nothing of the other
+setting's: `splitlab hfl --attack dlg` loads no split-learning code.
 """
 from __future__ import annotations
 
+import ast
 import importlib
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from attacks.engine import *  # noqa: F401,F403 - the engine's parts are part of the kit, under their own names
 from attacks.engine import __all__ as _ENGINE
@@ -34,70 +37,60 @@ from vfl.runtime import adam as adam_optimizer
 from vfl.runtime import generator, seeded, stream_seed, wait_for
 from vfl.validate import check_choice, check_int, check_number
 
-LAZY: dict[str, str] = {
+if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them here, and so does `LAZY`
     # a run's private side and what it returns (evaluate and write hooks), and the run directory
-    "Truth": "attacks.driver:Truth", "Outcome": "attacks.driver:Outcome", "Run": "vfl.runs:Run",
-    "atomic_torch_save": "vfl.runs:atomic_torch_save", "image_grid": "attacks.figures:image_grid",
-    "image_mse": "attacks.metrics:image_mse",
+    from attacks.driver import Truth, Outcome
+    from vfl.runs import Run, atomic_torch_save
+    from attacks.figures import image_grid
+    from attacks.metrics import image_mse
     # what an HFL server observes, and what attacks do with it
-    "Observation": "attacks.hfl.observations:Observation",
-    "FedSGDObservation": "attacks.hfl.observations:FedSGDObservation",
-    "FedAvgObservation": "attacks.hfl.observations:FedAvgObservation",
-    "RoundLog": "attacks.hfl.observations:RoundLog", "ModelView": "attacks.hfl.observations:ModelView",
-    "CAPABILITIES": "attacks.hfl.observations:CAPABILITIES",
-    "check_requirements": "attacks.hfl.observations:check_requirements",
-    "UploadAttack": "attacks.hfl.observations:UploadAttack", "upload_needs": "attacks.hfl.observations:upload_needs",
-    "observe_fedsgd": "attacks.hfl.observations:observe_fedsgd",
-    "initial_variables": "attacks.hfl.variables:initial_variables",
-    "engine_context": "attacks.hfl.variables:engine_context",
-    "recover_labels": "attacks.hfl.labels:recover_labels", "idlg_labels": "attacks.hfl.labels:idlg_labels",
-    "count_labels": "attacks.hfl.labels:count_labels", "fedleak_labels": "attacks.hfl.labels:fedleak_labels",
-    "yin_labels": "attacks.hfl.labels:yin_labels",
+    from attacks.hfl.observations import (Observation, FedSGDObservation, FedAvgObservation, RoundLog, ModelView,
+                                          CAPABILITIES, check_requirements, UploadAttack, upload_needs, observe_fedsgd)
+    from attacks.hfl.variables import initial_variables, engine_context
+    from attacks.hfl.labels import recover_labels, idlg_labels, count_labels, fedleak_labels, yin_labels
     # FedAvg uploads replicated by the attacker (AWA, AGIC), and images scored along a run
-    "KnownLabelsFedAvg": "attacks.hfl.fedavg:KnownLabelsFedAvg",
-    "plan_replication": "attacks.hfl.fedavg:plan_replication",
-    "epoch_problem": "attacks.hfl.fedavg:epoch_problem", "upload_diagnostics": "attacks.hfl.fedavg:upload_diagnostics",
-    "Snapshots": "attacks.hfl.trajectory:Snapshots", "trajectory_option": "attacks.hfl.trajectory:trajectory_option",
-    "trajectory_evaluation": "attacks.hfl.trajectory:evaluation",
-    "trajectory_figure": "attacks.hfl.trajectory:save_figure",
+    from attacks.hfl.fedavg import KnownLabelsFedAvg, plan_replication, epoch_problem, upload_diagnostics
+    from attacks.hfl.trajectory import (Snapshots, trajectory_option, evaluation as trajectory_evaluation,
+                                        save_figure as trajectory_figure)
     # an HFL attack that builds its own observation (TGIAs-RO's trace of rounds): the data, the upload defences,
     # pretraining the global model
-    "ImageData": "vfl.data:ImageData", "UploadDefence": "vfl.defences.upload:Defence",
-    "NoUploadDefence": "vfl.defences.upload:NoDefence", "pretrain": "vfl.hfl_training:pretrain",
-    "MAX_HFL_EPOCHS": "vfl.hfl_training:MAX_EPOCHS",
+    from vfl.data import ImageData
+    from vfl.defences.upload import Defence as UploadDefence, NoDefence as NoUploadDefence
+    from vfl.hfl_training import pretrain, MAX_EPOCHS as MAX_HFL_EPOCHS
     # a split-learning attack's own experiment (`splitlab attack NAME`)
-    "Experiment": "attacks.split.experiment:Experiment", "SplitConfig": "attacks.split.experiment:SplitConfig",
+    from attacks.split.experiment import Experiment, SplitConfig
     # what a split-learning attacker observes
-    "CutObservation": "attacks.split.observations:CutObservation",
-    "observe_cut": "attacks.split.observations:observe_cut",
-    "FshaObservation": "attacks.split.observations:FshaObservation",
-    "LabelObservation": "attacks.split.labels.observation:LabelObservation",
-    "GradientRecord": "attacks.split.labels.observation:GradientRecord",
+    from attacks.split.observations import CutObservation, observe_cut, FshaObservation
+    from attacks.split.labels.observation import LabelObservation, GradientRecord
     # a label-inference attack: what it needs, its answer, the victims it refuses, the family's experiment and the
     # papers (with the deviations their attacks share)
-    "Needs": "attacks.split.labels.observation:Needs",
-    "require_observed": "attacks.split.labels.observation:require",
-    "label_answer": "attacks.split.labels.answer:answer",
-    "require_binary": "attacks.split.labels.victim:require_binary",
-    "require_top": "attacks.split.labels.victim:require_top",
-    "LabelConfig": "attacks.split.labels.experiment:LabelConfig",
-    "label_experiment": "attacks.split.labels.family:label_experiment",
-    "LI": "attacks.split.labels.papers:LI", "LI_DATA": "attacks.split.labels.papers:LI_DATA",
-    "LI_MODEL": "attacks.split.labels.papers:LI_MODEL", "FU": "attacks.split.labels.papers:FU",
-    "FU_DATA": "attacks.split.labels.papers:FU_DATA",
-    # the split models an attacker knows the architecture of (UnSplit's clones), K feature parties' strips
-    "arch_spec": "vfl.models:arch_spec", "build_split": "vfl.models:build_split",
-    "CutLayout": "vfl.parties:CutLayout", "activation_shapes": "vfl.parties:activation_shapes",
-    "bottom_model": "vfl.parties:bottom_model", "strip_shape": "vfl.parties:strip_shape",
-    "Client": "vfl.protocol:Client",
+    from attacks.split.labels.observation import Needs, require as require_observed
+    from attacks.split.labels.answer import answer as label_answer
+    from attacks.split.labels.victim import require_binary, require_top
+    from attacks.split.labels.experiment import LabelConfig
+    from attacks.split.labels.family import label_experiment
+    from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL, FU, FU_DATA
+    # the split models an attacker knows the architecture of (UnSplit's clones), K feature parties' strips, the
+    # protocol's honest client (FSHA's evaluation)
+    from vfl.models import arch_spec, build_split
+    from vfl.parties import CutLayout, activation_shapes, bottom_model, strip_shape
+    from vfl.protocol import Client
     # FSHA's model family: the input it takes, the client families, the blocks of the client it hijacks and of its
     # own networks; its image scale and batch stream
-    "FSHA_INPUT_SHAPE": "vfl.models.fsha:INPUT_SHAPE", "FSHA_SETUPS": "vfl.models.fsha:SETUPS",
-    "ResBlock": "vfl.models.fsha:ResBlock", "Reshape": "vfl.models.fsha:Reshape", "conv3x3": "vfl.models.fsha:conv3x3",
-    "deconv3x3": "vfl.models.fsha:deconv3x3", "glorot_init_": "vfl.models.fsha:glorot_init_",
-    "scaled_channels": "vfl.models.fsha:scaled", "BatchStream": "vfl.fsha_victim:BatchStream",
-    "to_fsha_images": "vfl.fsha_victim:to_fsha_images",
-}
+    from vfl.models.fsha import (INPUT_SHAPE as FSHA_INPUT_SHAPE, SETUPS as FSHA_SETUPS, ResBlock, Reshape, conv3x3,
+                                 deconv3x3, glorot_init_, scaled as scaled_channels)
+    from vfl.fsha_victim import BatchStream, to_fsha_images
+
+
+def _taken_when_asked() -> dict[str, str]:
+    """name -> "module:name" of every import under `if TYPE_CHECKING:` above: that block is the one list of them."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body
+                 if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    return {alias.asname or alias.name: f"{node.module}:{alias.name}" for node in block.body for alias in node.names}
+
+
+LAZY = _taken_when_asked()
 """name -> where it is defined ("module:name"), loaded when first taken."""
 
 

@@ -101,14 +101,10 @@ CONTRACT = {"attacks.kit", "attacks.spec", "attacks.spec_parts", "attacks.spec_c
 
 
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the modules of attacks/ and vfl/ it imports; the kit's names loaded when taken (`LAZY`, read from
-    its source) count as its imports."""
+    """module -> the modules of attacks/ and vfl/ it imports (the kit's names loaded when taken are its imports under
+    TYPE_CHECKING, so they count)."""
     files = {_module(path): path for package in ("attacks", "vfl") for path in (ROOT / package).rglob("*.py")}
-    graph = {m: {name for name, _ in _lab_imports(path) if name in files and name != m} for m, path in files.items()}
-    kit = ast.parse(files["attacks.kit"].read_text())
-    lazy = [node.value for node in kit.body if isinstance(node, ast.AnnAssign) and node.target.id == "LAZY"]
-    graph["attacks.kit"] |= {where.split(":")[0] for table in lazy for where in ast.literal_eval(table).values()}
-    return graph
+    return {m: {name for name, _ in _lab_imports(path) if name in files and name != m} for m, path in files.items()}
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
