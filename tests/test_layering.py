@@ -161,3 +161,27 @@ def test_attack_packages_are_the_registrys_folders_and_shared_parts_are_not_amon
     assert all((p / "__init__.py").is_file() for p in ATTACK_PACKAGES), ATTACK_PACKAGES
     names = {p.name for p in ATTACK_PACKAGES}
     assert {"dlg", "unsplit", "fsha", "label_norm", "label_completion"} <= names and "labels" not in names
+
+
+def test_every_name_the_kit_offers_is_there():
+    import attacks.kit as kit
+
+    assert [name for name in kit.__all__ if not hasattr(kit, name)] == []
+    assert set(kit.LAZY) <= set(kit.__all__) and kit.LAZY["label_answer"] == "attacks.split.labels.answer:answer"
+
+
+@pytest.mark.slow
+def test_the_kit_loads_a_settings_parts_only_when_they_are_taken():
+    """Importing the kit loads what every spec loads anyway; an HFL name loads no split-learning module (a fresh
+    interpreter: torch's import is most of its time)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport attacks.kit as kit\nbare = sorted(m for m in sys.modules if m.startswith("
+            "('attacks.hfl', 'attacks.split', 'attacks.driver', 'vfl.protocol', 'vfl.training')))\n"
+            "kit.FedSGDObservation\nprint(bare, sorted(m for m in sys.modules if m.startswith('attacks.split')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] []"
