@@ -25,7 +25,12 @@ class SplitConfig(Runtime):
     bound_spec: ClassVar[Any]
     """Its attack's spec, bound by the spec when it is built (`attacks.spec.AttackSpec`)."""
     victim_options: ClassVar[type]
-    """The dataclass whose option fields describe the victim (`TrainConfig`, `FshaVictim`)."""
+    """The dataclass whose option fields describe the victim (`vfl.case.SplitCase`, `FshaVictim`)."""
+    victim_defaults: ClassVar[Mapping[str, Any]] = {}
+    """The attack family's defaults over its victim's fields (the label attacks': a binary task, cut 6), where
+    neither the user nor the preset gives one: presets of the family over the one case, not fields declared again."""
+    victim_hidden: ClassVar[tuple[str, ...]] = ()
+    """Victim fields the family's command does not offer (the API refuses them in the victim's check)."""
     preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
     options: Mapping[str, Any] = field(default_factory=dict)
     """The attack's settings fields to override; None keeps the preset's."""
@@ -69,3 +74,4 @@ class Experiment:
     summary: Callable[..., Callable]
     victim_skip: tuple[str, ...] = ()
     """Fields of the victim dataclass that are not options of the command (set from the attack's settings)."""
+

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -18,7 +18,8 @@ from attacks import registry
 from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs, OwnBottom
-from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
+from attacks.split.labels.victim import LABEL_DEFAULTS, LabelVictim, TaskData, Trained, task_data, train_victim
+from vfl.case import SplitCase
 from attacks.split.labels.wire import train_victim_over_tcp, wire_config
 from vfl import data as datasets
 from vfl.defences import report as defence_report
@@ -32,9 +33,9 @@ __all__ = ["LabelConfig", "Prepared", "prepare", "execute", "summary", "observe"
            "evaluation_facts"]
 
 
-def victim_for(attack: str, preset: str | None = None, **given: Any) -> LabelVictim:
-    """The victim the attack's preset was written for (`Preset.experiment`), with the given fields (None: not
-    given) replaced; checked."""
+def victim_for(attack: str, preset: str | None = None, **given: Any) -> SplitCase:
+    """The victim the attack's preset was written for (`Preset.experiment`) over the label attacks' defaults, with
+    the given fields (None: not given) replaced; checked."""
     base = dict(registry.spec(attack).preset(preset).experiment)
     return LabelVictim(**{**base, **{k: v for k, v in given.items() if v is not None}})
 
@@ -43,7 +44,9 @@ def victim_for(attack: str, preset: str | None = None, **given: Any) -> LabelVic
 class LabelConfig(SplitConfig):
     """`splitlab attack label-*`: the attack's preset and settings, and the victim's options."""
     attack: ClassVar[str]
-    victim_options: ClassVar[type] = LabelVictim
+    victim_options: ClassVar[type] = SplitCase
+    victim_defaults: ClassVar[Mapping[str, Any]] = LABEL_DEFAULTS
+    victim_hidden: ClassVar[tuple[str, ...]] = ("parties", "partition", "aggregate")    # one party; --top none
     transport: str = option("local", "local (both parties in this process) or tcp (the label party here, the "
                             "attacking feature party a `splitlab client` process on 127.0.0.1 that records what it "
                             "receives; the attack reads only that record).", choice(("local", "tcp")))
@@ -74,7 +77,7 @@ class LabelConfig(SplitConfig):
                                     f"give --labelled below {fewest}")
 
     @functools.cached_property
-    def victim_config(self) -> LabelVictim:
+    def victim_config(self) -> SplitCase:
         return victim_for(self.attack, self.preset, seed=self.seed, device=self.device, data_root=self.data_root,
                           **self.victim)
 
@@ -83,7 +86,7 @@ class LabelConfig(SplitConfig):
 class Prepared:
     config: LabelConfig
     attack: Any
-    victim: LabelVictim
+    victim: SplitCase
     data: TaskData
 
     def record(self) -> dict[str, Any]:
