@@ -15,7 +15,17 @@ from typing import Any, Callable, ClassVar, Mapping
 from vfl.errors import SplitlabError
 from vfl.options import Runtime, option, options_of, optional, route, text
 
-__all__ = ["SplitConfig", "Experiment"]
+__all__ = ["SplitConfig", "Experiment", "family_victim"]
+
+
+def family_victim(options: type, defaults: Mapping[str, Any], check: Callable[[Any], None] | None,
+                  **given: Any) -> Any:
+    """An attack family's victim: `options` (the split case) built from the given fields over the family's
+    `defaults`, checked by the case, then by the family's own `check`."""
+    victim = options(**{**defaults, **given})
+    if check is not None:
+        check(victim)
+    return victim
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +49,22 @@ class SplitConfig(Runtime):
 
     def check(self) -> None:
         self.settings                       # every name and number, once, when the config is built
+
+    check_victim: ClassVar[Callable[[Any], None] | None] = None
+    """What the family needs of its victim beyond the victim's own checks (the label attacks': one feature party)."""
+
+    @classmethod
+    def victim_of(cls, **given: Any) -> Any:
+        """The family's victim from the given fields over its defaults (`family_victim`); checked."""
+        return family_victim(cls.victim_options, cls.victim_defaults, cls.check_victim, **given)
+
+    @functools.cached_property
+    def victim_config(self) -> Any:
+        """This run's victim: the given fields over the preset's (`Preset.experiment`) over the family's defaults,
+        with the run's seed, device and data root; checked."""
+        preset = dict(type(self).bound_spec.preset(self.preset).experiment)
+        return self.victim_of(**{**preset, **self.victim, "seed": self.seed, "device": self.device,
+                                 "data_root": self.data_root})
 
     def check_data(self) -> None:
         """What the data decides (the dataset is here, counts the options must fit), checked by the command with

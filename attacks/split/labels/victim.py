@@ -10,12 +10,14 @@ here is the defences' cost.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch import nn
 
+from attacks.split.experiment import family_victim
 from vfl import data as datasets
 from vfl.case import TOPS, SplitCase
 from vfl.errors import SplitlabError
@@ -35,13 +37,6 @@ LABEL_DEFAULTS = {"task": "binary", "cut_layer": 6, "epochs": 2}
 (the feature party's activations are 120 features), two epochs."""
 
 
-def LabelVictim(**given: Any) -> SplitCase:      # noqa: N802 - the name the label victims were built by
-    """The split case with the label attacks' defaults (`LABEL_DEFAULTS`) where a field is not given; checked."""
-    case = SplitCase(**{**LABEL_DEFAULTS, **given})
-    check_label_victim(case)
-    return case
-
-
 def check_label_victim(case: SplitCase) -> None:
     """What the label attacks need of the case beyond its own checks: the attacking party is the one feature party,
     each round holds two samples at least, the model ends in a dense layer (the task's output layer)."""
@@ -57,6 +52,10 @@ def check_label_victim(case: SplitCase) -> None:
         dense = isinstance(arch_spec(case.arch).build().layers[-1], nn.Linear)
     if not dense:
         raise SplitlabError(f"architecture {case.arch} does not end in a dense layer; use cnn, mlp or small-mlp")
+
+
+LabelVictim = functools.partial(family_victim, SplitCase, LABEL_DEFAULTS, check_label_victim)
+"""The split case with the label attacks' defaults (`LABEL_DEFAULTS`) where a field is not given; checked."""
 
 
 def require_binary(attack: str, victim: SplitCase) -> None:
