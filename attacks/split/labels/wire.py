@@ -15,11 +15,10 @@ import torch
 
 from attacks.split.labels.victim import TaskData, Trained
 from vfl.case import SplitCase
-from vfl.errors import SplitlabError
 from vfl.protocol import CutGradient, Transcript
 from vfl.runs import Run
 from vfl.wire.client import load_received
-from vfl.wire.launch import train_over_tcp
+from vfl.wire.launch import check_hosted, train_over_tcp
 
 __all__ = ["wire_config", "train_victim_over_tcp"]
 
@@ -27,9 +26,7 @@ __all__ = ["wire_config", "train_victim_over_tcp"]
 def wire_config(victim: SplitCase) -> SplitCase:
     """The split training `splitlab serve` and `splitlab client` run for this victim: the case itself; a case the
     wire cannot host is refused in one line."""
-    if victim.top != "model":
-        raise SplitlabError(f"--transport tcp hosts split learning with a top model (--top model); this victim has "
-                            f"--top {victim.top}")
+    check_hosted(victim)
     return victim
 
 

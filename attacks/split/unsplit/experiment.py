@@ -67,6 +67,10 @@ class UnsplitConfig(SplitConfig):
                                 "trained: drop one of them")
         if self.training is not None:
             check_target_party(self.target_party, self.training.parties)
+        if self.training is not None and self.transport == "tcp":
+            from vfl.wire.launch import check_hosted
+
+            check_hosted(self.training)
 
     def check_data(self) -> None:
         if self.training is not None:               # a checkpoint names its own dataset, checked when loaded
