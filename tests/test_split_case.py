@@ -69,10 +69,14 @@ def test_a_case_the_wire_cannot_host_is_refused_naming_top_model():
 
 
 def test_the_label_commands_show_their_family_defaults_and_offer_no_party_options():
-    out = runner.invoke(app, ["attack", "label-norm", "--help"], terminal_width=200).output
-    assert "--top" in out and "--parties" not in out and "--aggregate" not in out
-    unsplit = runner.invoke(app, ["attack", "unsplit", "--help"], terminal_width=200).output
-    assert "--top" in unsplit and "--parties" in unsplit
+    def offered(name):
+        out = runner.invoke(app, ["attack", name, "--help"], env={"COLUMNS": "200"}).output
+        return {line.split()[1]: line for line in out.splitlines() if line.startswith("│ --")}
+
+    label, unsplit = offered("label-norm"), offered("unsplit")
+    assert "--top" in label and "--parties" not in label and "--aggregate" not in label
+    assert "[default: (6)]" in label["--cut-layer"] and "[default: (binary)]" in label["--task"]
+    assert "--top" in unsplit and "--parties" in unsplit and "[default: (1)]" in unsplit["--cut-layer"]
 
 
 def test_unsplit_refuses_a_case_without_a_cut():
