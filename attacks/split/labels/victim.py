@@ -26,8 +26,8 @@ from vfl.protocol import Activations, Client, CutGradient, Server, Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.defences.send_back import SendBackDefence
-from vfl.tasks import TASKS, for_task
-from vfl.training import build_client, build_server, train_split
+from vfl.tasks import TASKS
+from vfl.training import build_client, build_server, load_data, train_split
 
 __all__ = ["LabelVictim", "LABEL_DEFAULTS", "check_label_victim", "TASKS", "TOPS", "require_binary", "require_top",
            "TaskData", "Trained", "ObservingClient", "task_data", "build_models", "train_victim"]
@@ -83,8 +83,7 @@ class TaskData:
 
 def task_data(victim: SplitCase) -> TaskData:
     """The dataset's splits relabelled for the task (raises `SplitlabError` when the files are missing)."""
-    return TaskData(*(for_task(datasets.load(victim.dataset, split, victim.data_root, seed=victim.seed), victim.task,
-                               victim.positive) for split in ("train", "test")))
+    return TaskData(*load_data(victim))
 
 
 def build_models(victim: SplitCase) -> tuple[nn.Module, nn.Module]:
