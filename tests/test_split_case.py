@@ -82,3 +82,14 @@ def test_the_label_commands_show_their_family_defaults_and_offer_no_party_option
 def test_unsplit_refuses_a_case_without_a_cut():
     result = runner.invoke(app, ["attack", "unsplit", "--top", "none"])
     assert result.exit_code == 2 and "--top model or linear" in result.output
+
+
+def test_a_u_shaped_case_trains_and_its_checkpoint_loads_it_again(tmp_path):
+    from vfl.training import load_checkpoint, load_data, save_checkpoint, train_split
+
+    case = SplitCase(arch="small-mlp", top="linear", epochs=1, batch_size=1000, device="cpu")
+    trained = train_split(case, *load_data(case), progress=False)
+    loaded = load_checkpoint(save_checkpoint(tmp_path / "checkpoint.pt", trained), device="cpu")
+    assert loaded.config == case and loaded.config.cut_layer == 2
+    for saved, again in ((trained.client.model, loaded.client.model), (trained.server.model, loaded.server.model)):
+        assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), again.state_dict().values()))
