@@ -277,7 +277,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
     m, config = outcome.metrics, prepared.victim.config
 
     def show(console) -> None:
-        head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence})"
+        sent_back = f", send-back {config.send_back}" if config.send_back != "none" else ""
+        head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence}{sent_back})"
         if config.parties > 1:
             head += f" against party {m['target_party']} of {config.parties} (columns {m['strip_columns'][0]}-" \
                     f"{m['strip_columns'][1]})"
