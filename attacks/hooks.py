@@ -52,8 +52,9 @@ class LabelAttack(Attack, Protocol):
         it received, the activations it sent, its own bottom model, a few labelled samples."""
 
     def check_victim(self, victim: Any) -> None:
-        """Refuse, with a one-line `SplitlabError`, a victim (`attacks.split.labels.victim.LabelVictim`) the attack
-        does not fit (a multi-class task for norm scoring); called before anything is loaded or written."""
+        """Refuse, with a one-line `SplitlabError`, a victim (`vfl.case.SplitCase`, over the label attacks'
+        defaults) the attack does not fit (a multi-class task for norm scoring); called before anything is loaded or
+        written."""
 
 
 class ObserveHook(Protocol):

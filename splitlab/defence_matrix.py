@@ -1,8 +1,8 @@
 """Which split attack meets which defence: every pair runnable by configuration, or refused with its reason.
 
-A split attack's victim takes the feature party's defences in its config's `defence` field and the label party's
-in `send_back`. A pair is checked by building the victim config with the defence's example, the way a user's
-command would (a victim that cannot take a point refuses it there, with its reason): what the config refuses (a defence needing a binary task on a multiclass
+A split attack's victim (the one split case, over its family's defaults) takes the feature party's defences in its
+`defence` field and the label party's in `send_back`. A pair is checked by building the family's victim with the
+defence's example, the way a user's command would (a victim that cannot take a point refuses it there, with its reason): what the config refuses (a defence needing a binary task on a multiclass
 one, a size-changing input transform on a convolutional model) is tried once more with what fixes it (--task
 binary, --arch small-mlp), and said."""
 from __future__ import annotations
@@ -34,9 +34,9 @@ class Pair:
 
 def pair(attack: str, defence: str) -> Pair:
     spec, found = attacks.spec(attack), defences.spec(defence)
-    victim = spec.experiment.config.victim_options
+    config = spec.experiment.config
     field = FIELDS[found.point]
-    names = {f.name for f in dataclasses.fields(victim)}
+    names = {f.name for f in dataclasses.fields(config.victim_options)} - set(config.victim_hidden)
     if field not in names:
         return Pair(attack, defence, False, f"its victim has no {FLAGS[found.point]}")
     base = dict(spec.preset().experiment)
@@ -45,8 +45,8 @@ def pair(attack: str, defence: str) -> Pair:
     for extra in ({}, {"task": "binary"}, {"arch": "small-mlp", "cut_layer": 1}):
         if not set(extra) <= names:
             continue
-        try:
-            victim(**{**base, **extra, field: found.example})
+        try:                                             # the family's victim, as its command builds it
+            config.victim_of(**{**base, **extra, field: found.example})
         except SplitlabError as exc:
             reason = reason or str(exc)                  # the default's reason: what a user meets first
             continue

@@ -118,12 +118,13 @@ def test_a_seed_gives_the_same_noise_every_run_and_another_seed_other_noise(spec
 
 def test_every_split_attack_meets_every_split_defence_or_is_refused_with_its_reason():
     pairs = matrix()
-    assert len(pairs) == 8 * 15 and sum(p.runnable for p in pairs) == 104          # was 69 of 80
+    assert len(pairs) == 8 * 15 and sum(p.runnable for p in pairs) == 110          # 104 before the one split case
     refused = {(p.attack, p.defence): p.how for p in pairs if not p.runnable}
     assert all(len(why.splitlines()) == 1 and why for why in refused.values())
     assert "sends back the gradients it chooses" in refused["fsha", "marvell"]
     assert pair("unsplit", "marvell").how == "--send-back marvell:scale=1 --task binary"
     assert pair("label-norm", "activation-noise").runnable and pair("fsha", "orthogonal").runnable
+    assert pair("label-norm", "semi-orthogonal").how.endswith("--arch small-mlp --cut-layer 1")
 
 
 def test_a_defence_at_the_wrong_flag_or_command_is_one_line_and_exit_2(tmp_path):

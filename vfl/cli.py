@@ -16,7 +16,6 @@ from vfl import data as datasets
 from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_options, shared_parameters, shown_value,
                               values, with_run_options)
 from vfl.cli_output import emit, handles_errors, table
-from vfl.errors import SplitlabError
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
 from vfl.models import describe, describe_hfl
 from vfl.options import Validated, choice, option
@@ -39,12 +38,10 @@ def _train(given: dict[str, Any]) -> None:
     opts = run_options({k: given[k] for k in RUN if k in given})
     config = TrainConfig(**values(TrainConfig, given))
     where = Transport(**values(Transport, given))
-    if where.transport == "tcp" and config.aggregate == "sum":
-        raise SplitlabError("--aggregate sum runs in process only (`splitlab serve` and `client` join activations for "
-                            "a top model); use --transport local")
     if where.transport == "tcp":
-        from vfl.wire.launch import check_local_parties
+        from vfl.wire.launch import check_hosted, check_local_parties
 
+        check_hosted(config)
         check_local_parties(config.parties)
     train_data, test_data = load_data(config)       # missing or broken data is an input refused with the others
     inputs_checked()

@@ -151,7 +151,7 @@ def bottom_model(arch: str, cut: int, seed: int, parties: int, party: int,
 def activation_shapes(arch: str, cut: int, image_shape: tuple[int, ...], parties: int) -> list[tuple[int, ...]]:
     """The per-example shape of each party's cut activations (defences keep it: they act on the input)."""
     spec = arch_spec(arch)
-    if parties == 1:
+    if parties == 1 and cut in spec.activation_shapes:
         return [tuple(spec.activation_shapes[cut])]
     shapes = []
     for party in range(parties):

@@ -11,96 +11,30 @@ from typing import Any, Callable
 import torch
 
 from vfl import data as datasets
-from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, report, transformed_shape
+from vfl.case import MAX_BATCH_SIZE, MAX_EPOCHS, SplitCase
+from vfl.defences import parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
-from vfl.models import arch_spec, check_cut_layer, check_input_shape
-from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITIONS, CutLayout, Parties, SumScores, activation_shapes,
-                         bottom_model, check_partition, check_parties, party_columns, score_model, strip_shape,
-                         take_strip, top_model)
-from vfl.validate import check_int
+from vfl.parties import CutLayout, Parties, SumScores, bottom_model, score_model, strip_shape, take_strip, top_model
 from vfl.progress import progress_bar
-from vfl.protocol import (OPTIMIZERS, Client, CuriousServer, Prediction, Role, Server, ask, evaluate,
-                          make_optimizer, train_epoch)
+from vfl.protocol import Client, CuriousServer, Prediction, Role, Server, ask, evaluate, make_optimizer, train_epoch
 from vfl.runs import Run, atomic_torch_save
 from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
-from vfl.options import Runtime, choice, integer, number, option, text
-from vfl.tasks import TASKS, check_task, for_task, task_classes, task_output
+from vfl.tasks import for_task, task_output
+
+__all__ = ["TrainConfig", "SplitCase", "TrainedSplit", "MAX_EPOCHS", "MAX_BATCH_SIZE", "SERVER_ROLES", "load_data",
+           "build_client", "build_server", "build_parties", "FitState", "fit", "SampleRecord", "train_split",
+           "target_indices", "query_targets", "training_curves_figure", "training_metrics", "trained_report",
+           "save_trained", "save_checkpoint", "load_checkpoint"]
+
+Optimiser = Callable[[list, float], torch.optim.Optimizer]
+"""(parameters, learning rate) -> an optimiser: a feature party that trains its model its own way."""
 
 CHECKPOINT_FORMAT = "splitlab-checkpoint/1"
 
-MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
-"""Far above any run here; they catch a typo (an extra digit) before hours of training are queued."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig(Runtime):
-    """Split-learning training. Defaults are the JAST paper's (Adam 1e-3 amsgrad, batch 64, 10 epochs).
-    Every name and number is checked when the config is built, before anything is loaded or written."""
-    dataset: str = option("mnist5k", "Dataset (see `splitlab datasets`).", text())
-    arch: str = option("cnn", "Architecture (see `splitlab models`).", text())
-    cut_layer: int = option(1, "Cut layer: the client holds layers 0..cut.", integer(low=0, high=1000))
-    epochs: int = option(10, "Training epochs.", integer(low=1, high=MAX_EPOCHS))
-    batch_size: int = option(64, "Mini-batch size.", integer(low=1, high=MAX_BATCH_SIZE))
-    lr: float = option(1e-3, "Learning rate of client and server.", number(low=0, low_open=True))
-    optimizer: str = option("adam-amsgrad", "sgd, momentum, adam or adam-amsgrad.", choice(OPTIMIZERS))
-    task: str = option("multiclass", "multiclass (the dataset's classes) or binary (one class, --positive, against "
-                       "the rest: the label party's output layer then has two units).", choice(TASKS))
-    positive: int = option(0, "The positive class of --task binary.", integer(low=0, high=999))
-    defence: str = option("none", "The feature party's defences (input, activations sent, gradient received): none "
-                          "or name[:key=value,...] items joined by + (see `splitlab defences`); with --parties K each "
-                          "party applies them to its strip.", text())
-    send_back: str = option("none", "The label party's defences on the cut gradient it sends back: none or "
-                            "name[:key=value,...] items joined by + (see `splitlab defences`).", text())
-    parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
-                          "learning on whole images).", integer(low=1, high=64))
-    partition: str = option("contiguous", "How --parties K split the columns: contiguous (party k holds the k-th "
-                            "block: an image's vertical strip) or random (tabular data only: as many columns each, "
-                            "drawn from --seed).", choice(PARTITIONS))
-    aggregate: str = option("concat", "How the label party joins the parties' outputs: concat (its top model, the "
-                            "layers after --cut-layer, takes their activations side by side) or sum (aggVFL: each "
-                            "party's model is the whole architecture sending class scores, the label party sums them "
-                            "and trains nothing; --cut-layer is not used).", choice(AGGREGATES))
-
-    def check(self) -> None:
-        spec = arch_spec(self.arch)
-        check_cut_layer(spec, self.cut_layer)
-        found = datasets.dataset_spec(self.dataset)
-        image_shape = found.image_shape
-        check_input_shape(spec, image_shape, self.dataset)
-        if self.aggregate == "sum":
-            check_int("--parties", self.parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
-            for party in range(self.parties):       # raises if a party's columns are too few for the layers
-                score_model(self.arch, 0, self.parties, party, strip_shape(image_shape, self.parties, party),
-                            self.classes)
-        else:
-            check_parties(self.parties, self.arch, self.cut_layer, image_shape)
-        check_partition(self.partition, image_shape)
-        check_task(self.task, self.positive, self.dataset)
-        for party in range(self.parties):
-            parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
-        check_send_back(self.send_back, self.classes, label_model=self.aggregate == "concat")
-        resolve_device(self.device)
-
-    @property
-    def classes(self) -> int:
-        return task_classes(self.task, self.dataset)
-
-    @property
-    def image_shape(self) -> tuple[int, ...]:
-        return tuple(datasets.dataset_spec(self.dataset).image_shape)
-
-    def cut_shapes(self) -> list[tuple[int, ...]]:
-        """The per-example shape of what each party sends: its cut activations, or its class scores (sum)."""
-        if self.aggregate == "sum":
-            return [(self.classes,)] * self.parties
-        return activation_shapes(self.arch, self.cut_layer, self.image_shape, self.parties)
-
-    def feature_partition(self) -> dict[str, Any]:
-        """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
-        return {"partition": self.partition, "parties": self.parties,
-                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed)}
+TrainConfig = SplitCase
+"""Split-learning training: the one split case (`vfl.case.SplitCase`), under the name `splitlab train` knew it by."""
 
 
 @dataclass
@@ -130,10 +64,11 @@ callback (`vfl.protocol.MaliciousServer`, `splitlab serve --role malicious`)."""
 
 
 def build_client(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
-                 party: int = 0) -> Client:
+                 party: int = 0, optimiser: Optimiser | None = None) -> Client:
     """Feature party `party`'s client: its defences for its strip (built first: they may change the input
     shape the bottom model takes, and DP estimates its sensitivity on the party's strip of `train_images`),
-    its seeded bottom model and optimiser. The in-process run and `splitlab client` build it here alike."""
+    its seeded bottom model and optimiser (the config's, or `optimiser`'s: an active attacker's own). The
+    in-process run and `splitlab client` build it here alike."""
     shape = strip_shape(config.image_shape, config.parties, party)
     if train_images is not None and config.parties > 1:
         train_images = take_strip(train_images, config.parties, party, config.partition, config.seed)
@@ -144,7 +79,9 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
     else:
         model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
                              transformed_shape(defences, shape)).to(device)
-    return Client(model, make_optimizer(config.optimizer, model.parameters(), config.lr), defences)
+    params = list(model.parameters())
+    return Client(model, optimiser(params, config.lr) if optimiser else make_optimizer(config.optimizer, params,
+                                                                                         config.lr), defences)
 
 
 def build_server(config: TrainConfig, device: torch.device, role: str = "honest") -> Server:
@@ -164,13 +101,15 @@ def build_server(config: TrainConfig, device: torch.device, role: str = "honest"
 
 
 def build_parties(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
-                  role: str = "honest") -> tuple[Client | Parties, Server]:
+                  role: str = "honest", optimiser: Optimiser | None = None) -> tuple[Client | Parties, Server]:
     """Seeded client side (one `Client`, or `Parties` when config.parties > 1) and server at the config's
     cut layer, with their optimisers and defences. Each side builds the whole architecture from the seed
     and keeps its part, so the split run starts from the same weights however the parties are hosted."""
     if config.parties == 1:
-        client = build_client(config, device, train_images)
+        client = build_client(config, device, train_images, optimiser=optimiser)
     else:
+        if optimiser is not None:
+            raise SplitlabError("a feature party training its own way is one party: give --parties 1")
         shapes = config.cut_shapes()
         client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
                          config.image_shape, CutLayout(shapes), config.partition, config.seed)
@@ -199,7 +138,7 @@ def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageDat
     state = state or FitState()
     train = _labelled_for_training(server, train)
     steps_per_epoch = -(-len(train) // config.batch_size)
-    title = f"train {config.arch} cut {config.cut_layer}"
+    title = f"train {config.arch} {config.where}"
     with progress_bar((config.epochs - state.epoch) * steps_per_epoch, title, enabled=progress) as bar:
         for epoch in range(state.epoch, config.epochs):
             start = time.perf_counter()
@@ -239,22 +178,59 @@ def query_targets(client, server: Role, test: datasets.ImageData, device: torch.
     return ask(client, server, test.images[target_indices(test.labels)].to(device), step)
 
 
+@dataclass
+class SampleRecord:
+    """The training split as the epoch loop reads it, noting which samples each round holds (in vertical FL the
+    parties align samples by id, so a feature party knows its own samples' ids in every round)."""
+    data: datasets.ImageData
+    samples: list[torch.Tensor] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
+    def labels(self) -> torch.Tensor:
+        return self.data.labels
+
+    def relabelled(self, labels: torch.Tensor) -> "SampleRecord":
+        """The same rounds with other training labels; `samples` is the same list (the caller reads it)."""
+        return SampleRecord(self.data.relabelled(labels), self.samples)
+
+    def batches(self, batch_size: int, generator: torch.Generator | None = None):
+        d = self.data
+        ids = datasets.ImageData(d.name, d.split, d.images, torch.arange(len(d), device=d.images.device), d.provenance)
+        for x, index in ids.batches(batch_size, generator):          # the order `ImageData.batches` draws
+            self.samples.append(index.cpu())
+            yield x, d.labels[index]
+
+
 def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.ImageData,
                 run: Run | None = None, progress: bool = True, role: str = "honest",
-                transcript_dir: Run | Path | None = None) -> TrainedSplit:
-    """Train with the explicit protocol in process; test accuracy after every epoch; then the evaluation
-    targets' inference query. `role` is the server's (`SERVER_ROLES`); with `transcript_dir`, what the
-    server received is written there as `splitlab serve` writes it (`vfl.transcripts`; a `Run` records them)."""
+                transcript_dir: Run | Path | None = None, *, feature_party: Callable[[Client], Any] | None = None,
+                optimiser: Optimiser | None = None, samples: list[torch.Tensor] | None = None,
+                query: bool = True) -> TrainedSplit:
+    """Train the case through the explicit protocol in process; test accuracy after every epoch; then (`query`)
+    the evaluation targets' inference query. `role` is the server's (`SERVER_ROLES`); with `transcript_dir`,
+    what the server received is written there as `splitlab serve` writes it (`vfl.transcripts`; a `Run` records
+    them).
+
+    What an attacking feature party needs: `feature_party(client)` is the party that takes part in its place (one
+    that keeps what it receives), `optimiser` its own way of training its model, and `samples`, a list the ids of
+    each round's samples are appended to."""
     device = resolve_device(config.device)
     generator = seeded_generator(config.seed)
-    client, server = build_parties(config, device, train.images, role)
+    client, server = build_parties(config, device, train.images, role, optimiser)
+    if feature_party is not None:
+        client = feature_party(client)
     images, labels = train.images.to(device), train.labels.to(device)
     on_device = datasets.ImageData(train.name, train.split, images, labels, train.provenance)
+    rounds = on_device if samples is None else SampleRecord(on_device, samples)
     files = TranscriptFiles(transcript_dir, server.seen) if transcript_dir is not None else None
     start = time.perf_counter()
-    state = fit(client, server, on_device, test, config, device, generator, run=run, progress=progress,
+    state = fit(client, server, rounds, test, config, device, generator, run=run, progress=progress,
                 on_epoch=None if files is None else lambda s: files.write(epoch_file(s.epoch)))
-    query_targets(client, server, test, device, state.step)
+    if query:
+        query_targets(client, server, test, device, state.step)
     if files is not None:
         files.write(FINAL)
     seconds = time.perf_counter() - start

@@ -51,13 +51,18 @@ def split_command(name: str):
     spec = registry.spec(name)
     experiment = spec.experiment
     groups = [parameters(experiment.config),
-              parameters(experiment.config.victim_options, panel="Victim", skip=RUNTIME + experiment.victim_skip),
+              parameters(experiment.config.victim_options, panel="Victim", skip=RUNTIME + experiment.victim_skip
+                         + experiment.config.victim_hidden),
               shared_parameters(("out", "overwrite", "as_json", *METRIC_WEIGHTS), panel="Output"),
               parameters(spec.settings, panel=f"{name} options", preset=(spec.default, spec.preset().settings()))]
     for p in groups[0]:
         if p.name == "preset":
             p.default.help = f"Preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."
     defaults = {f.name: f.default for f in dataclasses.fields(experiment.config.victim_options)}
+    defaults.update(experiment.config.victim_defaults)      # the attack family's own defaults over the case
+    for p in groups[1]:
+        if p.name in experiment.config.victim_defaults:
+            p.default.show_default = str(experiment.config.victim_defaults[p.name])
     for p in groups[1]:                         # a victim field a preset sets: its default is the preset's
         by_preset = {x.short: x.experiment.get(p.name, defaults[p.name]) for x in spec.presets}
         if any(p.name in x.experiment for x in spec.presets):

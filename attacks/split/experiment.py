@@ -15,7 +15,17 @@ from typing import Any, Callable, ClassVar, Mapping
 from vfl.errors import SplitlabError
 from vfl.options import Runtime, option, options_of, optional, route, text
 
-__all__ = ["SplitConfig", "Experiment"]
+__all__ = ["SplitConfig", "Experiment", "family_victim"]
+
+
+def family_victim(options: type, defaults: Mapping[str, Any], check: Callable[[Any], None] | None,
+                  **given: Any) -> Any:
+    """An attack family's victim: `options` (the split case) built from the given fields over the family's
+    `defaults`, checked by the case, then by the family's own `check`."""
+    victim = options(**{**defaults, **given})
+    if check is not None:
+        check(victim)
+    return victim
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +35,12 @@ class SplitConfig(Runtime):
     bound_spec: ClassVar[Any]
     """Its attack's spec, bound by the spec when it is built (`attacks.spec.AttackSpec`)."""
     victim_options: ClassVar[type]
-    """The dataclass whose option fields describe the victim (`TrainConfig`, `FshaVictim`)."""
+    """The dataclass whose option fields describe the victim (`vfl.case.SplitCase`, `FshaVictim`)."""
+    victim_defaults: ClassVar[Mapping[str, Any]] = {}
+    """The attack family's defaults over its victim's fields (the label attacks': a binary task, cut 6), where
+    neither the user nor the preset gives one: presets of the family over the one case, not fields declared again."""
+    victim_hidden: ClassVar[tuple[str, ...]] = ()
+    """Victim fields the family's command does not offer (the API refuses them in the victim's check)."""
     preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
     options: Mapping[str, Any] = field(default_factory=dict)
     """The attack's settings fields to override; None keeps the preset's."""
@@ -34,6 +49,22 @@ class SplitConfig(Runtime):
 
     def check(self) -> None:
         self.settings                       # every name and number, once, when the config is built
+
+    check_victim: ClassVar[Callable[[Any], None] | None] = None
+    """What the family needs of its victim beyond the victim's own checks (the label attacks': one feature party)."""
+
+    @classmethod
+    def victim_of(cls, **given: Any) -> Any:
+        """The family's victim from the given fields over its defaults (`family_victim`); checked."""
+        return family_victim(cls.victim_options, cls.victim_defaults, cls.check_victim, **given)
+
+    @functools.cached_property
+    def victim_config(self) -> Any:
+        """This run's victim: the given fields over the preset's (`Preset.experiment`) over the family's defaults,
+        with the run's seed, device and data root; checked."""
+        preset = dict(type(self).bound_spec.preset(self.preset).experiment)
+        return self.victim_of(**{**preset, **self.victim, "seed": self.seed, "device": self.device,
+                                 "data_root": self.data_root})
 
     def check_data(self) -> None:
         """What the data decides (the dataset is here, counts the options must fit), checked by the command with
@@ -69,3 +100,4 @@ class Experiment:
     summary: Callable[..., Callable]
     victim_skip: tuple[str, ...] = ()
     """Fields of the victim dataclass that are not options of the command (set from the attack's settings)."""
+

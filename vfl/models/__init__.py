@@ -72,6 +72,12 @@ def arch_spec(name: str) -> ArchSpec:
     return lookup(ARCHITECTURES, name, "architecture")
 
 
+def output_cut(name: str) -> int:
+    """The cut before the output layer (U-shaped split learning: the label party holds the output layer only)."""
+    with torch.device("meta"):
+        return len(arch_spec(name).build().layers) - 2
+
+
 def check_cut_layer(spec: ArchSpec, cut: int) -> None:
     if cut not in spec.activation_shapes:
         raise SplitlabError(f"architecture {spec.name} has no cut layer {cut}; "
@@ -103,7 +109,8 @@ def build_split(name: str, cut: int, seed: int | None = None,
     only: a defence such as a semi-orthogonal transform can change how many features the client takes.
     """
     spec = arch_spec(name)
-    check_cut_layer(spec, cut)
+    if cut != output_cut(name):
+        check_cut_layer(spec, cut)
     if input_shape is None or tuple(input_shape) == spec.input_shape:
         build = spec.build
     elif spec.flat_input:

@@ -60,6 +60,15 @@ def check_local_parties(parties: int) -> None:
                             f"available, room for {most}; run fewer parties, or in process (--transport local)")
 
 
+def check_hosted(config: TrainConfig) -> None:
+    """Refuse, in one line, a case `splitlab serve` and `splitlab client` cannot host: they join the feature
+    parties' activations for the label party's top model (--top model)."""
+    if config.top != "model":
+        summed = " (--aggregate sum, which runs in process only)" if config.aggregate == "sum" else ""
+        raise SplitlabError(f"--transport tcp hosts split learning with a top model (--top model); this case has "
+                            f"--top {config.top}{summed}: use --transport local")
+
+
 def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
                    timeout: float, tls: list[str] = (), keep_received: bool = False) -> list[str]:
     """`splitlab client` for feature party `party` of `config`, as its own process runs it (`tls`: its TLS

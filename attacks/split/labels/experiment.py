@@ -3,14 +3,13 @@ party observing (`victim.train_victim`), give the attack what its party has (`ob
 against the private labels through the one driver, the task's accuracy beside it.
 
 Every label attack's command (`splitlab attack label-norm`, ...) is this experiment with the attack's own
-config class (`LabelConfig` with its name); the victim's options are `victim.LabelVictim`'s, a preset may set
-some of them (`Preset.experiment`: the direct attack's victim has no top model).
+config class (`LabelConfig` with its name); the victim is the one split case (`vfl.case.SplitCase`) over the label
+attacks' defaults (`victim.LABEL_DEFAULTS`), a preset may set some of its fields (`Preset.experiment`: the direct attack's victim has no top model).
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -18,9 +17,10 @@ from attacks import registry
 from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.split.experiment import SplitConfig
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs, OwnBottom
-from attacks.split.labels.victim import LabelVictim, TaskData, Trained, task_data, train_victim
+from attacks.split.labels.victim import LABEL_DEFAULTS, TaskData, Trained, check_label_victim, task_data, train_victim
 from attacks.split.labels.wire import train_victim_over_tcp, wire_config
 from vfl import data as datasets
+from vfl.case import SplitCase
 from vfl.defences import report as defence_report
 from vfl.errors import SplitlabError
 from vfl.options import choice, option
@@ -32,18 +32,22 @@ __all__ = ["LabelConfig", "Prepared", "prepare", "execute", "summary", "observe"
            "evaluation_facts"]
 
 
-def victim_for(attack: str, preset: str | None = None, **given: Any) -> LabelVictim:
-    """The victim the attack's preset was written for (`Preset.experiment`), with the given fields (None: not
-    given) replaced; checked."""
+def victim_for(attack: str, preset: str | None = None, **given: Any) -> SplitCase:
+    """The victim the attack's preset was written for (`Preset.experiment`) over the label attacks' defaults, with
+    the given fields (None: not given) replaced; checked."""
     base = dict(registry.spec(attack).preset(preset).experiment)
-    return LabelVictim(**{**base, **{k: v for k, v in given.items() if v is not None}})
+    given = {k: v for k, v in given.items() if v is not None}
+    return registry.spec(attack).experiment.config.victim_of(**{**base, **given})
 
 
 @dataclass(frozen=True, kw_only=True)
 class LabelConfig(SplitConfig):
     """`splitlab attack label-*`: the attack's preset and settings, and the victim's options."""
     attack: ClassVar[str]
-    victim_options: ClassVar[type] = LabelVictim
+    victim_options: ClassVar[type] = SplitCase
+    victim_defaults: ClassVar[Mapping[str, Any]] = LABEL_DEFAULTS
+    victim_hidden: ClassVar[tuple[str, ...]] = ("parties", "partition", "aggregate")    # one party; --top none
+    check_victim: ClassVar[Any] = staticmethod(check_label_victim)
     transport: str = option("local", "local (both parties in this process) or tcp (the label party here, the "
                             "attacking feature party a `splitlab client` process on 127.0.0.1 that records what it "
                             "receives; the attack reads only that record).", choice(("local", "tcp")))
@@ -73,17 +77,12 @@ class LabelConfig(SplitConfig):
                                     "training samples, so every label of it would be known and none left to infer; "
                                     f"give --labelled below {fewest}")
 
-    @functools.cached_property
-    def victim_config(self) -> LabelVictim:
-        return victim_for(self.attack, self.preset, seed=self.seed, device=self.device, data_root=self.data_root,
-                          **self.victim)
-
 
 @dataclass(frozen=True, eq=False)
 class Prepared:
     config: LabelConfig
     attack: Any
-    victim: LabelVictim
+    victim: SplitCase
     data: TaskData
 
     def record(self) -> dict[str, Any]:

@@ -13,27 +13,21 @@ from __future__ import annotations
 
 import torch
 
-from attacks.split.labels.victim import LabelVictim, TaskData, Trained
-from vfl.errors import SplitlabError
+from attacks.split.labels.victim import TaskData, Trained
+from vfl.case import SplitCase
 from vfl.protocol import CutGradient, Transcript
 from vfl.runs import Run
-from vfl.training import TrainConfig
 from vfl.wire.client import load_received
-from vfl.wire.launch import train_over_tcp
+from vfl.wire.launch import check_hosted, train_over_tcp
 
 __all__ = ["wire_config", "train_victim_over_tcp"]
 
 
-def wire_config(victim: LabelVictim) -> TrainConfig:
-    """The split training `splitlab serve` and `splitlab client` run for this victim; a victim the wire cannot
-    host is refused in one line."""
-    if victim.top != "model":
-        raise SplitlabError(f"--transport tcp hosts split learning with a top model (--top model); this victim has "
-                            f"--top {victim.top}")
-    return TrainConfig(dataset=victim.dataset, task=victim.task, positive=victim.positive if victim.task == "binary"
-                       else 0, arch=victim.arch, cut_layer=victim.cut_layer, epochs=victim.epochs,
-                       batch_size=victim.batch_size, lr=victim.lr, optimizer=victim.optimizer, defence=victim.defence,
-                       send_back=victim.send_back, seed=victim.seed, device=victim.device, data_root=victim.data_root)
+def wire_config(victim: SplitCase) -> SplitCase:
+    """The split training `splitlab serve` and `splitlab client` run for this victim: the case itself; a case the
+    wire cannot host is refused in one line."""
+    check_hosted(victim)
+    return victim
 
 
 class _Received:
@@ -47,7 +41,7 @@ class _Received:
             self.seen.record(CutGradient(step, g))
 
 
-def train_victim_over_tcp(victim: LabelVictim, data: TaskData, run: Run, progress: bool = True,
+def train_victim_over_tcp(victim: SplitCase, data: TaskData, run: Run, progress: bool = True,
                           timeout: float = 60.0) -> Trained:
     """Train the victim with the attacking party in its own process over TCP; what it kept, read back."""
     from attacks.metrics.labels import auc

@@ -22,12 +22,13 @@ from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.split.experiment import SplitConfig
 from attacks.split.unsplit.attack import CutObservation, UnSplit, observe, party_view
 from vfl import data as datasets
+from vfl.case import SplitCase
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional, text
 from vfl.parties import MAX_PARTIES, strip_bounds, take_strip
 from vfl.runs import Run
 from vfl.runtime import resolve_device
-from vfl.training import (TrainConfig, TrainedSplit, build_server, load_checkpoint, load_data, save_trained,
+from vfl.training import (TrainedSplit, build_server, load_checkpoint, load_data, save_trained,
                           train_split, trained_report, training_curves_figure)
 
 TRANSPORTS = ("local", "tcp")
@@ -38,9 +39,9 @@ __all__ = ["UnsplitConfig", "Victim", "load_victim", "train_victim", "observe_ov
 
 @dataclass(frozen=True, kw_only=True)
 class UnsplitConfig(SplitConfig):
-    """`splitlab attack unsplit`: the victim to train (`TrainConfig`'s options) or a checkpoint to attack."""
+    """`splitlab attack unsplit`: the victim to train (the one split case's options) or a checkpoint to attack."""
     attack: ClassVar[str] = "unsplit"
-    victim_options: ClassVar[type] = TrainConfig
+    victim_options: ClassVar[type] = SplitCase
     checkpoint: str | None = option(None, "Attack this trained model instead of training one (its dataset, "
                                     "architecture, cut and defence are used).", optional(text()))
     transport: str = option("local", "local (the victim trains in this process) or tcp (the curious server here, "
@@ -53,9 +54,10 @@ class UnsplitConfig(SplitConfig):
         super().check()
         if self.victim.get("dataset") is not None:     # before the victim's own checks suggest a tabular model
             datasets.require_images(self.victim["dataset"], "UnSplit")
-        if self.victim.get("aggregate") == "sum":
-            raise SplitlabError("UnSplit inverts a bottom model at its cut layer; --aggregate sum has no cut (each "
-                                "party sends class scores): leave --aggregate out")
+        if self.victim.get("aggregate") == "sum" or self.victim.get("top") == "none":
+            raise SplitlabError("UnSplit inverts a bottom model at its cut layer; --aggregate sum (--top none) has no "
+                                "cut (each party sends class scores): leave --aggregate and --top out, or give --top "
+                                "model or linear")
         if self.checkpoint is not None and self.victim:
             given = sorted(self.victim)[0]
             raise SplitlabError(f"--{given.replace('_', '-')} describes the model to train, but --checkpoint gives "
@@ -65,17 +67,21 @@ class UnsplitConfig(SplitConfig):
                                 "trained: drop one of them")
         if self.training is not None:
             check_target_party(self.target_party, self.training.parties)
+        if self.training is not None and self.transport == "tcp":
+            from vfl.wire.launch import check_hosted
+
+            check_hosted(self.training)
 
     def check_data(self) -> None:
         if self.training is not None:               # a checkpoint names its own dataset, checked when loaded
             datasets.require(self.training.dataset, self.training.data_root)
 
     @functools.cached_property
-    def training(self) -> TrainConfig | None:
+    def training(self) -> SplitCase | None:
         """The victim's training config (checked), or None when a checkpoint is attacked."""
         if self.checkpoint is not None:
             return None
-        return TrainConfig(seed=self.seed, device=self.device, data_root=self.data_root, **self.victim)
+        return self.victim_config
 
 
 def check_target_party(party: int, parties: int) -> None:
@@ -90,7 +96,7 @@ def check_target_party(party: int, parties: int) -> None:
 @dataclass
 class Victim:
     """The trained split model under attack and the data it came from (`trained` None until it is trained)."""
-    config: TrainConfig
+    config: SplitCase
     train: datasets.ImageData
     test: datasets.ImageData
     trained: TrainedSplit | None = None
@@ -271,7 +277,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
     m, config = outcome.metrics, prepared.victim.config
 
     def show(console) -> None:
-        head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence})"
+        sent_back = f", send-back {config.send_back}" if config.send_back != "none" else ""
+        head = f"UnSplit on {config.arch} cut {config.cut_layer} ({config.dataset}, defence {config.defence}{sent_back})"
         if config.parties > 1:
             head += f" against party {m['target_party']} of {config.parties} (columns {m['strip_columns'][0]}-" \
                     f"{m['strip_columns'][1]})"

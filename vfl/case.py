@@ -1,0 +1,149 @@
+"""One split-learning case: the one declaration of a split victim, whatever attacks it.
+
+A case holds the data and the task (the dataset's classes, or one class against the rest: `task`, `positive`),
+the model and where it is split (`arch`, `cut_layer`, `top`), the feature parties (`parties`, `partition`) and how
+the label party joins them (`aggregate`), the training (epochs, batch size, learning rate, optimiser) and the
+defences at every point of the protocol: the feature party's (`defence`) and the label party's (`send_back`).
+`splitlab train` trains one; every split attack family attacks one (`vfl.training.train_split` trains it through
+the protocol), and a family's own defaults are a mapping over these fields (`attacks.split.experiment`), never
+fields declared again.
+
+The label party's model (`top`) is
+
+- `model`: the architecture's layers after `cut_layer` (two-party split learning);
+- `linear`: its output layer only, the feature party holding everything before it (U-shaped split learning, as
+  UnSplit's label inference attacks assume);
+- `none`: no model: the feature party's model computes the class scores and the label party sums them and trains
+  nothing (vertical FL without model splitting; with K parties aggVFL, `aggregate sum`, the same thing).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from vfl import data as datasets
+from vfl.defences import check_send_back, parse_spec
+from vfl.errors import SplitlabError
+from vfl.models import arch_spec, check_cut_layer, check_input_shape, output_cut
+from vfl.options import Runtime, choice, integer, number, option, text
+from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITIONS, activation_shapes, check_partition, check_parties,
+                         party_columns, score_model, strip_shape)
+from vfl.protocol import OPTIMIZERS
+from vfl.runtime import resolve_device
+from vfl.tasks import TASKS, check_task, task_classes
+from vfl.validate import check_int
+
+__all__ = ["SplitCase", "TOPS", "MAX_EPOCHS", "MAX_BATCH_SIZE"]
+
+MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
+"""Far above any run here; they catch a typo (an extra digit) before hours of training are queued."""
+
+TOPS = ("model", "linear", "none")
+
+
+def _ends_dense(spec) -> bool:
+    with torch.device("meta"):                     # nothing allocated, no random draw
+        return isinstance(spec.build().layers[-1], nn.Linear)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SplitCase(Runtime):
+    """Split learning on a labelled task. Defaults are the JAST paper's (Adam 1e-3 amsgrad, batch 64, 10 epochs).
+    Every name and number is checked when the case is built, before anything is loaded or written."""
+    dataset: str = option("mnist5k", "Dataset (see `splitlab datasets`).", text())
+    arch: str = option("cnn", "Architecture (see `splitlab models`).", text())
+    cut_layer: int = option(1, "Cut layer: the client holds layers 0..cut (with --top model).",
+                            integer(low=0, high=1000))
+    top: str = option("model", "The label party's model: model (the layers after --cut-layer), linear (the output "
+                      "layer only: U-shaped) or none (no model: it sums the class scores it receives; --aggregate "
+                      "sum).", choice(TOPS))
+    epochs: int = option(10, "Training epochs.", integer(low=1, high=MAX_EPOCHS))
+    batch_size: int = option(64, "Mini-batch size (one protocol round each).", integer(low=1, high=MAX_BATCH_SIZE))
+    lr: float = option(1e-3, "Learning rate of client and server.", number(low=0, low_open=True))
+    optimizer: str = option("adam-amsgrad", "sgd, momentum, adam or adam-amsgrad.", choice(OPTIMIZERS))
+    task: str = option("multiclass", "multiclass (the dataset's classes) or binary (one class, --positive, against "
+                       "the rest: the label party's output layer then has two units).", choice(TASKS))
+    positive: int = option(0, "The positive class of --task binary (on mnist5k one digit: 10% of the samples).",
+                           integer(low=0, high=999))
+    defence: str = option("none", "The feature party's defences (input, activations sent, gradient received): none "
+                          "or name[:key=value,...] items joined by + (see `splitlab defences`); with --parties K each "
+                          "party applies them to its strip.", text())
+    send_back: str = option("none", "The label party's defences on the cut gradient it sends back: none or "
+                            "name[:key=value,...] items joined by + (see `splitlab defences`), e.g. marvell:scale=1.",
+                            text())
+    parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
+                          "learning on whole images).", integer(low=1, high=64))
+    partition: str = option("contiguous", "How --parties K split the columns: contiguous (party k holds the k-th "
+                            "block: an image's vertical strip) or random (tabular data only: as many columns each, "
+                            "drawn from --seed).", choice(PARTITIONS))
+    aggregate: str = option("concat", "How the label party joins the parties' outputs: concat (its top model, the "
+                            "layers after --cut-layer, takes their activations side by side) or sum (aggVFL: each "
+                            "party's model is the whole architecture sending class scores, the label party sums them "
+                            "and trains nothing; --cut-layer is not used; --top none).", choice(AGGREGATES))
+
+    def __post_init__(self) -> None:
+        # `top none` and `aggregate sum` are one setting (the label party sums class scores): each implies the other
+        if self.top == "none" or self.aggregate == "sum":
+            if self.top == "linear":
+                raise SplitlabError("--top linear gives the label party the output layer, --aggregate sum no model: "
+                                    "drop one of them")
+            object.__setattr__(self, "top", "none")
+            object.__setattr__(self, "aggregate", "sum")
+        if self.top == "linear" and isinstance(self.arch, str) and isinstance(self.cut_layer, int):
+            try:                                    # the cut sits before the output layer
+                object.__setattr__(self, "cut_layer", output_cut(self.arch))
+            except SplitlabError:
+                pass                                # an unknown architecture: refused by `check`, naming it
+        super().__post_init__()
+
+    def check(self) -> None:
+        spec = arch_spec(self.arch)
+        found = datasets.dataset_spec(self.dataset)
+        image_shape = found.image_shape
+        check_input_shape(spec, image_shape, self.dataset)
+        if self.top == "model":
+            check_cut_layer(spec, self.cut_layer)
+        elif not _ends_dense(spec):
+            raise SplitlabError(f"--top {self.top} takes the output layer from the architecture; {self.arch} does not "
+                                "end in a dense layer: use cnn, mlp or small-mlp, or --top model")
+        if self.aggregate == "sum":
+            check_int("--parties", self.parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
+            for party in range(self.parties):       # raises if a party's columns are too few for the layers
+                score_model(self.arch, 0, self.parties, party, strip_shape(image_shape, self.parties, party),
+                            self.classes)
+        else:
+            check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+        check_partition(self.partition, image_shape)
+        check_task(self.task, self.positive, self.dataset)
+        for party in range(self.parties):
+            parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
+        check_send_back(self.send_back, self.classes, label_model=self.aggregate == "concat")
+        resolve_device(self.device)
+
+    @property
+    def classes(self) -> int:
+        return task_classes(self.task, self.dataset)
+
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        return tuple(datasets.dataset_spec(self.dataset).image_shape)
+
+    @property
+    def where(self) -> str:
+        """The cut in words, for titles."""
+        return {"model": f"cut {self.cut_layer}", "linear": "U-shaped (label party: output layer)",
+                "none": "no top model"}[self.top]
+
+    def cut_shapes(self) -> list[tuple[int, ...]]:
+        """The per-example shape of what each party sends: its cut activations, or its class scores (sum)."""
+        if self.aggregate == "sum":
+            return [(self.classes,)] * self.parties
+        return activation_shapes(self.arch, self.cut_layer, self.image_shape, self.parties)
+
+    def feature_partition(self) -> dict[str, Any]:
+        """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
+        return {"partition": self.partition, "parties": self.parties,
+                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed)}
