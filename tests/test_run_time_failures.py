@@ -175,6 +175,29 @@ def test_a_full_disk_in_a_tcp_trainings_client_ends_the_training_in_one_line(whe
     _one_line(result, "party 0", "No space left on device", str(out / "party-0"))
     assert not (out / "metrics.json").exists() and not (out / "checkpoint.pt").exists()
 
+
+def test_a_failed_command_whose_stderr_is_full_still_exits_2(monkeypatch):
+    """stderr redirected to a full disk cannot take the one error line: the exit code still says the command
+    failed (2), not an unseen traceback with exit code 1."""
+    import io
+
+    import typer
+
+    from vfl.cli_output import handles_errors
+    from vfl.errors import SplitlabError
+
+    class FullDisk(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    @handles_errors
+    def failing():
+        raise SplitlabError("the disk filled up")
+    monkeypatch.setattr(sys, "stderr", FullDisk())
+    with pytest.raises(typer.Exit) as stopped:
+        failing()
+    assert stopped.value.exit_code == 2
+
 # --- a run directory in use, a signal -------------------------------------------------------------------------
 
 def test_a_second_tcp_training_into_a_live_runs_directory_is_refused(tmp_path):
