@@ -277,7 +277,8 @@ def defences_page() -> str:
     lines += ["", "`--send-back` is the label party's one flag, whichever of its points a defence acts at (its training "
               "labels, its layers, the gradient it sends back); `--defence` the feature party's. What a defence did "
               "over a run (an epsilon it computed, a distance correlation, a KL term) is in the run's metrics.json "
-              "under `defence_report`, beside the task's accuracy.", "", "## The defences", ""]
+              "under `defence_report`, beside the task's accuracy; with `--parties K` (K > 1) each feature party's own under "
+              "`party-0`, `party-1`, ...", "", "## The defences", ""]
     lines += _table(["defence", "point", "what it does", "options (default): accepts", "zero strength", "paper"],
                     [[f"`{s.name}`", s.point, s.title, _defence_options(s),
                       ", ".join(f"{k}={v:g}" for k, v in s.zero.items()) if s.zero is not None else "-", s.paper]

@@ -147,6 +147,57 @@ def test_a_run_directory_removed_mid_run_ends_in_one_line(tmp_path, monkeypatch)
     _progress_then_one_line(runner.invoke(app, HQ + ["--out", str(tmp_path / "run")]), "No such file or directory")
 
 
+
+FULL_IN_CHILD = """import errno, os
+_at = os.environ.get("SPLITLAB_TEST_FULL_AT")
+if _at:                                     # this process's disk is full for every file whose path starts so
+    _fsync = os.fsync
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(_at):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return _fsync(fd)
+    os.fsync = fsync
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["checkpoints/.epoch-0001.pt", ".bottom.pt"], ids=["mid-epoch", "after-session"])
+def test_a_full_disk_in_a_tcp_trainings_client_ends_the_training_in_one_line(where, tmp_path, monkeypatch):
+    """The feature party is its own process: a write it cannot make (its epoch checkpoint during the session, its
+    model after the server said goodbye) fails the training that started it, exit 2 and one line naming the
+    file, never an exit 0 without the party's files."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(FULL_IN_CHILD)      # loaded by the client process only
+    out = tmp_path / "run"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("SPLITLAB_TEST_FULL_AT", str(out / "party-0" / where))
+    result = runner.invoke(app, TRAIN + ["--transport", "tcp", "--json", "--out", str(out)])
+    _one_line(result, "party 0", "No space left on device", str(out / "party-0"))
+    assert not (out / "metrics.json").exists() and not (out / "checkpoint.pt").exists()
+
+
+def test_a_failed_command_whose_stderr_is_full_still_exits_2(monkeypatch):
+    """stderr redirected to a full disk cannot take the one error line: the exit code still says the command
+    failed (2), not an unseen traceback with exit code 1."""
+    import io
+
+    import typer
+
+    from vfl.cli_output import handles_errors
+    from vfl.errors import SplitlabError
+
+    class FullDisk(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    @handles_errors
+    def failing():
+        raise SplitlabError("the disk filled up")
+    monkeypatch.setattr(sys, "stderr", FullDisk())
+    with pytest.raises(typer.Exit) as stopped:
+        failing()
+    assert stopped.value.exit_code == 2
+
 # --- a run directory in use, a signal -------------------------------------------------------------------------
 
 def test_a_second_tcp_training_into_a_live_runs_directory_is_refused(tmp_path):

@@ -299,6 +299,30 @@ def test_splitlab_keys_writes_each_partys_own_key_and_overwrites_nothing(tmp_pat
     assert not (tmp_path / "run").exists()
 
 
+
+def test_a_secret_file_swapped_after_its_read_is_judged_by_the_file_read(tmp_path, monkeypatch):
+    """The owner and mode checked are those of the file whose bytes were read: a world-readable secret swapped
+    for a private file between the read and the check is still refused (the check does not look the path up
+    again)."""
+    secret = tmp_path / "secret"
+    secret.write_bytes(SHARED)
+    secret.chmod(0o644)                              # others can read it: refused
+    private = tmp_path / "private"
+    private.write_bytes(b"another secret, private to its owner, 32+ bytes")
+    private.chmod(0o600)
+    real_read, swapped = os.read, []
+
+    def read_then_swap(fd, n):
+        data = real_read(fd, n)
+        if not swapped and os.readlink(f"/proc/self/fd/{fd}") == str(secret):
+            os.replace(private, secret)             # the path now names a private file; fd still the old one
+            swapped.append(True)
+        return data
+    monkeypatch.setattr(os, "read", read_then_swap)
+    with pytest.raises(SplitlabError, match="can be read or written by others"):
+        read_secret(secret)
+    assert swapped and secret.stat().st_mode & 0o777 == 0o600
+
 # --- TLS -------------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -48,16 +48,25 @@ def handles_errors(fn: Callable) -> Callable:
         except SplitlabError as exc:
             if checking():
                 raise
-            typer.echo(f"error: {one_line(str(exc))}", err=True)
+            _say(f"error: {one_line(str(exc))}")
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             if checking() or not outermost:
                 raise
             dirs = list(dict.fromkeys(str(run.path) for run in opened))
             kept = f"what the run finished is kept in {', '.join(map(shown, dirs))}" if dirs else "nothing was written"
-            typer.echo(f"error: interrupted; {kept}", err=True)
+            _say(f"error: interrupted; {kept}")
             raise typer.Exit(INTERRUPTED) from None
     return wrapper
+
+
+def _say(line: str) -> None:
+    """The command's one error line on stderr. A stderr that cannot take it (redirected to a full disk) leaves
+    the exit code to tell, rather than ending in a traceback nobody sees and exit code 1."""
+    try:
+        typer.echo(line, err=True)
+    except OSError:
+        pass
 
 
 ERROR_CHARACTERS = 1_000

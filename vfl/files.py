@@ -11,12 +11,19 @@ import stat
 
 from vfl.errors import SplitlabError
 
-__all__ = ["read_bounded"]
+__all__ = ["read_bounded", "read_bounded_with_status"]
 
 
 def read_bounded(path: str | os.PathLike, *, limit: int, what: str) -> bytes:
     """The bytes of `path`, a regular file of at most `limit` bytes; else a one-line `SplitlabError` naming
     `what` ("sweep file", ...). Opened with O_NONBLOCK, so a FIFO or a device is refused, not waited on."""
+    return read_bounded_with_status(path, limit=limit, what=what)[0]
+
+
+def read_bounded_with_status(path: str | os.PathLike, *, limit: int,
+                             what: str) -> tuple[bytes, os.stat_result]:
+    """`read_bounded`, with the status (owner, mode) of the very file read: `fstat` of the descriptor the bytes
+    came from, so a file swapped at `path` after the read cannot lend its owner or mode to these bytes."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -41,7 +48,7 @@ def read_bounded(path: str | os.PathLike, *, limit: int, what: str) -> bytes:
         os.close(fd)
     if size > limit:
         raise SplitlabError(f"{what} {_shown(path)} has over {limit:,} bytes, the bound")
-    return b"".join(chunks)
+    return b"".join(chunks), info
 
 
 def _shown(path: str | os.PathLike) -> str:

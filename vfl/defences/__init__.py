@@ -26,7 +26,7 @@ __all__ = ["ClientDefence", "SeededNoise", "DPInputNoise", "ActivationNoise", "G
            "SemiOrthogonalTransform", "PatchOrthogonalTransform", "random_orthogonal", "analytic_gaussian_sigma",
            "estimate_sensitivity", "DEFAULT_PATCH", "DefenceSpec", "DefenceSettings", "Deviation", "Where", "Chosen",
            "parse_spec", "parse_defences", "transformed_shape", "split_specs", "check_send_back", "parse_send_back",
-           "report"]
+           "report", "feature_reports"]
 
 
 def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None, flat_input: bool | None = None) -> list[Chosen]:
@@ -69,10 +69,28 @@ def parse_send_back(spec: str, classes: int, activation_shape: tuple[int, ...] |
 
 def report(*parties) -> dict:
     """What every defence of the given parties did over the run (each one's `report()`, merged), for metrics.json:
-    a party is anything with `defences` (a client, `Parties`, a server)."""
+    a party is anything with `defences` (a client, a server), or K feature parties (`Parties`, whose reports
+    are kept apart by `feature_reports`)."""
     merged: dict = {}
     for party in parties:
-        for d in getattr(party, "defences", ()):
-            found = getattr(d, "report", None)
-            merged.update(found() if found is not None else {})
+        clients = getattr(party, "clients", None)
+        merged.update(feature_reports([_own_report(c) for c in clients]) if clients is not None
+                      else _own_report(party))
     return merged
+
+
+def _own_report(party) -> dict:
+    merged: dict = {}
+    for d in getattr(party, "defences", ()):
+        found = getattr(d, "report", None)
+        merged.update(found() if found is not None else {})
+    return merged
+
+
+def feature_reports(found: list[dict]) -> dict:
+    """The feature parties' reports (party k's at `found[k]`) as one: a single party's as it is, K > 1 each under
+    `party-K` (the parties run the same defences under the same names, so merged by key the last party's numbers
+    would stand for every party's); a party with nothing to report is left out."""
+    if len(found) == 1:
+        return dict(found[0])
+    return {f"party-{k}": dict(r) for k, r in enumerate(found) if r}

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from vfl.errors import SplitlabError
-from vfl.files import read_bounded
+from vfl.files import read_bounded_with_status
 
 MIN_SECRET_BYTES = 32
 MIN_DISTINCT_BYTES = 8
@@ -78,8 +78,8 @@ def read_secret(path: Path | str | None) -> Secret:
     surrounding whitespace)."""
     if path is None:
         raise SplitlabError(f"both sides need --secret-file; {HINT}")
-    raw = read_bounded(path, limit=MAX_SECRET_BYTES, what="--secret-file").strip()
-    status = os.stat(path)
+    data, status = read_bounded_with_status(path, limit=MAX_SECRET_BYTES, what="--secret-file")
+    raw = data.strip()                  # owner and mode below are those of the file these bytes came from
     mode = status.st_mode & 0o777
     if mode & 0o077:
         raise SplitlabError(f"--secret-file {path} can be read or written by others (mode {mode:o}); "

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 import vfl
+from vfl.defences import feature_reports
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import FshaClientConfig
 from vfl.parties import Parties
@@ -290,7 +291,8 @@ def _assembled(config: TrainConfig, device: torch.device, run: Run, metrics: dic
     for k, bottom in enumerate(bottoms):
         bottom.model.load_state_dict(load_bottom(run.path / f"party-{k}" / "bottom.pt"))
     found = dict(metrics.get("defence_report", {}))        # the sides' own, from their metrics: these parties
-    for k in range(config.parties):                        # were rebuilt and never ran their defences
-        found.update(json.loads((run.path / f"party-{k}" / "metrics.json").read_text()).get("defence_report", {}))
+    found.update(feature_reports([                         # were rebuilt and never ran their defences
+        json.loads((run.path / f"party-{k}" / "metrics.json").read_text()).get("defence_report", {})
+        for k in range(config.parties)]))
     return TrainedSplit(config, client, server, metrics["accuracy"], metrics["history"], metrics["seconds"],
                         train.provenance, found)
