@@ -465,3 +465,16 @@ def test_wire_parties_bound_idle_openmp_spinning_before_torch_loads(monkeypatch)
     loaded = subprocess.run([sys.executable, "-c", "import sys, splitlab.cli; print('torch' in sys.modules)"],
                             capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "False"                                            # so main() sets it before OpenMP reads it
+
+
+def test_the_finiteness_check_of_a_frame_agrees_with_isfinite_wherever_the_bad_value_sits():
+    from vfl.wire.frames import all_finite
+
+    assert all_finite(torch.empty(0)) and all_finite(torch.randn(3, 5))
+    for n in (1, 15, 16, 17, 4097):
+        base = torch.randn(n)
+        for position in {p for p in (0, 1, n // 2, n - 2, n - 1) if 0 <= p < n}:
+            for bad in (float("nan"), float("inf"), -float("inf")):
+                values = base.clone()
+                values[position] = bad
+                assert not all_finite(values) and not all_finite(values.view(1, n).t())
