@@ -346,6 +346,7 @@ def test_a_compiled_run_on_the_cpu_records_its_pace_per_step(traced, monkeypatch
     assert compilation.compiled_steps == policy.PACE_MIN_STEPS
     compilation.finish()
     assert policy._read_costs()["a signature"][policy._pace_key(torch.device("cpu"))] > 0
+    assert "aot_eager" in policy._pace_key(torch.device("cpu"))          # never read as inductor's pace
 
 
 @pytest.mark.slow

@@ -325,8 +325,10 @@ def _read_costs() -> dict:
 
 
 def _pace_key(device: torch.device) -> str:
-    """Where a compiled step's pace is kept: per device kind and torch thread count, which set it."""
-    return f"step_seconds_{device.type}_{torch.get_num_threads()}t"
+    """Where a compiled step's pace is kept: per backend (a test's `aot_eager` is not inductor), device kind and
+    torch thread count, which set it."""
+    from attacks.engine import compiled
+    return f"step_seconds_{compiled.BACKEND}_{device.type}_{torch.get_num_threads()}t"
 
 
 def _record_costs(signatures: list[str], seconds: float) -> None:
