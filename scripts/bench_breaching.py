@@ -20,6 +20,7 @@ compiles again, a new objective per attack call, and the compile seconds are lef
 
     python scripts/bench_breaching.py --repeats 3
     python scripts/bench_breaching.py --quick            # a few steps: checks both sides run
+    python scripts/bench_breaching.py --dataset photos   # a 32x32 colour photo in place of the digit
 
 breaching 0.1.2 was installed for this with its own dependencies (hydra-core, lpips) in that environment
 and the project's torch and torchvision made visible to it through a .pth file, so both sides run the same
@@ -47,21 +48,22 @@ IG_TV = 1e-4
 
 # --- the problems (the lab's side builds them; both sides read them) ---------------------------------
 
-def problems(steps_dlg: int, steps_ig: int, restarts: int) -> dict:
+def problems(steps_dlg: int, steps_ig: int, restarts: int, dataset: str = "mnist5k") -> dict:
     from attacks.hfl.observations import observe_fedsgd
     from attacks.hfl.variables import initial_variables
     from vfl import data as datasets
     from vfl.models.hfl import build_hfl_model
 
-    images = datasets.load("mnist5k")
+    images = datasets.load(dataset)
     x, y = images.images[:1], images.labels[:1]
+    shape, classes = tuple(datasets.dataset_spec(dataset).image_shape), datasets.dataset_spec(dataset).num_classes
     out = {}
     for name, arch, joint, steps, trials in (("DLG", "lenet", True, steps_dlg, 1),
                                              (f"IG {restarts} restarts", "convnet", False, steps_ig, restarts),
                                              ("IG 1 restart", "convnet", False, steps_ig, 1)):
-        observation = observe_fedsgd(build_hfl_model(arch, seed=0), x, y, arch=arch)
+        observation = observe_fedsgd(build_hfl_model(arch, shape, classes, seed=0), x, y, arch=arch)
         starts = initial_variables(observation, trials, 0, label_logits=joint)
-        out[name] = {"arch": arch, "joint": joint, "steps": steps, "trials": trials, "labels": y, "truth": x,
+        out[name] = {"dataset": dataset, "arch": arch, "joint": joint, "steps": steps, "trials": trials, "labels": y, "truth": x,
                      "params": dict(observation.model.params), "buffers": dict(observation.model.buffers),
                      "gradient": list(observation.gradient), "starts": starts,
                      "shape": tuple(observation.model.input_shape), "classes": observation.model.num_classes}
@@ -78,9 +80,9 @@ def lab_run(name: str, problem: dict, compile_mode: str):
     from vfl import data as datasets
     from vfl.models.hfl import build_hfl_model
 
-    images = datasets.load("mnist5k")
-    observation = observe_fedsgd(build_hfl_model(problem["arch"], seed=0), images.images[:1], images.labels[:1],
-                                 arch=problem["arch"])
+    images = datasets.load(problem["dataset"])
+    observation = observe_fedsgd(build_hfl_model(problem["arch"], problem["shape"], problem["classes"], seed=0),
+                                 images.images[:1], images.labels[:1], arch=problem["arch"])
     if problem["joint"]:
         settings = replace(preset("dlg.original").settings(), iterations=problem["steps"], restarts=1,
                            compile=compile_mode)
@@ -108,7 +110,7 @@ def breaching_child(path: str, name: str) -> dict:
     from vfl.models.hfl import build_hfl_model
 
     problem = torch.load(path, weights_only=False)[name]
-    model = build_hfl_model(problem["arch"], seed=0)
+    model = build_hfl_model(problem["arch"], problem["shape"], problem["classes"], seed=0)
     model.load_state_dict({**problem["params"], **problem["buffers"]})
     steps, trials = problem["steps"], problem["trials"]
     if problem["joint"]:
@@ -182,6 +184,8 @@ def main() -> None:
     parser.add_argument("--dlg-steps", type=int, default=100)
     parser.add_argument("--ig-iterations", type=int, default=500)
     parser.add_argument("--restarts", type=int, default=8)
+    parser.add_argument("--dataset", default="mnist5k", help="where the one image comes from (photos: a 32x32 "
+                        "colour photo; default mnist5k, the figures in docs/benchmarks.md)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads on both sides (default: torch's)")
     parser.add_argument("--compile", default="off", choices=("off", "on", "auto"), help="the lab's compile option")
@@ -204,9 +208,9 @@ def main() -> None:
         return
     from vfl.runtime import hardware
     threads = torch.get_num_threads()
-    print(f"hardware: {hardware(torch.device('cpu'))}; both sides at {threads} torch threads; "
+    print(f"hardware: {hardware(torch.device('cpu'))}; {args.dataset}'s first image; both sides at {threads} torch threads; "
           f"median of {args.repeats} repeats, alternating", flush=True)
-    cases = problems(args.dlg_steps, args.ig_iterations, args.restarts)
+    cases = problems(args.dlg_steps, args.ig_iterations, args.restarts, args.dataset)
     if args.only:
         wanted = [w.strip().lower() for w in args.only.split(",")]
         cases = {k: v for k, v in cases.items() if any(k.lower().startswith(w) for w in wanted)}

@@ -5,11 +5,13 @@ server in this process, the client in a `splitlab client` process on 127.0.0.1 a
 count (TLS with a throwaway self-signed certificate; needs the `openssl` program, else `--no-tls`). An
 epoch is its training rounds and its test-set inference queries (the epoch-end checkpoints are outside it,
 as in process). Every run must end with the in-process run's weights; the script checks it. Each side runs as
-the lab runs it: the TCP programs with idle OpenMP threads asleep (`vfl.wire.idle_threads`, set in this process
-before torch loads), the in-process baseline in a child process with torch's default (as `splitlab train`). Run
-it on a quiet machine: timings on a shared one mean little.
+the lab runs it: the TCP programs with idle OpenMP threads spinning briefly, then asleep (`vfl.wire.idle_threads`,
+set in this process before torch loads; `--spins N` another count of spins for them, 0 sleeps at once), the
+in-process baseline in a child process with torch's default (as `splitlab train`). Run it on a quiet machine:
+timings on a shared one mean little.
 
     python scripts/bench_wire.py --threads 2                        # cnn and mlp, 3 epochs each
+    python scripts/bench_wire.py --threads 2 --spins 0              # the wire's idle threads asleep at once
     python scripts/bench_wire.py --archs small-mlp --epochs 1       # a check that it works
 """
 from __future__ import annotations
@@ -24,10 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vfl.wire.idle_threads import POLICY, sleep_when_idle  # noqa: E402
+from vfl.wire.idle_threads import POLICY, SPINS, sleep_when_idle  # noqa: E402
 
-USER_POLICY = os.environ.get(POLICY)
+USER_WAIT = {k: os.environ[k] for k in (POLICY, SPINS) if k in os.environ}
 if "--in-process-child" not in sys.argv:
+    if "--spins" in sys.argv:               # read before torch loads (argparse declares it below)
+        os.environ[SPINS] = sys.argv[sys.argv.index("--spins") + 1]
     sleep_when_idle()                       # this process is the TCP runs' server, as `splitlab train --transport tcp`
 
 import torch  # noqa: E402
@@ -50,7 +54,7 @@ def in_process(config: TrainConfig) -> tuple[list[float], dict[str, torch.Tensor
 
 def in_process_child(config: TrainConfig, folder: Path) -> tuple[list[float], dict[str, torch.Tensor]]:
     """`in_process` in a child process with OpenMP's wait policy as the user's (torch's default unless set)."""
-    env = {k: v for k, v in os.environ.items() if k != POLICY} | ({POLICY: USER_POLICY} if USER_POLICY else {})
+    env = {k: v for k, v in os.environ.items() if k not in (POLICY, SPINS)} | USER_WAIT
     out = folder / f"{config.arch}-in-process.pt"
     subprocess.run([sys.executable, __file__, "--in-process-child", str(out), "--archs", config.arch, "--epochs",
                     str(config.epochs), "--batch-size", str(config.batch_size), "--threads",
@@ -74,6 +78,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3; the median is reported)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None, help="torch threads, both sides (default: torch's)")
+    parser.add_argument("--spins", default=None, help="GOMP_SPINCOUNT of the TCP programs (default: the wire's, "
+                        "vfl.wire.idle_threads); 0: idle threads sleep at once")
     parser.add_argument("--no-tls", action="store_true", help="skip the runs over TLS")
     parser.add_argument("--in-process-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -86,7 +92,8 @@ def main() -> None:
         return
     print(hardware(torch.device("cpu")))
     print(f"torch threads: {torch.get_num_threads()} (the TCP client process runs with the same count); "
-          f"{POLICY}: {os.environ.get(POLICY)} over TCP, {USER_POLICY or 'unset'} in process")
+          f"OpenMP waits: {POLICY} {os.environ.get(POLICY)}, {SPINS} {os.environ.get(SPINS)} over TCP; "
+          f"{USER_WAIT or 'torch default'} in process")
     header = ("arch", "in process s/epoch", "TCP s/epoch", "TCP/in process", "TLS s/epoch", "TLS/in process",
               "MiB to server", "MiB to client", "frames to server", "frames to client", "same weights")
     rows = []

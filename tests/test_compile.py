@@ -314,6 +314,41 @@ def test_auto_expects_a_warm_cache_to_cost_what_it_cost_last_time(monkeypatch, t
     assert _decide(monkeypatch, pace=0.01, total=1_000).active            # 10 s left against 3 x 2 s
 
 
+def test_auto_weighs_the_measured_compiled_pace_against_the_compile(monkeypatch, tmp_path):
+    # a compiled step timed before on this device and thread count replaces the assumed speed-up
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    objective = Objective(lambda v, c: [v["x"]], MeanSquared())
+    text = compiled.signature_text(objective, SIGNATURE)
+    policy._record_costs([text], 50.0)
+    policy._record_costs([text], 2.0)                                   # a warm compile costs 2 s
+    key = policy._pace_key(torch.device("cpu"))
+    policy._record_pace([text], key, 0.009)                             # 10 ms eager against 9 ms compiled
+    barely = _decide(monkeypatch, pace=0.01, total=1_000)               # saves 995 x 1 ms < 2 s: stays eager
+    assert barely.decided and not barely.active and "measured" in barely.reason
+    assert barely.estimate["compiled_seconds_per_step"] == pytest.approx(0.009)
+    assert barely.estimate["saved_seconds"] == pytest.approx(0.995, rel=0.01)
+    policy._record_pace([text], key, 0.005)
+    assert _decide(monkeypatch, pace=0.01, total=1_000).active          # saves 5 s >= 2 s
+    other = policy._pace_key(torch.device("cuda"))                      # another device's pace is not this one's
+    assert other != key and policy.Compilation("auto", 10, torch.device("cuda")).measured_compiled_pace(
+        objective, [SIGNATURE]) is None
+
+
+def test_a_compiled_run_on_the_cpu_records_its_pace_per_step(traced, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    compilation = policy.Compilation("on", 10, torch.device("cpu"))
+    program = compiled._Program(lambda x: x.sin() * 2, "engine_test_pace", torch.device("cpu"))
+    compilation.programs[id(program)] = (program, 0)
+    compilation.signatures.append("a signature")
+    for _ in range(1 + policy.PACE_MIN_STEPS):                          # the first call compiles: not a step
+        compilation.call(program, torch.ones(3))
+    compilation.call(program, torch.ones(3), timed=False)               # an L-BFGS evaluation: not a step either
+    assert compilation.compiled_steps == policy.PACE_MIN_STEPS
+    compilation.finish()
+    assert policy._read_costs()["a signature"][policy._pace_key(torch.device("cpu"))] > 0
+    assert "aot_eager" in policy._pace_key(torch.device("cpu"))          # never read as inductor's pace
+
+
 @pytest.mark.slow
 def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, tmp_path):
     # the first steps run eagerly, then the same Adam moments and step count go on in the compiled step

@@ -443,21 +443,38 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     assert wire.introduction(None)["activation_shape"] == list(victim.feature_shape)
 
 
-def test_wire_parties_put_idle_openmp_threads_to_sleep_before_torch_loads(monkeypatch):
+def test_wire_parties_bound_idle_openmp_spinning_before_torch_loads(monkeypatch):
     import subprocess
     import sys
 
-    from vfl.wire.idle_threads import POLICY, is_wire_party, sleep_when_idle
+    from vfl.wire.idle_threads import IDLE_SPINS, POLICY, SPINS, is_wire_party, sleep_when_idle
 
     assert all(is_wire_party(a) for a in (["serve", "--listen", ":0"], ["client"], ["train", "--transport", "tcp"],
                                           ["attack", "fsha", "--transport=tcp"]))
     assert not any(is_wire_party(a) for a in (["train"], ["train", "--transport", "local"], ["hfl", "--transport"]))
-    monkeypatch.setenv(POLICY, "ACTIVE")                               # the user's choice is kept
+    for chosen in ({POLICY: "ACTIVE"}, {SPINS: "5"}):                  # the user's choice is kept
+        monkeypatch.delenv(POLICY, raising=False)
+        monkeypatch.delenv(SPINS, raising=False)
+        for key, value in chosen.items():
+            monkeypatch.setenv(key, value)
+        sleep_when_idle()
+        assert {k: os.environ.get(k) for k in (POLICY, SPINS)} == {POLICY: None, SPINS: None} | chosen
+    monkeypatch.delenv(SPINS)
     sleep_when_idle()
-    assert os.environ[POLICY] == "ACTIVE"
-    monkeypatch.delenv(POLICY)
-    sleep_when_idle()
-    assert os.environ[POLICY] == "PASSIVE"
+    assert os.environ[SPINS] == IDLE_SPINS and POLICY not in os.environ
     loaded = subprocess.run([sys.executable, "-c", "import sys, splitlab.cli; print('torch' in sys.modules)"],
                             capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "False"                                            # so main() sets it before OpenMP reads it
+
+
+def test_the_finiteness_check_of_a_frame_agrees_with_isfinite_wherever_the_bad_value_sits():
+    from vfl.wire.frames import all_finite
+
+    assert all_finite(torch.empty(0)) and all_finite(torch.randn(3, 5))
+    for n in (1, 15, 16, 17, 4097):
+        base = torch.randn(n)
+        for position in {p for p in (0, 1, n // 2, n - 2, n - 1) if 0 <= p < n}:
+            for bad in (float("nan"), float("inf"), -float("inf")):
+                values = base.clone()
+                values[position] = bad
+                assert not all_finite(values) and not all_finite(values.view(1, n).t())

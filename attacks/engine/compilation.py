@@ -37,8 +37,12 @@ COMPILE_MODES = ("off", "on", "auto")
 AUTO_PROBE_STEPS = 4
 """`compile="auto"` times this many eager steps (after the first, which pays one-off set-up) before deciding."""
 AUTO_PAYBACK = 3.0
-"""`auto` compiles when the run's remaining eager time is at least this many times the expected compile time:
-a compiled step 1.5x as fast as eager saves a third of the remaining time, which then covers the compile."""
+"""Where no compiled step of the run's signatures was ever timed (`auto`'s fallback): `auto` compiles when the
+run's remaining eager time is at least this many times the expected compile time (a compiled step 1.5x as fast
+as eager saves a third of the remaining time, which then covers the compile). Once a compiled run on this
+device and thread count has been timed, `auto` uses that measured pace instead (`_paced_decision`)."""
+PACE_MIN_STEPS = 3
+"""Compiled steps a run must time (after its compile) before their pace is recorded for `auto`."""
 COLD_COMPILE_SECONDS = 60.0
 """Expected compile time of a step with nothing in the cache: the top of the 16-61 s measured for the attacks'
 steps on a quiet 2-core CPU (docs/benchmarks.md), so that `auto` errs towards eager."""
@@ -159,6 +163,7 @@ class Compilation:
         self.steps_done = 0
         self.probe_start: float | None = None
         self.estimate: dict[str, float] = {}
+        self.compiled_steps, self.compiled_step_seconds = 0, 0.0     # compiled calls that compiled nothing
         if mode == "on":                    # checked when the settings were built; again for a direct engine call
             check_can_compile()                 # (auto looks only once it would compile)
 
@@ -180,7 +185,9 @@ class Compilation:
             self.signatures.append(signature_text(objective, step.signature))
         return step
 
-    def call(self, program: _Program, *args):
+    def call(self, program: _Program, *args, timed: bool = True):
+        """Run `program`, counting what it compiled; a call that compiled nothing is a compiled step whose
+        time `auto` learns from (`timed`: it is one whole step; an L-BFGS evaluation is not)."""
         graphs, breaks = _counters()
         start = time.perf_counter()
         out = program(*args)
@@ -189,6 +196,9 @@ class Compilation:
             self.compile_seconds += time.perf_counter() - start
             self.compiles += after_graphs - graphs
             self.graph_breaks += after_breaks - breaks
+        elif timed and self.device.type == "cpu":     # a CPU step has finished when it returns; a GPU's is only queued
+            self.compiled_steps += 1
+            self.compiled_step_seconds += time.perf_counter() - start
         return out
 
     # --- auto ---------------------------------------------------------------------------------------
@@ -206,14 +216,26 @@ class Compilation:
             return False
         wait_for(self.device)                   # two host syncs per run, while deciding only
         pace = (time.perf_counter() - self.probe_start) / AUTO_PROBE_STEPS
-        remaining = pace * (self.total_steps - self.steps_done)
-        expected = self.expected_compile_seconds(objective, list(dict.fromkeys(signatures())))
+        left = self.total_steps - self.steps_done
+        remaining = pace * left
+        unique = list(dict.fromkeys(signatures()))
+        expected = self.expected_compile_seconds(objective, unique)
         self.estimate = {"eager_seconds_per_step": pace, "remaining_eager_seconds": remaining,
                          "expected_compile_seconds": expected}
         self.decided = True
-        self.active = remaining >= AUTO_PAYBACK * expected
-        self.reason = (f"{remaining:.1f} s of eager steps left {'>=' if self.active else '<'} "
-                       f"{AUTO_PAYBACK:g} x {expected:.1f} s expected compile")
+        compiled_pace = self.measured_compiled_pace(objective, unique)
+        if compiled_pace is not None:
+            saved = left * (pace - compiled_pace)
+            self.estimate |= {"compiled_seconds_per_step": compiled_pace, "saved_seconds": saved}
+            self.active = saved >= expected
+            self.reason = (f"{left} steps left x ({pace * 1e3:.3g} ms eager - {compiled_pace * 1e3:.3g} ms compiled, "
+                           f"measured) = {saved:.1f} s saved {'>=' if self.active else '<'} {expected:.1f} s expected "
+                           "compile")
+        else:
+            self.active = remaining >= AUTO_PAYBACK * expected
+            self.reason = (f"{remaining:.1f} s of eager steps left {'>=' if self.active else '<'} "
+                           f"{AUTO_PAYBACK:g} x {expected:.1f} s expected compile (no compiled step of these "
+                           "signatures timed here yet)")
         if self.active and cxx_compiler() is None:
             _notice(f"--compile auto runs eagerly: {NO_COMPILER} was found")
             self.active, self.reason = False, "no C++ compiler"
@@ -258,6 +280,16 @@ class Compilation:
                 total += COLD_COMPILE_SECONDS
         return total
 
+    def measured_compiled_pace(self, objective, signatures: list[tuple]) -> float | None:
+        """Seconds per compiled step of these signatures on this device and thread count, as an earlier run
+        into this cache timed them (one step runs each block's signature once: the blocks' paces are
+        averaged, as the run's steps mix them), or None where any was never timed."""
+        known, key = _read_costs(), _pace_key(self.device)
+        paces = [known.get(signature_text(objective, s), {}).get(key) for s in signatures]
+        if not paces or any(not isinstance(p, (int, float)) or p <= 0 for p in paces):
+            return None
+        return sum(paces) / len(paces)
+
     def finish(self) -> dict[str, Any]:
         recompiles = 0
         for program, before in self.programs.values():
@@ -266,6 +298,8 @@ class Compilation:
         new = [s for s in self.signatures if s not in _IN_PROCESS]
         if self.compiles and new:
             _record_costs(new, self.compile_seconds / len(new))
+        if self.compiled_steps >= PACE_MIN_STEPS and self.signatures:
+            _record_pace(self.signatures, _pace_key(self.device), self.compiled_step_seconds / self.compiled_steps)
         _IN_PROCESS.update(self.signatures)
         report = {"mode": self.mode, "compiled": bool(self.programs), "reason": self.reason,
                   "compiles": self.compiles, "recompiles": recompiles, "graph_breaks": self.graph_breaks,
@@ -290,12 +324,31 @@ def _read_costs() -> dict:
         return {}
 
 
+def _pace_key(device: torch.device) -> str:
+    """Where a compiled step's pace is kept: per backend (a test's `aot_eager` is not inductor), device kind and
+    torch thread count, which set it."""
+    from attacks.engine import compiled
+    return f"step_seconds_{compiled.BACKEND}_{device.type}_{torch.get_num_threads()}t"
+
+
 def _record_costs(signatures: list[str], seconds: float) -> None:
     """Remember what compiling these steps cost, as cold (first) or warm (later) compiles into this cache."""
     known = _read_costs()
     for s in signatures:
         entry = known.setdefault(s, {})
         entry["warm" if "cold" in entry else "cold"] = round(seconds, 3)
+    _write_costs(known)
+
+
+def _record_pace(signatures: list[str], key: str, seconds: float) -> None:
+    """Remember the seconds per compiled step of a run of these signatures (the latest run's)."""
+    known = _read_costs()
+    for s in signatures:
+        known.setdefault(s, {})[key] = round(seconds, 6)
+    _write_costs(known)
+
+
+def _write_costs(known: dict) -> None:
     try:
         os.makedirs(cache_dir(), exist_ok=True)
         path = os.path.join(cache_dir(), COSTS_FILE)

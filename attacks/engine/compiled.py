@@ -366,7 +366,7 @@ class CompiledStep:
         def closure() -> torch.Tensor:
             nonlocal recorded
             terms, grads, loss = self.compilation.call(self.program, self.values, self.others, state.target,
-                                                       state.alive, state.best_loss, self._best())
+                                                       state.alive, state.best_loss, self._best(), timed=False)
             if not recorded:
                 state.record(terms)
                 recorded = True

@@ -1,18 +1,25 @@
-"""How a wire party's idle torch threads wait: asleep, not spinning.
+"""How a wire party's idle torch threads wait: they spin briefly, then sleep.
 
 The parties of a session take turns: while one computes, the other waits on its socket. GNU OpenMP (torch's
-intra-op pool on Linux) keeps a finished parallel region's threads spinning for a while by default; in a
-waiting party they spin on the cores the computing party needs, and its own parallel regions then wait for a
-descheduled thread. `OMP_WAIT_POLICY=PASSIVE` puts them to sleep at once (measured on 2 cores, 2 threads a
-side: a CNN epoch over TCP 2.07 s -> 1.06 s, docs/benchmarks.md). The arithmetic is the same, so the numbers
-are too. OpenMP reads the variable when torch loads, so it is set before any import of torch, and only for
-the programs of a session (in one process, torch's default serves better). A value the user set is kept.
+intra-op pool on Linux) keeps a finished parallel region's threads spinning by default for 300,000 turns of
+its wait loop (about 6 ms of a core on the 2-core machine of docs/benchmarks.md: 20 ns a turn, measured as the
+CPU time a worker burns after each region); in a waiting party they spin on the cores the computing party
+needs. Sleeping at once (`OMP_WAIT_POLICY=PASSIVE`) frees the cores but makes every parallel region of the
+computing party wake its workers through the kernel (a futex wake, and on a virtual machine the wake-up of an
+idle virtual CPU), a fixed cost per region that a training round pays a few hundred times. So the workers
+spin for `IDLE_SPINS` turns (about 0.2-0.3 ms): longer than the gap between two operations of one round (the
+Python between them), far shorter than a peer's turn, so within a burst of work they stay awake and while
+the peer computes they sleep. The arithmetic is the same, so the numbers are too. OpenMP reads the variables
+when torch loads, so they are set before any import of torch, and only for the programs of a session (in one
+process, torch's default serves better). A value the user set for either variable is kept.
 """
 from __future__ import annotations
 
 import os
 
 POLICY = "OMP_WAIT_POLICY"
+SPINS = "GOMP_SPINCOUNT"
+IDLE_SPINS = "10000"
 
 
 def is_wire_party(argv: list[str]) -> bool:
@@ -24,5 +31,7 @@ def is_wire_party(argv: list[str]) -> bool:
 
 
 def sleep_when_idle() -> None:
-    """Idle OpenMP threads sleep (unless the user chose otherwise); call before torch is imported."""
-    os.environ.setdefault(POLICY, "PASSIVE")
+    """Idle OpenMP threads spin `IDLE_SPINS` turns, then sleep (unless the user chose how they wait); call
+    before torch is imported."""
+    if POLICY not in os.environ and SPINS not in os.environ:
+        os.environ[SPINS] = IDLE_SPINS

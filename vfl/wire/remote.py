@@ -23,7 +23,7 @@ from vfl.parties import CutLayout
 from vfl.protocol import (Activations, CutGradient, InferenceQuery, MaliciousServer, Prediction, Role, Transcript,
                           exchange)
 from vfl.wire.channel import ABORT_WITHIN, Channel, PeerSilent, Traffic
-from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, fmt
+from vfl.wire.frames import Allow, Expect, Frame, Kind, abort, all_finite, fmt
 
 QUERY_ROWS = 1000
 """The most rows of one inference query (`vfl.protocol.evaluate`'s chunk)."""
@@ -158,7 +158,7 @@ def check_finite(role: Role | None, gradient: torch.Tensor, received: list[torch
     so it waits for nothing more."""
     loss = getattr(role, "last_loss", None) if role is not None else None
     bad_loss = loss is not None and not bool(torch.isfinite(loss))
-    if not bad_loss and bool(torch.isfinite(gradient).all()):
+    if not bad_loss and all_finite(gradient):
         return
     what = f"the server's loss became {float(loss)}" if bad_loss else "the server's cut gradient became non-finite"
     if loss is None or not received:
