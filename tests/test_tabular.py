@@ -12,7 +12,8 @@ from splitlab.cli import app
 from vfl import data, tabular
 from vfl.errors import SplitlabError
 from vfl.models import ARCHITECTURES, build_split, count_parameters
-from vfl.parties import check_partition, party_columns, strip_bounds, take_strip
+from vfl.parties import (PARTITION_RULES, check_partition, correlation_ranking, label_correlation,
+                         party_columns, strip_bounds, take_strip)
 from vfl.training import TrainConfig, build_parties, load_data, train_split
 
 runner = CliRunner()
@@ -95,16 +96,16 @@ def test_a_broken_shipped_file_fails_the_command_with_exit_2(tmp_path, monkeypat
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("partition", ["contiguous", "random"])
+@pytest.mark.parametrize("partition", ["contiguous", "random", "correlation"])
 @pytest.mark.parametrize("parties", [1, 2, 3, 7, 30])
 def test_every_column_goes_to_exactly_one_party(partition, parties):
-    columns = party_columns(30, parties, partition, seed=11)
+    columns = party_columns(30, parties, partition, seed=11, dataset="wdbc")
     assert sorted(c for part in columns for c in part) == list(range(30))
     assert [len(c) for c in columns] == [b - a for a, b in strip_bounds(30, parties)]
     assert all(part == sorted(part) for part in columns)
     x = torch.arange(30.0).repeat(4, 1)
     for k, part in enumerate(columns):
-        assert take_strip(x, parties, k, partition, 11)[0].tolist() == [float(c) for c in part]
+        assert take_strip(x, parties, k, partition, 11, "wdbc")[0].tolist() == [float(c) for c in part]
 
 
 def test_the_random_partition_is_reproducible_from_its_seed_and_contiguous_is_the_image_strips():
@@ -154,7 +155,7 @@ def test_train_records_provenance_and_partition(tmp_path):
     assert result.exit_code == 0, result.output
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert "Breast Cancer Wisconsin" in config["dataset_provenance"] and "seed 1" in config["dataset_provenance"]
-    assert config["feature_partition"] == {"partition": "random", "parties": 2,
+    assert config["feature_partition"] == {"partition": "random", "parties": 2, "rule": PARTITION_RULES["random"],
                                            "columns": party_columns(30, 2, "random", 1)}
     assert config["train"]["partition"] == "random"
 
@@ -313,3 +314,26 @@ def test_caravan_needs_its_extra_and_says_so_in_one_line(monkeypatch):
                                             r"`pip install 'splitlab\[tabular\]'`"):
         missing.path()
     assert "splitlab[tabular]" in tabular.CARAVAN.install_hint() and tabular.ADULT.extra is None
+
+
+def test_the_correlation_partition_ranks_columns_on_the_training_split_and_deals_them_round_robin(tmp_path):
+    x = torch.tensor([[0.0, 1, 5, 2], [1, 1, 4, 0], [2, 1, 2, 2], [3, 1, 1, 0]])
+    y = torch.tensor([0, 0, 1, 1])
+    scores = label_correlation(x, y)
+    assert scores[1] == 0 and scores[0] == pytest.approx(float(np.abs(np.corrcoef(x[:, 0], y)[0, 1])))
+    assert scores[2] > scores[0] > scores[3]                        # |corr| of column 2 is 0.95, of column 0 0.89, of 3 0
+    train = data.load("wdbc", "train", seed=4)
+    order = correlation_ranking("wdbc", 4)
+    strength = label_correlation(train.images, train.labels)
+    assert sorted(order) == list(range(30)) and all(strength[a] >= strength[b] for a, b in zip(order, order[1:]))
+    assert party_columns(30, 3, "correlation", 4, "wdbc") == [sorted(order[k::3]) for k in range(3)]
+    assert correlation_ranking("wdbc", 4) != correlation_ranking("wdbc", 5)    # each split its own ranking
+    result = runner.invoke(app, ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--cut-layer", "2", "--epochs",
+                                 "1", "--parties", "3", "--partition", "correlation", "--seed", "4", "--device", "cpu",
+                                 "--json", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())["config"]["feature_partition"]
+    assert recorded["columns"] == party_columns(30, 3, "correlation", 4, "wdbc")
+    assert "correlation with the label" in recorded["rule"]
+    with pytest.raises(SplitlabError, match="correlation deals tabular samples' columns"):
+        TrainConfig(dataset="mnist5k", arch="mlp", parties=2, partition="correlation")

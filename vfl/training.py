@@ -14,9 +14,9 @@ from vfl import data as datasets
 from vfl.defences import check_send_back, parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
 from vfl.models import arch_spec, check_cut_layer, check_input_shape
-from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITIONS, CutLayout, Parties, SumScores, activation_shapes,
-                         bottom_model, check_partition, check_parties, party_columns, score_model, strip_shape,
-                         take_strip, top_model)
+from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITION_RULES, PARTITIONS, CutLayout, Parties, SumScores,
+                         activation_shapes, bottom_model, check_partition, check_parties, party_columns, score_model,
+                         strip_shape, take_strip, top_model)
 from vfl.validate import check_int
 from vfl.progress import progress_bar
 from vfl.protocol import (OPTIMIZERS, Client, CuriousServer, Prediction, Role, Server, ask, evaluate,
@@ -56,8 +56,9 @@ class TrainConfig(Runtime):
     parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
                           "learning on whole images).", integer(low=1, high=64))
     partition: str = option("contiguous", "How --parties K split the columns: contiguous (party k holds the k-th "
-                            "block: an image's vertical strip) or random (tabular data only: as many columns each, "
-                            "drawn from --seed).", choice(PARTITIONS))
+                            "block: an image's vertical strip), random (tabular data only: as many columns each, "
+                            "drawn from --seed) or correlation (tabular data only: columns ranked by |correlation "
+                            "with the label| on the training split, dealt round-robin).", choice(PARTITIONS))
     aggregate: str = option("concat", "How the label party joins the parties' outputs: concat (its top model, the "
                             "layers after --cut-layer, takes their activations side by side) or sum (aggVFL: each "
                             "party's model is the whole architecture sending class scores, the label party sums them "
@@ -99,8 +100,9 @@ class TrainConfig(Runtime):
 
     def feature_partition(self) -> dict[str, Any]:
         """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
-        return {"partition": self.partition, "parties": self.parties,
-                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed)}
+        return {"partition": self.partition, "parties": self.parties, "rule": PARTITION_RULES[self.partition],
+                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed,
+                                         self.dataset)}
 
 
 @dataclass
@@ -136,7 +138,8 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
     its seeded bottom model and optimiser. The in-process run and `splitlab client` build it here alike."""
     shape = strip_shape(config.image_shape, config.parties, party)
     if train_images is not None and config.parties > 1:
-        train_images = take_strip(train_images, config.parties, party, config.partition, config.seed)
+        train_images = take_strip(train_images, config.parties, party, config.partition, config.seed,
+                                  config.dataset)
     defences = parse_defences(config.defence, shape, train_images)
     if config.aggregate == "sum":
         model = score_model(config.arch, config.seed, config.parties, party, transformed_shape(defences, shape),
@@ -173,7 +176,7 @@ def build_parties(config: TrainConfig, device: torch.device, train_images: torch
     else:
         shapes = config.cut_shapes()
         client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
-                         config.image_shape, CutLayout(shapes), config.partition, config.seed)
+                         config.image_shape, CutLayout(shapes), config.partition, config.seed, config.dataset)
     return client, build_server(config, device, role)
 
 

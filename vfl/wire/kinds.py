@@ -52,7 +52,7 @@ def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
     images = datasets.load(config.dataset, split, config.data_root, seed=config.seed).images   # labels not kept
     if config.parties == 1:
         return images
-    return take_strip(images, config.parties, party, config.partition, config.seed).contiguous()
+    return take_strip(images, config.parties, party, config.partition, config.seed, config.dataset).contiguous()
 
 
 def _whole_images(config: TrainConfig) -> torch.Tensor:
