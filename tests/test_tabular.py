@@ -247,9 +247,7 @@ def test_aggvfl_trains_on_wdbc_and_is_refused_where_it_cannot_run(tmp_path):
     config = TrainConfig(dataset="wdbc", arch="tabular-mlp", aggregate="sum", parties=3, partition="random",
                          epochs=5, batch_size=32, device="cpu")
     assert train_split(config, *load_data(config), progress=False).accuracy > 0.9
-    for args, message in ((["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--aggregate", "sum", "--transport",
-                            "tcp"], "runs in process only"),
-                          (["attack", "unsplit", "--aggregate", "sum"], "has no cut"),
+    for args, message in ((["attack", "unsplit", "--aggregate", "sum"], "has no cut"),
                           (["train", "--aggregate", "sum", "--parties", "2"], "cannot take a party's inputs of 1x28x14")):
         result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
         assert result.exit_code == 2 and message in result.output and not (tmp_path / "run").exists()
@@ -337,3 +335,21 @@ def test_the_correlation_partition_ranks_columns_on_the_training_split_and_deals
     assert "correlation with the label" in recorded["rule"]
     with pytest.raises(SplitlabError, match="correlation deals tabular samples' columns"):
         TrainConfig(dataset="mnist5k", arch="mlp", parties=2, partition="correlation")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partition", ["correlation"])
+def test_aggvfl_over_tcp_is_bit_equal_to_in_process(tmp_path, partition):
+    """--aggregate sum through `splitlab serve` and three `splitlab client` processes: each client sends its class
+    scores, the server sums them; the same losses and accuracies bit for bit, and the same parties' weights."""
+    args = ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--aggregate", "sum", "--epochs", "2", "--parties",
+            "3", "--partition", partition, "--seed", "6", "--device", "cpu", "--json"]
+    histories, weights = [], []
+    for transport in ("local", "tcp"):
+        result = runner.invoke(app, [*args, "--transport", transport, "--out", str(tmp_path / transport)])
+        assert result.exit_code == 0, result.output
+        histories.append(json.loads((tmp_path / transport / "metrics.json").read_text())["history"])
+        weights.append(torch.load(tmp_path / transport / "checkpoint.pt", weights_only=False))
+    assert histories[0] == histories[1] and histories[0][-1]["test_accuracy"] > 0.85
+    local, tcp = (w["client"] if "client" in w else w for w in weights)
+    assert local.keys() == tcp.keys() and all(torch.equal(local[k], tcp[k]) for k in local)

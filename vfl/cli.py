@@ -39,9 +39,6 @@ def _train(given: dict[str, Any]) -> None:
     opts = run_options({k: given[k] for k in RUN if k in given})
     config = TrainConfig(**values(TrainConfig, given))
     where = Transport(**values(Transport, given))
-    if where.transport == "tcp" and config.aggregate == "sum":
-        raise SplitlabError("--aggregate sum runs in process only (`splitlab serve` and `client` join activations for "
-                            "a top model); use --transport local")
     if where.transport == "tcp":
         from vfl.wire.launch import check_local_parties
 
