@@ -353,3 +353,33 @@ def test_aggvfl_over_tcp_is_bit_equal_to_in_process(tmp_path, partition):
     assert histories[0] == histories[1] and histories[0][-1]["test_accuracy"] > 0.85
     local, tcp = (w["client"] if "client" in w else w for w in weights)
     assert local.keys() == tcp.keys() and all(torch.equal(local[k], tcp[k]) for k in local)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "mnist5k"], "--job tabular attacks a binary tabular set's labels; mnist5k is not one"),
+    (["--dataset", "wine"], "wine is not one (use wdbc, adult"),
+    (["--seeds", "0,x"], "--seeds '0,x': give whole numbers"),
+    (["--seeds", "1,1"], "give distinct non-negative seeds"),
+])
+def test_compare_job_tabular_refuses_bad_input_in_one_line_before_writing(tmp_path, args, message):
+    result = runner.invoke(app, ["compare", "--job", "tabular", *args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_compare_job_tabular_writes_the_table_and_figure_with_the_majority_baseline(tmp_path):
+    torch.set_num_threads(1)
+    result = runner.invoke(app, ["compare", "--job", "tabular", "--seeds", "0,1", "--epochs", "2", "--device", "cpu",
+                                 "--json", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "run" / "metrics.json").read_text())["rows"]
+    assert [(r["attack"], r["top"]) for r in rows] == [
+        ("label-norm", "model"), ("label-norm", "none"), ("label-direction", "model"), ("label-direction", "none"),
+        ("label-direct", "none"), ("label-completion", "model"), ("label-completion", "none")]
+    assert all(r["seeds"] == 2 and 0.55 < r["majority_label_accuracy"] < 0.7 for r in rows)      # benign: 63%
+    direct = rows[4]
+    assert direct["label_accuracy"] == 1.0 and "100%" in direct["paper"]
+    for name in ("report.md", "report.csv", "attacks.png"):
+        assert (tmp_path / "run" / name).stat().st_size > 0
+    assert "| label-direct | aggVFL |" in (tmp_path / "run" / "report.md").read_text()

@@ -23,7 +23,7 @@ REDUCED = ("one feature party and the label party on the lab's embedded tabular 
 
 def _split_resists(attack: str) -> Claim:
     return Claim(
-        f"vflair.split-resists-{attack}", PAPER, "benchmark results (splitVFL vs aggVFL)",
+        f"vflair.benchmark.split-resists-{attack}", PAPER, "benchmark results (splitVFL vs aggVFL)",
         f"splitVFL resists label inference better than aggVFL: {attack} scoring leaks less through a top model.",
         "the benchmark's finding that splitVFL generally makes the system more robust to attacks than aggVFL (its "
         "numbers for this attack and data not sourced here)",
