@@ -10,6 +10,7 @@ import typer
 
 from attacks import registry
 from attacks.compare import FSHA_SETUP, compare
+from attacks.compare_tabular import check_tabular_dataset, compare_tabular
 from attacks.metrics import load_fid, load_lpips
 from attacks.split.fsha import FSHA
 from attacks.split.unsplit import UnSplit, UnsplitSettings
@@ -46,6 +47,9 @@ def _own(name: str, default: Any, flag: str, help: str, annotation: Any = str) -
 
 
 OWN = [
+    _own("job", "images", "--job", "images (UnSplit, and FSHA, on image clients: JAST's Table 1) or tabular (the label "
+         "attacks on a binary tabular set, default wdbc, splitVFL beside aggVFL, over --seeds)."),
+    _own("seeds", "0,1,2", "--seeds", "With --job tabular: comma-separated seeds, each its own train/test split."),
     _own("archs", "cnn,mlp,small-mlp", "--archs", "Comma-separated architectures to compare."),
     _own("attacks", "unsplit", "--attacks", "unsplit, or unsplit,fsha to add FSHA columns (FSHA's ResNet client for "
          "the cnn row, its dense client for the mlp row)."),
@@ -64,6 +68,10 @@ def _compare(given: dict[str, Any]) -> None:
     """Train and attack CNN, MLP and SmallMLP clients (--archs) with UnSplit (and FSHA with --attacks
     unsplit,fsha); write report.md (Table 1 with the paper's numbers), report.csv and figures."""
     output = Output(**values(Output, given))
+    if given["job"] not in ("images", "tabular"):
+        raise SplitlabError(f"--job {given['job']!r}: use images or tabular")
+    if given["job"] == "tabular":
+        return _compare_tabular(given, output)
     archs, attacks, defences = given["archs"], given["attacks"], given["defences"]
     preset_name, fsha_preset, fsha_iterations = given["preset"], given["fsha_preset"], given["fsha_iterations"]
     if given.get("dataset") is not None:
@@ -104,6 +112,36 @@ def _compare(given: dict[str, Any]) -> None:
                              "fid"] + (["fsha_mse_x", "fsha_interval_pm1", "paper_fsha_interval_pm1"] if fsha else [])))
         console.print(f"report: {run.file('report.md')}; figures: {run.file('reconstructions.png')}, "
                       f"{run.file('per_class.png')}")
+
+    emit(run.record(metrics, report=str(run.file("report.md"))), output.as_json, summary)
+
+
+def _compare_tabular(given: dict[str, Any], output: Output) -> None:
+    """--job tabular: the label attacks on a binary tabular set (`attacks.compare_tabular`)."""
+    dataset = given.get("dataset") or "wdbc"
+    check_tabular_dataset(dataset)
+    base = TrainConfig(**{**{k: v for k, v in values(TrainConfig, given).items() if k in VICTIM}, "dataset": dataset,
+                          "arch": "tabular-mlp"})
+    try:
+        seeds = [int(s) for s in _names(given["seeds"])]
+    except ValueError:
+        raise SplitlabError(f"--seeds {given['seeds']!r}: give whole numbers joined by commas, e.g. 0,1,2") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise SplitlabError(f"--seeds {given['seeds']!r}: give distinct non-negative seeds, e.g. 0,1,2")
+    provenance = datasets.load(dataset, "train", base.data_root, seed=seeds[0]).provenance
+    inputs_checked()
+    run = Run.create("compare", {"job": "tabular", "dataset": dataset, "seeds": seeds, "epochs": base.epochs,
+                                 "device": str(resolve_device(base.device)), "dataset_provenance": provenance},
+                     Path(output.out) if output.out else None, overwrite=output.overwrite)
+    rows = compare_tabular(dataset, seeds, base.epochs, base.device, base.data_root, run)
+    metrics = {"rows": rows}
+    run.write_metrics(metrics)
+
+    def summary(console) -> None:
+        console.print(table(f"label attacks on {dataset}, seeds {','.join(map(str, seeds))} (splitVFL vs aggVFL)",
+                            rows, ["attack", "architecture", "task_accuracy", "leak_auc", "label_accuracy",
+                                   "majority_label_accuracy"]))
+        console.print(f"report: {run.file('report.md')}; figure: {run.file('attacks.png')}")
 
     emit(run.record(metrics, report=str(run.file("report.md"))), output.as_json, summary)
 

@@ -145,3 +145,116 @@ def test_idx_images_of_another_size_are_refused(tmp_path):
     _rewrite_idx(raw / "t10k-images-idx3-ubyte", (32, 32, 32), bytes(32 * 32 * 32))
     with pytest.raises(SplitlabError, match=r"t10k-images-idx3-ubyte holds images of shape \(32, 32\), not 28x28"):
         data.load("mnist", "train", tmp_path)
+
+
+# --- downloaded tabular sets: the real file formats, from files the tests write ------------------------------
+
+
+def _criteo_rows(n: int) -> list[str]:
+    """Rows in dac_sample.txt's format: label, 13 counts, 26 hex categories, some fields empty."""
+    rows = []
+    for i in range(n):
+        counts = ["" if (i + j) % 7 == 0 else str((i * j) % 50 - (j == 1)) for j in range(13)]
+        categories = ["" if (i + j) % 9 == 0 else f"{(i % 4) * 1000 + j:08x}" for j in range(26)]
+        rows.append("\t".join([str(int(i % 3 == 0)), *counts, *categories]))
+    return rows
+
+
+def test_criteo_is_read_from_a_tar_gz_given_with_from_and_encoded_on_the_training_split(tmp_path):
+    import io
+    import tarfile
+
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from splitlab.cli import app
+    from vfl import tabular, tabular_formats
+
+    payload = ("\n".join(_criteo_rows(60)) + "\n").encode()
+    archive = tmp_path / "dac_sample.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("dac/dac_sample.txt")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    root = tmp_path / "data"
+    result = CliRunner().invoke(app, ["datasets", "--download", "criteo", "--from", str(archive), "--data-root",
+                                      str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    assert (root / "criteo" / "dac_sample.txt").read_bytes() == payload
+    assert not [p for p in (root / "criteo").iterdir() if p.name.endswith(".part")]
+    train, test = data.load("criteo", "train", root, seed=1), data.load("criteo", "test", root, seed=1)
+    assert train.images.shape == (48, 39) and test.images.shape == (12, 39)
+    assert "60 rows" in train.provenance and "Criteo" in train.provenance
+    raw, labels = tabular_formats.read_criteo(tabular_formats.CRITEO, payload.decode(), "f", "fix")
+    assert raw[0, 0] == 0 and raw[0, 13] == -1                        # missing: a count 0, a category -1
+    assert raw[1, 2] == pytest.approx(np.log1p(2)) and raw[0, 1] == pytest.approx(-np.log1p(1))   # signed log
+    assert labels.sum() == 20
+    mask = tabular.stratified_split(labels, 0.2, 1)
+    column = raw[~mask][:, 13]
+    seen = column[column >= 0]
+    expected = np.log1p((seen == seen[0]).sum())                       # the count of that code in training only
+    encoded, _ = tabular.count_encode(raw[~mask], raw[mask], 26)
+    assert encoded[np.flatnonzero(column == seen[0])[0], 13] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("row,message", [
+    ("1\t2\t3", "row 2 has 3 tab-separated fields, not 40"),
+    ("x" + "\t" * 39, "row 2's label 'x' is not 0 or 1"),
+    ("1\tabc" + "\t" * 38, "row 2 has a count that is not an integer"),
+])
+def test_a_broken_criteo_file_is_refused_in_one_line_and_never_takes_the_real_name(tmp_path, row, message):
+    from typer.testing import CliRunner
+
+    from splitlab.cli import app
+
+    bad = tmp_path / "bad.txt"
+    rows = _criteo_rows(30)
+    bad.write_text("\n".join([rows[0], row, *rows[1:]]))
+    root = tmp_path / "data"
+    result = CliRunner().invoke(app, ["datasets", "--download", "criteo", "--from", str(bad), "--data-root", str(root)])
+    assert result.exit_code == 2 and message in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (root / "criteo" / "dac_sample.txt").exists()
+    for args, text in ((["--download", "criteo", "--from", str(tmp_path / "nowhere.txt")], "no such file"),
+                       (["--download", "wdbc", "--from", str(bad)], "ships inside an installed package"),
+                       (["--from", str(bad)], "give --download too")):
+        result = CliRunner().invoke(app, ["datasets", *args, "--data-root", str(root)])
+        assert result.exit_code == 2 and text in result.output
+    assert not data.availability("criteo", root)[0] and "--download criteo" in data.availability("criteo", root)[1]
+
+
+def _german_row(i: int) -> str:
+    from vfl.tabular_formats import GERMAN_CATEGORIES, GERMAN_NUMERICAL, _german_codes
+
+    fields = [""] * 21
+    for attribute in GERMAN_CATEGORIES:
+        codes = _german_codes(attribute)
+        fields[attribute - 1] = codes[i % len(codes)]
+    for attribute in GERMAN_NUMERICAL:
+        fields[attribute - 1] = str(10 + i * attribute % 17)
+    fields[20] = "2" if i % 3 == 0 else "1"
+    return " ".join(fields)
+
+
+def test_german_credit_is_parsed_one_hot_over_its_documented_codes_and_broken_rows_refused(tmp_path):
+    import dataclasses
+
+    from vfl import tabular
+    from vfl.tabular_formats import GERMAN_CREDIT
+
+    source = dataclasses.replace(GERMAN_CREDIT, rows=30)
+    path = tmp_path / "german.data"
+    path.write_text("\n".join(_german_row(i) for i in range(30)) + "\n")
+    features, labels = tabular.read_table(source, path)
+    assert features.shape == (30, 63) and labels.tolist()[:4] == [1, 0, 0, 1]          # 2 (bad) is class 1
+    assert features[0, :7].tolist() == [10 + 0] * 7 and (features[:, 7:].sum(1) == 13).all()
+    assert features[0, 7] == 1 and features[1, 8] == 1                  # A11 for row 0, A12 for row 1
+    for broken, message in ((_german_row(1).replace("A11", "A19", 1).replace("A12", "A19", 1), "attribute 1 is 'A19'"),
+                            (_german_row(1) + " extra", "has 22 fields, not 21"),
+                            (_german_row(1)[:-1] + "3", "class '3' is not 1 or 2")):
+        path.write_text("\n".join([_german_row(0), broken] + [_german_row(i) for i in range(2, 30)]))
+        with pytest.raises(SplitlabError, match=message) as info:
+            tabular.read_table(source, path)
+        assert "\n" not in str(info.value) and "--download german-credit" in str(info.value)
+    path.write_text("\n".join(_german_row(i) for i in range(30)))
+    with pytest.raises(SplitlabError, match="30 rows, not 1000"):
+        tabular.read_table(GERMAN_CREDIT, path)

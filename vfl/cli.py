@@ -108,17 +108,24 @@ def models(opts: RunOptions = RunOptions()) -> None:
 
 @with_run_options("data_root", "as_json")
 def datasets_command(
-    download: Optional[str] = typer.Option(None, "--download", help="Fetch this torchvision dataset's missing files "
+    download: Optional[str] = typer.Option(None, "--download", help="Fetch this dataset's missing files (torchvision's, "
+                                           "or a tabular set's: criteo, german-credit) "
                                            "into the data root (the only command that fetches data; $HTTPS_PROXY "
                                            "and $HTTP_PROXY are honoured)."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", metavar="SECONDS", help=TIMEOUT_HELP),
+    source: Optional[str] = typer.Option(None, "--from", metavar="PATH|URL", help="With --download of a tabular set "
+                                         "(criteo, german-credit): read its file from this path or URL (as "
+                                         "published: a .tar.gz holding it, a .gz, or the file) instead of its "
+                                         "address."),
     opts: RunOptions = RunOptions(),
 ) -> None:
     """List each dataset, its source and whether it is available here."""
     data_root, as_json = opts.data_root, opts.as_json
     check_timeout(timeout)
+    if source is not None and not download:
+        raise SplitlabError("--from names the file of --download NAME; give --download too")
     if download:
-        datasets.download(download, data_root, timeout=timeout, progress=not as_json)
+        datasets.download(download, data_root, timeout=timeout, progress=not as_json, source=source)
     rows = []
     for name, spec in datasets.DATASETS.items():
         ok, reason = datasets.availability(name, data_root)

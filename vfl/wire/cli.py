@@ -31,15 +31,15 @@ from vfl.wire.keys import party_key_text, read_secret, write_keys
 from vfl.wire.server import listen, serve as serve_program
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "partition", "party", "resume", "task", "positive",
-              "keep_received")
+SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "partition", "aggregate", "party", "resume", "task",
+              "positive", "keep_received")
 """Options FSHA's victim (`--kind fsha`) does not take: it has no cut layer or defence, one optimiser of its own
 and one party, and keeps no checkpoints."""
 
 UNCHANGEABLE = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed",
-                "defence", "send_back", "parties", "partition", "party", "role", "choose_gradient")
+                "defence", "send_back", "parties", "partition", "aggregate", "party", "role", "choose_gradient")
 """Options a resumed run must keep (the device, data root, address, timeout and secret may change)."""
-ADDED_LATER = {"partition": "contiguous"}
+ADDED_LATER = {"partition": "contiguous", "aggregate": "concat"}
 """Options runs started before they existed do not record, and the value those runs had."""
 
 

@@ -22,7 +22,7 @@ import torch
 
 from vfl import data as datasets
 from vfl.fsha_victim import honest_client
-from vfl.parties import activation_shapes, take_strip
+from vfl.parties import take_strip
 from vfl.protocol import Client
 from vfl.training import TrainConfig, build_client
 from vfl.wire.frames import Allow, Frame, Kind
@@ -52,7 +52,7 @@ def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
     images = datasets.load(config.dataset, split, config.data_root, seed=config.seed).images   # labels not kept
     if config.parties == 1:
         return images
-    return take_strip(images, config.parties, party, config.partition, config.seed).contiguous()
+    return take_strip(images, config.parties, party, config.partition, config.seed, config.dataset).contiguous()
 
 
 def _whole_images(config: TrainConfig) -> torch.Tensor:
@@ -63,10 +63,11 @@ def _whole_images(config: TrainConfig) -> torch.Tensor:
 def introduction(config: TrainConfig, party: int, train_size: int, test_size: int,
                  saved_epochs: list[int] | None = None) -> dict[str, Any]:
     """What a split-learning client tells the server in the handshake (`saved_epochs`: None unless it resumes)."""
-    shape = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)[party]
+    shape = config.cut_shapes()[party]
     return {"kind": "split", "dataset": config.dataset, "arch": config.arch, "cut_layer": config.cut_layer,
             "party": party, "activation_shape": list(shape), "train_size": train_size, "test_size": test_size,
             "resume": saved_epochs is not None, "epochs": saved_epochs or [], "partition": config.partition,
+            "aggregate": config.aggregate,
             "data_seed": config.seed if datasets.dataset_spec(config.dataset).tabular else None}
 
 

@@ -79,7 +79,7 @@ def client_command(config: TrainConfig, party: int, address: str, secret: Path, 
                "--arch", config.arch, "--cut-layer", str(config.cut_layer), "--lr", repr(config.lr),
                "--optimizer", config.optimizer, "--seed", str(config.seed), "--device", config.device,
                "--defence", config.defence, "--task", config.task, "--positive", str(config.positive),
-               "--partition", config.partition,
+               "--partition", config.partition, "--aggregate", config.aggregate,
                "--timeout", repr(timeout), "--out", str(out), "--json", *tls]
     return command + (["--data-root", config.data_root] if config.data_root else []) + \
         (["--keep-received"] if keep_received else [])

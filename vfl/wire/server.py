@@ -23,7 +23,7 @@ import torch
 from vfl import data as datasets
 from vfl.defences import report
 from vfl.errors import SplitlabError
-from vfl.parties import CutLayout, activation_shapes
+from vfl.parties import CutLayout
 from vfl.protocol import Role
 from vfl.runs import Run, atomic_torch_save
 from vfl.runtime import generator as seeded_generator
@@ -61,6 +61,9 @@ class _ClientTerms:
             if body.get(key) != getattr(c, key):
                 raise SplitlabError(f"party {party} runs {option} {body.get(key)}, the server {option} "
                                     f"{getattr(c, key)}; give both sides the same {option}")
+        if body.get("aggregate", "concat") != c.aggregate:
+            raise SplitlabError(f"party {party} runs --aggregate {body.get('aggregate')}, the server --aggregate "
+                                f"{c.aggregate}; give every side the same --aggregate")
         if body.get("partition", "contiguous") != c.partition:
             raise SplitlabError(f"party {party} splits the columns by --partition {body.get('partition')}, the server "
                                 f"by --partition {c.partition}; give every side the same --partition")
@@ -117,6 +120,7 @@ def _state(role: Role, generator: torch.Generator, state: FitState, traffic: lis
                              "history": state.history, "epoch_seconds": state.epoch_seconds, "traffic": traffic}
     if getattr(role, "model", None) is not None:
         saved["model"] = role.model.state_dict()
+    if getattr(role, "optimizer", None) is not None:      # aggVFL's label party sums and trains nothing
         saved["optimizer"] = role.optimizer.state_dict()
     saved["defences"] = [d.state_dict() for d in getattr(role, "defences", ())]   # their noise streams go on
     return saved
@@ -125,6 +129,7 @@ def _state(role: Role, generator: torch.Generator, state: FitState, traffic: lis
 def _restore(saved: dict[str, Any], role: Role, generator: torch.Generator) -> tuple[FitState, list[dict]]:
     if getattr(role, "model", None) is not None:
         role.model.load_state_dict(saved["model"])
+    if getattr(role, "optimizer", None) is not None:
         role.optimizer.load_state_dict(saved["optimizer"])
     for defence, state in zip(getattr(role, "defences", ()), saved.get("defences", ())):
         defence.load_state_dict(state)
@@ -143,7 +148,7 @@ def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listen
     config = settings.train
     device = resolve_device(config.device)
     train, test = _labels(config, "train"), _labels(config, "test")
-    shapes = activation_shapes(config.arch, config.cut_layer, config.image_shape, config.parties)
+    shapes = config.cut_shapes()          # activations, or aggVFL's class scores
     layout = CutLayout(shapes)
     role_name = settings.role if role is None else type(role).__name__
     if role is None:

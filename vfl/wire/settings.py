@@ -18,11 +18,11 @@ from vfl.validate import check_int
 __all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN", "CLIENT_KINDS", "FSHA_CLIENT"]
 
 SERVER_TRAIN = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer",
-                "send_back", "parties", "partition")
+                "send_back", "parties", "partition", "aggregate")
 """The training options the server takes (the epochs and batch size are the server's to set for every party; its
 send-back defences are its own)."""
 CLIENT_TRAIN = ("dataset", "task", "positive", "arch", "cut_layer", "lr", "optimizer", "defence", "parties",
-                "partition")
+                "partition", "aggregate")
 """The training options a client takes (its defence is its own; the task tells it how many classes to expect)."""
 CLIENT_KINDS = ("split", "fsha")
 FSHA_CLIENT = ("level", "lr_client", "batch_size", "width")

@@ -1,0 +1,40 @@
+"""Claims of Zou et al., *VFLAIR: A Research Library and Benchmark for Vertical Federated Learning* (arXiv 2310.09827).
+
+VFLAIR benchmarks attacks and defences on two VFL architectures: splitVFL, where the label party holds a trainable
+top model on the parties' cut outputs, and aggVFL, where it only aggregates the parties' class scores. The lab's
+label victim runs both on the same network and seed: `--top model` (the label party holds the tabular MLP's two
+dense layers after cut 6) and `--top none` (the feature party holds the whole MLP and sends class scores), so the
+two differ only in where the cut lies and what gradient the feature party receives.
+"""
+from splitlab.claims.model import Claim, Measure, Select
+from splitlab.claims.rules import Beats
+from splitlab.claims.stats import SHARE
+
+PAPER = "vflair"
+ATTACKS = ("label-norm", "label-direction")
+DEVIATIONS = ()
+CITATION = ("Zou, Gu, He, Takahashi, Liu, Zhang. VFLAIR: A Research Library and Benchmark for Vertical Federated "
+            "Learning. arXiv 2310.09827 (2023).")
+
+REDUCED = ("one feature party and the label party on the lab's embedded tabular sets (here adult, 24% positive), "
+           "the tabular MLP, one epoch of batch 256, seeds 0-2 each with its own split; the paper: its own datasets, "
+           "models and attack suite (its numbers for this comparison are not sourced here)")
+
+
+def _split_resists(attack: str) -> Claim:
+    return Claim(
+        f"vflair.benchmark.split-resists-{attack}", PAPER, "benchmark results (splitVFL vs aggVFL)",
+        f"splitVFL resists label inference better than aggVFL: {attack} scoring leaks less through a top model.",
+        "the benchmark's finding that splitVFL generally makes the system more robust to attacks than aggVFL (its "
+        "numbers for this attack and data not sourced here)",
+        Measure(f"tabular-{attack}", Beats(a=Select({"dataset": "adult", "top": "model"}, "splitVFL (top model)"),
+                                           b=Select({"dataset": "adult", "top": "none"}, "aggVFL (top none)"),
+                                           metric="leak_auc", higher_is_better=False, scale=SHARE),
+                "paired leak AUC difference over seeds 0-2 on adult, splitVFL minus aggVFL"),
+        reduced=REDUCED)
+
+
+CLAIMS: list[Claim] = [_split_resists("norm"), _split_resists("direction")]
+
+PAPER_PRESETS: dict = {}
+"""No `*.paper` preset."""
