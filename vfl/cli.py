@@ -17,6 +17,7 @@ from vfl.cli_options import (RUN, RunOptions, command_from, parameters, run_opti
                               values, with_run_options)
 from vfl.cli_output import emit, handles_errors, table
 from vfl.download import DEFAULT_TIMEOUT, TIMEOUT_HELP, check_timeout
+from vfl.errors import SplitlabError
 from vfl.models import describe, describe_hfl
 from vfl.options import Validated, choice, option
 from vfl.preflight import inputs_checked
