@@ -17,10 +17,11 @@ uses the perturbed messages, so the task accuracy measured here is the defences'
 """
 from __future__ import annotations
 
+import collections
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import nn
@@ -39,7 +40,7 @@ from vfl.tasks import check_task, for_task, output_layer, task_classes
 from vfl.training import FitState, fit
 
 __all__ = ["LabelVictim", "TASKS", "TOPS", "require_binary", "require_top", "TaskData", "Trained", "ObservingClient",
-           "task_data", "build_models", "train_victim"]
+           "Poisoner", "task_data", "build_models", "train_victim"]
 
 TASKS = ("binary", "multiclass")            # the label attacks' default first (`vfl.tasks`)
 TOPS = ("model", "linear", "none")
@@ -143,12 +144,24 @@ def build_models(victim: LabelVictim) -> tuple[nn.Module, nn.Module]:
 class ObservingClient:
     """The attacking feature party: it follows the protocol (an honest `Client` inside) and keeps, in its own
     transcript, the gradients it received and, when asked, the activations it sent. Nothing of the label
-    party's enters it."""
+    party's enters it.
 
-    def __init__(self, client: Client, keep_sent: bool = False):
+    Two attacker's hooks, both on its own side of the cut: `keep_models` keeps its bottom model's weights as they
+    were when it computed each round's activations (the last `keep_models` rounds, 0 every round; a black-boxed
+    party computes its batch-level parameter gradient with them), and `poison` (a `Poisoner`) lets it change
+    its own inputs of a round and the gradient it backpropagates (a backdoor). `samples` is the list of each
+    round's sample ids as the epoch loop draws them (the party knows its rows' ids)."""
+
+    def __init__(self, client: Client, keep_sent: bool = False, *, samples: list[torch.Tensor] | None = None,
+                 poison: "Poisoner | None" = None, keep_models: int | None = None):
         self.client = client
         self.keep_sent = keep_sent
         self.seen = Transcript(keep_tensors=True)
+        self.samples = samples if samples is not None else []
+        self.poison = poison
+        self.models: collections.deque | None = None if keep_models is None else \
+            collections.deque(maxlen=keep_models or None)
+        """(step, its bottom model's state when it computed that round's activations), oldest first."""
 
     @property
     def model(self) -> nn.Module:
@@ -159,6 +172,10 @@ class ObservingClient:
         return self.client.defences
 
     def send(self, x: torch.Tensor, step: int) -> Activations:
+        if self.models is not None:
+            self.models.append((step, {k: v.detach().clone() for k, v in self.client.model.state_dict().items()}))
+        if self.poison is not None:
+            x = self.poison.inputs(x, self.samples[-1])
         message = self.client.send(x, step)
         if self.keep_sent:
             self.seen.record(message)
@@ -166,6 +183,8 @@ class ObservingClient:
 
     def receive(self, message: CutGradient) -> None:
         self.seen.record(message)
+        if self.poison is not None:
+            message = CutGradient(message.step, self.poison.gradient(message.tensor, self.samples[-1]))
         self.client.receive(message)
 
     def infer(self, x: torch.Tensor) -> torch.Tensor:
@@ -176,6 +195,17 @@ class ObservingClient:
 
     def receive_prediction(self, message) -> None:
         self.client.receive_prediction(message)
+
+
+class Poisoner(Protocol):
+    """What a poisoning feature party changes on its own side in training, round by round (`ids`: the round's
+    sample ids)."""
+
+    def inputs(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Its features of the round as it computes on them."""
+
+    def gradient(self, g: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The cut gradient it backpropagates, from the one it received."""
 
 
 @dataclass
@@ -223,9 +253,11 @@ class Trained:
 
 def train_victim(victim: LabelVictim, data: TaskData, run: Run | None = None, progress: bool = True, *,
                  keep_sent: bool = False,
-                 local_optimizer: Callable[[list, float], torch.optim.Optimizer] | None = None) -> Trained:
+                 local_optimizer: Callable[[list, float], torch.optim.Optimizer] | None = None,
+                 poison: Poisoner | None = None, keep_models: int | None = None) -> Trained:
     """Train through the protocol in process, the feature party observing (`ObservingClient`). An active
-    attacker trains its own model with `local_optimizer(params, lr)` instead of the protocol's optimiser."""
+    attacker trains its own model with `local_optimizer(params, lr)` instead of the protocol's optimiser; a
+    poisoning one changes its inputs and gradients (`poison`); `keep_models` keeps its weights per round."""
     from attacks.metrics.labels import auc
 
     device = resolve_device(victim.device)
@@ -235,7 +267,9 @@ def train_victim(victim: LabelVictim, data: TaskData, run: Run | None = None, pr
                                                                                           victim.lr)
     found = datasets.dataset_spec(victim.dataset)
     own = parse_defences(victim.defence, found.image_shape, data.train.images)
-    client = ObservingClient(Client(bottom, optimizer, own), keep_sent)
+    samples: list[torch.Tensor] = []
+    client = ObservingClient(Client(bottom, optimizer, own), keep_sent, samples=samples, poison=poison,
+                             keep_models=keep_models)
     top_params = list(top.parameters())
     shape = None
     if any(c.spec.point == "label-layers" for c in check_send_back(victim.send_back, victim.classes)):
@@ -248,7 +282,7 @@ def train_victim(victim: LabelVictim, data: TaskData, run: Run | None = None, pr
                     defences=defences)
     train = datasets.ImageData(data.train.name, "train", data.train.images.to(device), data.train.labels.to(device),
                                data.train.provenance)
-    rounds = _Rounds(train)
+    rounds = _Rounds(train, samples)
     start = time.perf_counter()
     state = fit(client, server, rounds, data.test, victim, device, seeded_generator(victim.seed), state=FitState(),
                 run=run, progress=progress)
