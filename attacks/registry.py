@@ -56,6 +56,8 @@ BUILTIN: dict[str, dict[str, str]] = {
         "bli": "attacks.split.bli:SPEC",
         "bli-replace": "attacks.split.bli:REPLACE_SPEC",
         "gr-backdoor": "attacks.split.gr_backdoor:SPEC",
+        "esa": "attacks.split.feature_inference:SPEC",
+        "grn": "attacks.split.feature_inference:GRN_SPEC",
     },
 }
 """setting -> attack name -> where its spec is."""
