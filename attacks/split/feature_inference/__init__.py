@@ -80,5 +80,5 @@ GRN_SPEC = AttackSpec(
     smoke={"epochs": 2, "iterations": 200},
     deviations=(DATA, NUMBERS, THREAT,
                 Deviation("generator", "the paper's generator", "dense 600-200-100 with ReLU, sigmoid out on pixels, "
-                          "linear on standardised columns", "the lab's reading; the widths are not sourced here")),
+                          "linear on standardised columns, its output layer starting at zero", "the lab's reading; the widths are not sourced here")),
 )

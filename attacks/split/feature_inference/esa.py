@@ -33,11 +33,16 @@ class EqualitySolving:
     settings: EsaSettings = EsaSettings(preset="esa.luo")
     name = "esa"
 
+    def check_victim(self, victim) -> None:
+        """Refuse, before anything is trained, a model that is no logistic regression."""
+        if victim.arch != "tabular-lr" or victim.aggregate != "sum":
+            raise SplitlabError(f"esa solves the equations of a logistic regression; this model is --arch "
+                                f"{victim.arch} --aggregate {victim.aggregate}: use --arch tabular-lr --aggregate sum")
+
     def __call__(self, view: PredictionView, *, seed: int = 0, engine: EngineOptions = QUIET) -> Reconstruction:
         view = require_view(self.name, view)
         if not view.linear:
-            raise SplitlabError("esa solves the equations of a logistic regression: train the victim with --arch "
-                                "tabular-lr --aggregate sum")
+            raise SplitlabError("esa solves the equations of a logistic regression: the view's model is not one")
         start = time.perf_counter()
         model = copy.deepcopy(view.model).double()
         base = view.own.double()

@@ -35,6 +35,9 @@ class FeatureConfig(SplitConfig):
     def check(self) -> None:
         super().check()
         victim = self.victim_config
+        check_victim = getattr(registry.spec(self.attack).make(self.settings), "check_victim", None)
+        if check_victim is not None:
+            check_victim(victim)
         held = self.settings.held
         if held >= victim.parties:
             raise SplitlabError(f"--held {held}: with --parties {victim.parties} the attacker would hold every "

@@ -9,7 +9,8 @@ and the guess, returns the predictions the attacker saw:
 
 The model f is fixed (the adversary holds it, the paper's assumption); only G learns. Its guess for sample n is
 G(x_adv,n, r_n) after training. The generator is dense with ReLU, hidden widths 600, 200, 100; its output goes
-through a sigmoid for pixels on [0, 1] and is left linear for standardised tabular columns.
+through a sigmoid for pixels on [0, 1] and is left linear for standardised tabular columns; its output layer
+starts at zero, so training starts from one guess for every sample (the standardised columns' mean).
 """
 from __future__ import annotations
 
@@ -38,7 +39,10 @@ def generator(inputs: int, outputs: int, pixels: bool) -> nn.Sequential:
     layers: list[nn.Module] = []
     for a, b in zip(widths, widths[1:]):
         layers += [nn.Linear(a, b), nn.ReLU()]
-    layers.append(nn.Linear(widths[-1], outputs))
+    last = nn.Linear(widths[-1], outputs)
+    nn.init.zeros_(last.weight)                 # it starts from one guess for every sample: 0, the standardised mean
+    nn.init.zeros_(last.bias)                   # (a standardised column's; 0.5 through the sigmoid for pixels)
+    layers.append(last)
     if pixels:
         layers.append(nn.Sigmoid())
     return nn.Sequential(*layers)

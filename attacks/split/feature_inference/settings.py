@@ -21,7 +21,8 @@ class FeatureSettings(AttackSettings):
 
 @dataclass(frozen=True, kw_only=True)
 class EsaSettings(FeatureSettings):
-    """ESA solves in closed form: nothing more to set."""
+    """ESA solves in closed form."""
+    iterations: int = option(1, "solves of the equations (closed form: one).", integer(low=1, high=1))
 
 
 @dataclass(frozen=True, kw_only=True)

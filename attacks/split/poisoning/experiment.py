@@ -19,6 +19,8 @@ import torch
 
 from attacks import registry
 from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.engine.options import QUIET, EngineOptions
+from attacks.result import Reconstruction
 from attacks.split.labels.answer import answer
 from attacks.split.labels.experiment import LabelConfig, Prepared, evaluation_facts, prepare
 from attacks.split.labels.observation import Needs
@@ -92,9 +94,10 @@ class Backdoor:
         stream, the trigger from its own training features."""
         known, poisoned = draw_samples(data.train.labels, self.settings, seed)
         return GradientReplacement(poisoned, known, Trigger.for_data(data.train.images, self.settings.trigger_size),
-                                   self.settings.amplify, self.settings.same_round)
+                                   self.settings.amplify, self.settings.same_round, self.settings.iterations)
 
-    def __call__(self, observation: BackdoorObservation, *, seed: int = 0, engine=None):
+    def __call__(self, observation: BackdoorObservation, *, seed: int = 0,
+                 engine: EngineOptions = QUIET) -> Reconstruction:
         if not isinstance(observation, BackdoorObservation):
             raise SplitlabError(f"{self.name} takes a BackdoorObservation (the model's answers to its queries), got "
                                 f"{type(observation).__name__}")

@@ -12,6 +12,8 @@ __all__ = ["BackdoorSettings"]
 @dataclass(frozen=True, kw_only=True)
 class BackdoorSettings(AttackSettings):
     """Which label it plants, what it knows, how many samples it poisons and how."""
+    iterations: int = option(0, "training rounds in which it poisons, the first ones of training (0: every round).",
+                             integer(low=0, high=10_000_000))
     target: int = option(0, "the target class the trigger should call up (a class of the task).",
                          integer(low=0, high=999))
     known: int = option(10, "training samples of the target class whose labels the poisoning party knows (its "
