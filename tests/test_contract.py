@@ -40,7 +40,7 @@ def initial_guess(metrics: dict) -> tuple[str, str, object]:
     if metrics.get("feature_mse") is not None:             # a feature-inference attack: the training mean's error
         assert metrics["image_mse"] is None
         return "feature_mse", "mean", lambda value, initial: value < initial
-    if set(metrics["baselines"]) == {"majority"}:
+    if set(metrics["baselines"]) - {"unpoisoned"} == {"majority"}:     # a backdoor's beside: its unpoisoned model
         assert metrics["image_mse"] is None and 0 <= metrics["accuracy"] <= 1
         score = "leak_auc" if metrics["leak_auc"] is not None else "label_accuracy"
         return score, "majority", lambda value, initial: value > initial

@@ -155,9 +155,12 @@ def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: boo
 
 
 def backdoor_success(reconstruction, metrics: dict[str, Any], truth: Truth) -> dict[str, Any]:
-    """The spec's evaluation: the share of triggered queries the poisoned model labels the target class."""
+    """The spec's evaluation: the share of triggered queries the poisoned model labels the target class, beside
+    the unpoisoned model's share and clean accuracy (its trivial baseline: what the trigger does unplanted)."""
     said = reconstruction.labels[0][truth.context["triggered"]]
-    return {"backdoor_success": float((said == truth.context["target"]).double().mean())}
+    unpoisoned = {"backdoor_success": metrics["clean_model_success"], "accuracy": metrics["clean_model_accuracy"]}
+    return {"backdoor_success": float((said == truth.context["target"]).double().mean()),
+            "baselines": {**metrics["baselines"], "unpoisoned": unpoisoned}}
 
 
 def summary(prepared: Prepared, outcome: Outcome, run: Run):
