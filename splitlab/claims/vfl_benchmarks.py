@@ -61,7 +61,7 @@ CLAIMS: list[Claim] = [
           "The equality-solving attack infers a passive party's features of a logistic regression better than a "
           "guess from their distribution.",
           f"the abstract: the attacks infer the passive party's features; {UNSOURCED}",
-          Measure("esa-share", Fails(Select(NONE, "undefended, every share"), "feature_mse", higher_is_better=False,
+          Measure("esa-share", Fails(Select({}, "undefended, every share"), "feature_mse", higher_is_better=False,
                                      scale=PLAIN, fails=False),
                   "per-feature MSE on the standardised scale, mean over shares 20-80% and seeds 0-2, against each "
                   "feature's training mean"),
