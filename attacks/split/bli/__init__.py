@@ -8,12 +8,11 @@ replacement backdoor is `bli-replace` (`replace.py`), on the poisoning experimen
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Experiment, Preset
 from attacks.split.bli.attack import BatchLabelInference
 from attacks.split.bli.papers import BLI_DATA, BLI_NUMBERS, BLI_PAPER
 from attacks.split.bli.replace import REPLACE_SPEC
 from attacks.split.bli.settings import BatchLabelSettings
-from attacks.split.experiment import Experiment
 from attacks.split.labels import experiment
 from attacks.split.labels.experiment import LabelConfig
 

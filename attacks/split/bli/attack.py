@@ -27,13 +27,11 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import EngineOptions, QUIET, Reconstruction, SplitlabError
 from attacks.split.bli.settings import BatchLabelSettings
 from attacks.split.labels.answer import answer
 from attacks.split.labels.observation import LabelObservation, Needs, require
 from attacks.split.labels.victim import require_top
-from vfl.errors import SplitlabError
 from vfl.runtime import stream_seed
 
 __all__ = ["BatchLabelInference", "batch_gradient", "invert_batch"]

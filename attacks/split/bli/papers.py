@@ -2,7 +2,7 @@
 deviations."""
 from __future__ import annotations
 
-from attacks.spec import Deviation
+from attacks.kit import Deviation
 
 __all__ = ["BLI_PAPER", "BLI_DATA", "BLI_NUMBERS"]
 

@@ -6,9 +6,8 @@ target label. The experiment is the backdoors' shared one (`attacks.split.poison
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
+from attacks.kit import AttackSpec, Deviation, Experiment, Preset
 from attacks.split.bli.papers import BLI_DATA, BLI_NUMBERS, BLI_PAPER
-from attacks.split.experiment import Experiment
 from attacks.split.poisoning import experiment
 from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_success
 from attacks.split.poisoning.settings import BackdoorSettings

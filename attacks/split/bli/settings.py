@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.settings import AttackSettings
-from vfl.options import integer, number, option
+from attacks.kit import AttackSettings, integer, number, option
 
 __all__ = ["BatchLabelSettings"]
 

@@ -6,8 +6,7 @@ regression network on any model (`grn.py`); their experiment is `experiment.py`,
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import AttackSpec, Deviation, Experiment, Preset
 from attacks.split.feature_inference import experiment
 from attacks.split.feature_inference.esa import EqualitySolving
 from attacks.split.feature_inference.experiment import FeatureConfig, mean_baseline

@@ -19,11 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import EngineOptions, QUIET, Reconstruction, SplitlabError
 from attacks.split.feature_inference.settings import EsaSettings
 from attacks.split.feature_inference.view import PredictionView, require_view
-from vfl.errors import SplitlabError
 
 __all__ = ["EqualitySolving"]
 

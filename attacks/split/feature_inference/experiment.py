@@ -12,14 +12,12 @@ from typing import Any, ClassVar
 import torch
 
 from attacks import registry
-from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.driver import attack_and_score
+from attacks.kit import Outcome, Run, SplitConfig, SplitlabError, Truth
 from attacks.metrics.scoring import feature_mse
-from attacks.split.experiment import SplitConfig
 from attacks.split.feature_inference.view import JointModel, PredictionView
 from vfl import data as datasets
-from vfl.errors import SplitlabError
 from vfl.parties import party_columns
-from vfl.runs import Run
 from vfl.runtime import resolve_device
 from vfl.training import TrainConfig, load_data, train_split, training_curves_figure
 

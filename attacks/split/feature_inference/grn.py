@@ -22,8 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.kit import EngineOptions, QUIET, Reconstruction
 from attacks.split.feature_inference.settings import GrnSettings
 from attacks.split.feature_inference.view import PredictionView, require_view
 from vfl.runtime import seeded, stream_seed

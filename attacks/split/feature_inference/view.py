@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vfl.errors import SplitlabError
+from attacks.kit import SplitlabError
 
 __all__ = ["JointModel", "PredictionView", "require_view"]
 

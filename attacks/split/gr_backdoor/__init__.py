@@ -8,8 +8,7 @@ shared one (`attacks.split.poisoning`), the unpoisoned victim beside the poisone
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.spec import AttackSpec, Deviation, Preset
-from attacks.split.experiment import Experiment
+from attacks.kit import AttackSpec, Deviation, Experiment, Preset
 from attacks.split.poisoning import experiment
 from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_success
 from attacks.split.poisoning.settings import BackdoorSettings

@@ -18,9 +18,8 @@ from typing import Any
 import torch
 
 from attacks import registry
-from attacks.driver import Outcome, Truth, attack_and_score
-from attacks.engine.options import QUIET, EngineOptions
-from attacks.result import Reconstruction
+from attacks.driver import attack_and_score
+from attacks.kit import EngineOptions, Outcome, QUIET, Reconstruction, Run, SplitlabError, Truth
 from attacks.split.labels.answer import answer
 from attacks.split.labels.experiment import LabelConfig, Prepared, evaluation_facts, prepare
 from attacks.split.labels.observation import Needs
@@ -28,8 +27,6 @@ from attacks.split.labels.victim import TaskData, Trained, task_data, train_vict
 from attacks.split.poisoning.replacement import GradientReplacement
 from attacks.split.poisoning.settings import BackdoorSettings
 from attacks.split.poisoning.trigger import Trigger
-from vfl.errors import SplitlabError
-from vfl.runs import Run
 from vfl.runtime import stream_seed
 
 __all__ = ["BackdoorConfig", "BackdoorObservation", "Backdoor", "prepare", "execute", "summary", "draw_samples",
