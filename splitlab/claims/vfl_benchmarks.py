@@ -57,7 +57,7 @@ CLAIMS: list[Claim] = [
           "Batch label inference and replacement at the paper's own datasets, batch sizes and defences (CoAE, DP).",
           UNSOURCED,
           reason=f"not sourced: {UNSOURCED}; the confusional autoencoder is not in the lab's defence catalogue"),
-    Claim("vflbench.esa.beats-mean", PAPER, "Luo et al., Sec. IV-A",
+    Claim("vflbench.esa.beats-mean", PAPER, "Luo et al., the equality-solving attack",
           "The equality-solving attack infers a passive party's features of a logistic regression better than a "
           "guess from their distribution.",
           f"the abstract: the attacks infer the passive party's features; {UNSOURCED}",
@@ -66,7 +66,7 @@ CLAIMS: list[Claim] = [
                   "per-feature MSE on the standardised scale, mean over shares 20-80% and seeds 0-2, against each "
                   "feature's training mean"),
           reduced=LUO_REDUCED),
-    Claim("vflbench.grn.beats-mean", PAPER, "Luo et al., Sec. IV-C",
+    Claim("vflbench.grn.beats-mean", PAPER, "Luo et al., the generative regression network",
           "The generative regression network infers a passive party's features of a neural network better than a "
           "guess from their distribution.",
           f"the abstract: the attacks infer the passive party's features; {UNSOURCED}",
@@ -75,7 +75,7 @@ CLAIMS: list[Claim] = [
                   "per-feature MSE on the standardised scale, mean over shares 20-80% and seeds 0-2, against each "
                   "feature's training mean"),
           reduced=LUO_REDUCED),
-    Claim("vflbench.esa.exact", PAPER, "Luo et al., Sec. IV-A",
+    Claim("vflbench.esa.exact", PAPER, "Luo et al., the equality-solving attack",
           "ESA recovers the features exactly when the passive party has no more of them than the classes less one.",
           f"the paper's condition for an exact solution; {UNSOURCED}",
           reason="the grid's binary task gives one equation a sample for six or more unknowns; the exact case is "

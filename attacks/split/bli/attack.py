@@ -95,8 +95,8 @@ class BatchLabelInference:
             model.model.double()
             x = observation.train_inputs[ids].cpu().double()
             if g.shape[1:] != (observation.classes,):
-                raise SplitlabError(f"{self.name} needs class scores at the cut ({observation.classes} per sample), got "
-                                    f"{tuple(g.shape[1:])}: use --top none")
+                raise SplitlabError(f"{self.name} needs class scores at the cut ({observation.classes} a sample), "
+                                    f"got {tuple(g.shape[1:])}: use --top none")
             observed = batch_gradient(model, x, g.cpu().double())
             found, trace = invert_batch(model, x, observed, observation.classes, self.settings, generator)
             logits.append(found)

@@ -34,9 +34,9 @@ REPLACE_SPEC = AttackSpec(
     default="bli-replace.liu", evaluate=backdoor_success,
     experiment=Experiment(ReplacementConfig, experiment.prepare, experiment.execute, experiment.summary),
     presets=(
-        Preset("bli-replace.liu", "Liu et al.'s gradient replacement: a known target sample's gradient from the same "
-                                  "batch, unscaled; 10 known target samples, 100 poisoned (2.5% of the training "
-                                  "split), a 4x4 patch; ours: the counts, CNN cut 6, 2 epochs",
+        Preset("bli-replace.liu", "Liu et al.'s gradient replacement (a known target sample's gradient from the same "
+                                  "batch, unscaled); ours: 10 known target samples, 100 poisoned (2.5% of the "
+                                  "training split), a 4x4 patch, CNN cut 6, 2 epochs",
                {"same_round": True}, experiment=VICTIM),
         Preset("bli-replace.tabular", "ours: the same on wdbc (binary, tabular MLP cut 6), 5 known, 40 poisoned, the "
                                       "last 3 features as the trigger, 20 epochs",

@@ -28,8 +28,8 @@ class GrnConfig(FeatureConfig):
     attack: ClassVar[str] = "grn"
 
 
-DATA = Deviation("data", "UCI tabular sets (bank marketing, credit card, drive diagnosis, news popularity) and "
-                 "synthetic data", "wdbc and wine (tabular), mnist5k (digits, columns of pixels)",
+DATA = Deviation("data", "UCI tabular sets and synthetic data (the list not checked against the text here)",
+                 "wdbc and wine (tabular), mnist5k (digits, columns of pixels)",
                  "no download on a fresh machine")
 NUMBERS = Deviation("settings", "the paper's training and attack settings", "the lab's (CPU-sized), named in each "
                     "preset", "the paper's text was not available to the lab when these attacks were written, so its "
@@ -50,7 +50,7 @@ SPEC = AttackSpec(
     evaluate=mean_baseline,
     experiment=Experiment(EsaConfig, experiment.prepare, experiment.execute, experiment.summary),
     presets=(
-        Preset("esa.luo", "Luo et al. Sec. IV-A on a logistic regression: the attacker holds half the columns "
+        Preset("esa.luo", "Luo et al.'s ESA on a logistic regression: the attacker holds half the columns "
                           "(ours: wdbc, two parties, 20 epochs)", experiment=LR),
         Preset("esa.wine", "ours: wine (three classes: two equations a sample), three parties, the attacker "
                            "holding two", {"held": 2},
@@ -68,7 +68,7 @@ GRN_SPEC = AttackSpec(
     evaluate=mean_baseline,
     experiment=Experiment(GrnConfig, experiment.prepare, experiment.execute, experiment.summary),
     presets=(
-        Preset("grn.luo", "Luo et al. Sec. IV-C on a neural network: the tabular MLP split over two parties "
+        Preset("grn.luo", "Luo et al.'s GRN on a neural network: the tabular MLP split over two parties "
                           "(ours: wdbc, 20 epochs; 2000 Adam steps at 1e-3)",
                experiment={**LR, "arch": "tabular-mlp", "aggregate": "concat", "cut_layer": 2}),
         Preset("grn.digits", "ours: mnist5k, the MLP over four parties (columns of pixels), the attacker holding "
@@ -79,5 +79,6 @@ GRN_SPEC = AttackSpec(
     smoke={"epochs": 2, "iterations": 200},
     deviations=(DATA, NUMBERS, THREAT,
                 Deviation("generator", "the paper's generator", "dense 600-200-100 with ReLU, sigmoid out on pixels, "
-                          "linear on standardised columns, its output layer starting at zero", "the lab's reading; the widths are not sourced here")),
+                          "linear on standardised columns, its output layer starting at zero",
+                          "the lab's reading; the widths are not sourced here")),
 )

@@ -1,5 +1,5 @@
 """The equality-solving attack (ESA; Luo, Wu, Xiao, Ooi. Feature Inference Attack on Model Predictions in Vertical
-Federated Learning. ICDE 2021, Sec. IV-A) on a logistic regression.
+Federated Learning. ICDE 2021) on a logistic regression.
 
 The joint model's logits are z = A x_t + c(x_adv): linear in the passive party's features x_t (A its weights,
 c the attacker's part and every bias). The prediction v = softmax(z) gives the logit differences exactly,

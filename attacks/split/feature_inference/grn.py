@@ -1,5 +1,5 @@
 """The generative regression network (GRN; Luo, Wu, Xiao, Ooi. Feature Inference Attack on Model Predictions in
-Vertical Federated Learning. ICDE 2021, Sec. IV-C) against any differentiable joint model.
+Vertical Federated Learning. ICDE 2021) against any differentiable joint model.
 
 A generator G maps the attacker's own features of a sample and random noise to a guess of the passive party's
 features. It is trained on every prediction sample at once so that the joint model, fed the attacker's features

@@ -35,9 +35,9 @@ SPEC = AttackSpec(
     default="gr-backdoor.liu", evaluate=backdoor_success,
     experiment=Experiment(GradientReplacementConfig, experiment.prepare, experiment.execute, experiment.summary),
     presets=(
-        Preset("gr-backdoor.liu", "Liu et al.'s gradient replacement: the last known target sample's gradient, "
-                                  "amplified (gamma 2 ours); 10 known target samples, 100 poisoned, a 4x4 patch; "
-                                  "ours: the counts, CNN cut 6, 2 epochs",
+        Preset("gr-backdoor.liu", "Liu et al.'s gradient replacement (the last known target sample's gradient, "
+                                  "amplified); ours: gamma 2, 10 known target samples, 100 poisoned, a 4x4 patch, "
+                                  "CNN cut 6, 2 epochs",
                {"amplify": 2.0}, experiment={"top": "model", "task": "multiclass", "arch": "cnn", "cut_layer": 6,
                                              "epochs": 2}),
         Preset("gr-backdoor.tabular", "ours: the same on wdbc (binary, tabular MLP cut 6), 5 known, 40 poisoned, the "
@@ -48,8 +48,9 @@ SPEC = AttackSpec(
     ),
     smoke={"epochs": 1, "arch": "small-mlp", "cut_layer": 1},
     deviations=(
-        Deviation("data", "NUS-WIDE and CIFAR-10 split between two parties", "mnist5k or wdbc, one feature party "
-                  "holding every feature", "no download on a fresh machine; the lab's label victim is two-party"),
+        Deviation("data", "the paper's datasets (not sourced here) split between two parties", "mnist5k or wdbc, one "
+                  "feature party holding every feature",
+                  "no download on a fresh machine; the lab's label victim is two-party"),
         Deviation("settings", "the paper's amplification, counts and training", "the lab's (CPU-sized), named in each "
                   "preset", "the paper's text was not available to the lab when this attack was written, so its "
                   "numbers are not sourced here; the method is"),
