@@ -38,9 +38,9 @@ REPLACE_SPEC = AttackSpec(
                                   "batch, unscaled); ours: 10 known target samples, 100 poisoned (2.5% of the "
                                   "training split), a 4x4 patch, CNN cut 6, 2 epochs",
                {"same_round": True}, experiment=VICTIM),
-        Preset("bli-replace.tabular", "ours: the same on wdbc (binary, tabular MLP cut 6), 5 known, 40 poisoned, the "
-                                      "last 3 features as the trigger, 20 epochs",
-               {"same_round": True, "known": 5, "poisoned": 40, "trigger_size": 3, "target": 1},
+        Preset("bli-replace.tabular", "ours: the same on wdbc (binary, tabular MLP cut 6), the target benign, 5 "
+                                      "known, 40 poisoned, the last 3 features as the trigger, 20 epochs",
+               {"same_round": True, "known": 5, "poisoned": 40, "trigger_size": 3, "target": 0},
                experiment={"top": "model", "dataset": "wdbc", "arch": "tabular-mlp", "task": "binary",
                            "batch_size": 32, "epochs": 20}),
     ),

@@ -40,9 +40,9 @@ SPEC = AttackSpec(
                                   "CNN cut 6, 2 epochs",
                {"amplify": 2.0}, experiment={"top": "model", "task": "multiclass", "arch": "cnn", "cut_layer": 6,
                                              "epochs": 2}),
-        Preset("gr-backdoor.tabular", "ours: the same on wdbc (binary, tabular MLP cut 6), 5 known, 40 poisoned, the "
-                                      "last 3 features as the trigger, 20 epochs",
-               {"amplify": 2.0, "known": 5, "poisoned": 40, "trigger_size": 3, "target": 1},
+        Preset("gr-backdoor.tabular", "ours: the same on wdbc (binary, tabular MLP cut 6), the target benign, 5 "
+                                      "known, 40 poisoned, the last 3 features as the trigger, 20 epochs",
+               {"amplify": 2.0, "known": 5, "poisoned": 40, "trigger_size": 3, "target": 0},
                experiment={"top": "model", "dataset": "wdbc", "arch": "tabular-mlp", "task": "binary",
                            "batch_size": 32, "epochs": 20}),
     ),
