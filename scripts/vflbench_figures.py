@@ -97,7 +97,7 @@ def main() -> None:
                                                                          "unpoisoned accuracy")):
             backdoor.bar([x + shift * width for x in xs], values, width, label=label)
         backdoor.set_xticks(list(xs), labels, fontsize=7)
-    backdoor.set(ylabel="share of test inputs", title="backdoors, wdbc (target: malignant)", ylim=(0, 1.05))
+    backdoor.set(ylabel="share of test inputs", title="backdoors, wdbc (target: benign)", ylim=(0, 1.05))
     backdoor.legend(fontsize=7)
     names, means, errors = [], [], []
     for name, key, base in (("bli-defences", "label_accuracy", "bli-batch"), ("esa-defences", "feature_mse", None),
