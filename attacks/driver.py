@@ -158,6 +158,9 @@ def write_outputs(run: Run, outcome: Outcome, *, title: str = "", display: str =
     if rec.infers_labels:
         _write_label_outputs(run, outcome, title)
         return
+    if rec.infers_features:
+        _write_feature_outputs(run, outcome, title)
+        return
     headline = (f"PSNR {m['psnr']:.1f} dB, SSIM {m['ssim']:.3f}, MSE {m['image_mse']:.4f}"
                 if m["psnr"] is not None else "every trial diverged")
     answer = shown(rec, m, display)
@@ -180,6 +183,29 @@ def _write_label_outputs(run: Run, outcome: Outcome, title: str) -> None:
     trial = rec.best_trial if rec.best_trial is not None else 0
     run.save_figure("labels.png", label_figure(rec.label_scores[trial], rec.labels[trial], outcome.targets,
                                                f"{title or rec.attack} ({rec.preset}): {headline}"))
+    if any(v.numel() for v in rec.history.values()):
+        run.save_figure("loss_curve.png", loss_curve_figure(rec.history, f"{rec.attack} ({rec.preset}) loss per step"))
+    run.log(f"{rec.attack} ({rec.preset}): {headline}; {rec.steps} steps in {rec.seconds:.1f} s")
+
+
+def _write_feature_outputs(run: Run, outcome: Outcome, title: str) -> None:
+    """A feature-inference attack's figures: the error of each feature beside the training mean's, and its loss."""
+    from matplotlib.figure import Figure
+
+    rec, m = outcome.reconstruction, outcome.metrics
+    mean = (m["baselines"].get("mean") or {}).get("feature_mse_per_feature")
+    headline = f"feature MSE {m['feature_mse']:.4f} over {m['n_targets']} samples" + \
+        (f" (training mean {m['baselines']['mean']['feature_mse']:.4f})" if mean is not None else "")
+    fig = Figure(figsize=(8, 3.5))
+    ax = fig.subplots()
+    ax.plot(m["feature_mse_per_feature"], "o-", label=rec.attack)
+    if mean is not None:
+        ax.plot(mean, "s--", label="training mean")
+    ax.set(xlabel="inferred feature", ylabel="MSE", title=f"{title or rec.attack} ({rec.preset}): {headline}")
+    ax.title.set_fontsize(8)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    run.save_figure("features.png", fig)
     if any(v.numel() for v in rec.history.values()):
         run.save_figure("loss_curve.png", loss_curve_figure(rec.history, f"{rec.attack} ({rec.preset}) loss per step"))
     run.log(f"{rec.attack} ({rec.preset}): {headline}; {rec.steps} steps in {rec.seconds:.1f} s")

@@ -53,6 +53,11 @@ BUILTIN: dict[str, dict[str, str]] = {
         "label-completion": "attacks.split.label_completion:SPEC",
         "label-active": "attacks.split.label_completion:ACTIVE_SPEC",
         "label-unsplit": "attacks.split.label_unsplit:SPEC",
+        "bli": "attacks.split.bli:SPEC",
+        "bli-replace": "attacks.split.bli:REPLACE_SPEC",
+        "gr-backdoor": "attacks.split.gr_backdoor:SPEC",
+        "esa": "attacks.split.feature_inference:SPEC",
+        "grn": "attacks.split.feature_inference:GRN_SPEC",
     },
 }
 """setting -> attack name -> where its spec is."""

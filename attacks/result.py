@@ -28,7 +28,8 @@ class Reconstruction:
     preset: str
     trials: torch.Tensor | None
     """(T, B, C, H, W): each trial's reconstruction (its best iterate where the attack keeps one); None for a
-    label-inference attack, which reconstructs no images."""
+    label-inference attack, which reconstructs no images; (T, N, D) for a feature-inference attack, which infers
+    feature vectors (a passive party's columns)."""
     loss: torch.Tensor
     """(T,): each trial's final loss (the loss its reconstruction was selected by); +inf if it diverged at once."""
     history: dict[str, torch.Tensor]
@@ -63,6 +64,11 @@ class Reconstruction:
     def infers_labels(self) -> bool:
         """A label-inference attack: no images, labels and their scores instead."""
         return self.trials is None
+
+    @property
+    def infers_features(self) -> bool:
+        """A feature-inference attack: its trials are feature vectors (T, N, D), not images."""
+        return self.trials is not None and self.trials.dim() == 3
 
     @property
     def n_trials(self) -> int:

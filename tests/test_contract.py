@@ -31,12 +31,16 @@ SPECS = registry.specs()
 
 
 def initial_guess(metrics: dict) -> tuple[str, str, object]:
-    """(the score, the baseline that is the attack's initial guess, how the score beats it). An image attack starts
+    """(the score, the baseline that is the attack's initial guess, how the score beats it). A feature-inference
+    attack must end below the error of guessing each feature's training mean. An image attack starts
     from its initial guess (`baselines.initial`) and must end at a lower image MSE; a label-inference attack
     reconstructs no image, and the answer it starts from, knowing nothing, is the majority class for every sample
     (`baselines.majority`, leak AUC 0.5: chance), which its leak AUC (or, where no round holds both classes, its
     label accuracy) must beat."""
-    if set(metrics["baselines"]) == {"majority"}:
+    if metrics.get("feature_mse") is not None:             # a feature-inference attack: the training mean's error
+        assert metrics["image_mse"] is None
+        return "feature_mse", "mean", lambda value, initial: value < initial
+    if set(metrics["baselines"]) - {"unpoisoned"} == {"majority"}:     # a backdoor's beside: its unpoisoned model
         assert metrics["image_mse"] is None and 0 <= metrics["accuracy"] <= 1
         score = "leak_auc" if metrics["leak_auc"] is not None else "label_accuracy"
         return score, "majority", lambda value, initial: value > initial
@@ -145,7 +149,8 @@ def test_every_attack_at_its_smoke_options_beats_its_initial_guess_and_writes_th
     assert outcome.metrics[score] == m[score] and m["trials_mode"]
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert config["attack_origin"]["attack"] == spec.name
-    drawn = ("labels.png",) if initial == "majority" else ("reconstruction.png", "loss_curve.png")
+    drawn = {"majority": ("labels.png",), "mean": ("features.png",)}.get(initial, ("reconstruction.png",
+                                                                                 "loss_curve.png"))
     for name in (*drawn, "config.json"):
         assert (tmp_path / "run" / name).exists()
 

@@ -137,6 +137,8 @@ def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Te
     """
     if isinstance(reconstruction, Reconstruction) and reconstruction.infers_labels:
         return _score_labels(reconstruction, y_true)
+    if isinstance(reconstruction, Reconstruction) and reconstruction.infers_features:
+        return _score_features(reconstruction, x_true)
     _check_score_inputs(reconstruction, x_true, y_true, lpips, fid)
     rec = reconstruction
     x_true = x_true.detach().float().cpu()
@@ -188,6 +190,41 @@ def score(reconstruction: Reconstruction, x_true: torch.Tensor, y_true: torch.Te
     metrics["unavailable"].update(leak_auc="the attack infers no labels from gradients",
                                   accuracy="the attack's experiment trains no task model")
     return metrics
+
+
+def feature_mse(x: torch.Tensor, x_true: torch.Tensor) -> torch.Tensor:
+    """(D,) the mean squared error of each feature over the samples, on the features' own scale."""
+    return ((x.double() - x_true.double()) ** 2).mean(0)
+
+
+def _score_features(rec: Reconstruction, x_true) -> dict:
+    """metrics.json of a feature-inference attack: its answer (N, D) against the private features (N, D) on their
+    own scale (pixels on [0, 1], tabular columns standardised), per feature and overall, beside the attack's
+    initial guess; the image scores are null (feature vectors are no images)."""
+    if not isinstance(x_true, torch.Tensor) or x_true.dim() != 2:
+        raise SplitlabError(f"a feature-inference answer is scored against features shaped (N, D), got "
+                            f"{_describe(x_true)}")
+    answer = rec.images.detach().double().cpu()
+    x_true = x_true.detach().double().cpu()
+    check_pair(answer, x_true, images=False)
+    diverged = [int(i) for i in torch.nonzero(rec.diverged.cpu()).flatten()]
+    per_feature = feature_mse(answer, x_true)
+    initial = rec.initial_images
+    reason = "the targets are feature vectors, not images (see feature_mse)"
+    return {"attack": rec.attack, "preset": rec.preset, "n_targets": len(x_true), "n_trials": rec.n_trials,
+            "per_target": rec.per_target, "best_trial": rec.best_trial, "diverged_trials": diverged,
+            "steps": rec.steps, "seconds": rec.seconds, "seconds_per_step": rec.seconds / max(rec.steps, 1),
+            "trials_mode": rec.mode, "label_rule": None, **{k: None for k in IMAGE_KEYS},
+            "feature_mse": float(per_feature.mean()), "feature_mse_per_feature": per_feature.tolist(),
+            "baselines": {"initial": None if initial is None else
+                          {"feature_mse": float(feature_mse(initial.double().cpu(), x_true).mean())}},
+            "per_trial": [{"trial": t, "loss": float(rec.loss[t]), "diverged": t in diverged}
+                          for t in range(rec.n_trials)],
+            "per_image": None, "matched": False, "perm": None, "label_accuracy": None, "leak_auc": None,
+            "accuracy": None, "extras": dict(rec.extras),
+            "unavailable": {**{k: reason for k in IMAGE_KEYS}, "label_accuracy": "the attack infers no labels",
+                            "leak_auc": "the attack infers no labels",
+                            "accuracy": "the attack's experiment trains no task model"}}
 
 
 def _score_labels(rec: Reconstruction, y_true) -> dict:

@@ -26,11 +26,13 @@ __all__ = ["interval", "welch", "share_interval", "Scale", "DB", "POINTS", "FACT
            "value_of", "trivial", "BASELINES", "images_behind", "images_fixed"]
 
 LEVEL = 0.95
-BASELINES = ("zero", "mean", "initial", "majority")
+BASELINES = ("zero", "mean", "initial", "majority", "unpoisoned")
 """The trivial answers an attack's metrics.json scores under `baselines` (docs/metrics.md): the first three for
-an image attack, `majority` for a label-inference attack."""
-BASELINE_WORDS = {"zero": "the all-zero image", "mean": "the mean image", "initial": "the attack's initial guess",
-                  "majority": "the majority class for every sample"}
+an image attack (`mean`: each feature's training mean for a feature-inference attack), `majority` for a
+label-inference attack, `unpoisoned` for a backdoor (the same victim trained without it, on the same queries)."""
+BASELINE_WORDS = {"zero": "the all-zero image", "mean": "the mean image (features: the training mean)",
+                  "initial": "the attack's initial guess", "majority": "the majority class for every sample",
+                  "unpoisoned": "the same model trained unpoisoned"}
 
 
 def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:

@@ -18,7 +18,7 @@ from vfl.models.cifar import cifar_cnn, mlp_mixer
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, describe_hfl, hfl_model_spec
 from vfl.models.mnist import cnn, mlp, small_mlp
 from vfl.models.split import SplitNet, count_parameters
-from vfl.models.tabular import TABULAR_SHAPES, tabular_mlp
+from vfl.models.tabular import TABULAR_SHAPES, tabular_lr, tabular_mlp
 from vfl.runtime import seeded
 
 
@@ -64,6 +64,9 @@ ARCHITECTURES: dict[str, ArchSpec] = {
         ArchSpec("tabular-mlp", tabular_mlp, (30,), 2, TABULAR_SHAPES,
                  "dense 64-64-32-16 MLP for tabular data (any number of features); 8,786 parameters on wdbc",
                  total_params=8_786, flat_input=True, tabular=True),
+        ArchSpec("tabular-lr", tabular_lr, (30,), 2, {1: (2,)},
+                 "logistic regression for tabular data (any number of features); 62 parameters on wdbc",
+                 total_params=62, flat_input=True, tabular=True),
     )
 }
 

@@ -23,3 +23,10 @@ def tabular_mlp(in_features: int = 30, classes: int = 2) -> SplitNet:
         nn.Linear(32, 16), nn.ReLU(),
         nn.Linear(16, classes),
     ], cut_layers=range(1, 9))
+
+
+def tabular_lr(in_features: int = 30, classes: int = 2) -> SplitNet:
+    """Logistic (softmax) regression: 0 Flatten, 1 Linear(F, classes); 62 parameters on 30 features, two classes.
+    With --aggregate sum each party's model is one such layer on its columns, so the joint model is a logistic
+    regression on all the features, split by columns (Luo et al.'s linear VFL model)."""
+    return SplitNet([Flatten(), nn.Linear(in_features, classes)], cut_layers=(1,))

@@ -59,10 +59,12 @@ class LabelConfig(SplitConfig):
         if self.transport == "tcp":
             wire_config(self.victim_config)
             needs = attack.needs
-            if needs.sent or getattr(attack, "local_optimizer", None) is not None:
-                raise SplitlabError(f"{self.attack} over --transport tcp: it needs "
-                                    f"{'the activations it sent' if needs.sent else 'its own optimiser'}, which the "
-                                    "client program does not keep; run it with --transport local")
+            kept = {"the activations it sent": needs.sent, "its weights in each round": needs.models,
+                    "its own optimiser": getattr(attack, "local_optimizer", None) is not None}
+            missing = [what for what, needed in kept.items() if needed]
+            if missing:
+                raise SplitlabError(f"{self.attack} over --transport tcp: it needs {missing[0]}, which the client "
+                                    "program does not keep; run it with --transport local")
 
     def check_data(self) -> None:
         """The dataset is here, and the labels the attacker is granted leave samples of every class to infer."""
@@ -127,6 +129,7 @@ def observe(trained: Trained, data: TaskData, needs: Needs, seed: int) -> tuple[
     full = GradientRecord.from_transcript(trained.client.seen, trained.samples)
     record = full.last(needs.rounds) if needs.gradients else None
     known = _labelled(labels, needs.labelled, seed) if needs.labelled else None
+    kept = dict(trained.client.models or ()) if needs.models else {}
     if needs.bottom:
         unknown = torch.ones(len(labels), dtype=torch.bool)
         if known is not None:
@@ -137,12 +140,13 @@ def observe(trained: Trained, data: TaskData, needs: Needs, seed: int) -> tuple[
     victim = trained.victim
     observation = LabelObservation(
         classes=victim.classes, targets=targets, record=record,
-        bottom=OwnBottom(trained.client.model, trained.client.defences) if needs.bottom else None,
-        train_inputs=data.train.images if needs.bottom else None,
+        bottom=OwnBottom(trained.client.model, trained.client.defences) if needs.bottom or needs.models else None,
+        train_inputs=data.train.images if needs.bottom or needs.models else None,
         test_inputs=data.test.images if needs.bottom else None,
         labelled=None if known is None else (known, labels[known]),
         hints=_hints(record, labels, seed) if needs.hints else {},
-        facts={"top": victim.top, "batch_size": victim.batch_size})
+        facts={"top": victim.top, "batch_size": victim.batch_size},
+        models=tuple(kept[s] for s in record.steps) if needs.models else None)
     return observation, labels[targets]
 
 
@@ -169,7 +173,8 @@ def run_attack(prepared: Prepared, run: Run | None = None, *, progress: bool = T
         trained = train_victim_over_tcp(victim, data, run, progress)
     else:
         trained = train_victim(victim, data, run, progress, keep_sent=needs.sent,
-                               local_optimizer=getattr(attack, "local_optimizer", None))
+                               local_optimizer=getattr(attack, "local_optimizer", None),
+                               keep_models=needs.rounds if needs.models else None)
     if run is not None:
         run.save_figure("training_curves.png", training_curves_figure(
             TrainedSplit(victim, None, trained.server, trained.accuracy, trained.history, trained.seconds)))

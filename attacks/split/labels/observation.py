@@ -40,6 +40,9 @@ class Needs:
     """Known labels of this many training samples of each class."""
     hints: bool = False
     """The label of one positive sample in each round that holds one (Li et al.'s direction attack)."""
+    models: bool = False
+    """Its bottom model's weights as they were in each round it scores (with its own training inputs): what a
+    black-boxed party computes its batch-level parameter gradient with."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +122,8 @@ class LabelObservation:
     """Round -> (row in the round, label) of the one sample whose label the attacker knows in it."""
     facts: dict[str, Any] = field(default_factory=dict)
     """Public facts of the protocol (the label party's model in words, the batch size)."""
+    models: tuple[dict[str, torch.Tensor], ...] | None = None
+    """Per round of the record, its bottom model's weights when it computed that round's activations."""
 
 
 def require(attack: str, observation: LabelObservation, *names: str) -> None:

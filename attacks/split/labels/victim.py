@@ -10,9 +10,10 @@ here is the defences' cost.
 """
 from __future__ import annotations
 
+import collections
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 from torch import nn
@@ -30,7 +31,7 @@ from vfl.tasks import TASKS
 from vfl.training import build_client, build_server, load_data, train_split
 
 __all__ = ["LabelVictim", "LABEL_DEFAULTS", "check_label_victim", "TASKS", "TOPS", "require_binary", "require_top",
-           "TaskData", "Trained", "ObservingClient", "task_data", "build_models", "train_victim"]
+           "TaskData", "Trained", "ObservingClient", "Poisoner", "task_data", "build_models", "train_victim"]
 
 LABEL_DEFAULTS = {"task": "binary", "cut_layer": 6, "epochs": 2}
 """The label attacks' case where a field is not given: Li et al.'s binary task, cnn cut after its first dense layer
@@ -95,12 +96,24 @@ def build_models(victim: SplitCase) -> tuple[nn.Module, nn.Module]:
 class ObservingClient:
     """The attacking feature party: it follows the protocol (an honest `Client` inside) and keeps, in its own
     transcript, the gradients it received and, when asked, the activations it sent. Nothing of the label
-    party's enters it."""
+    party's enters it.
 
-    def __init__(self, client: Client, keep_sent: bool = False):
+    Two attacker's hooks, both on its own side of the cut: `keep_models` keeps its bottom model's weights as they
+    were when it computed each round's activations (the last `keep_models` rounds, 0 every round; a black-boxed
+    party computes its batch-level parameter gradient with them), and `poison` (a `Poisoner`) lets it change
+    its own inputs of a round and the gradient it backpropagates (a backdoor). `samples` is the list of each
+    round's sample ids as the epoch loop draws them (the party knows its rows' ids)."""
+
+    def __init__(self, client: Client, keep_sent: bool = False, *, samples: list[torch.Tensor] | None = None,
+                 poison: "Poisoner | None" = None, keep_models: int | None = None):
         self.client = client
         self.keep_sent = keep_sent
         self.seen = Transcript(keep_tensors=True)
+        self.samples = samples if samples is not None else []
+        self.poison = poison
+        self.models: collections.deque | None = None if keep_models is None else \
+            collections.deque(maxlen=keep_models or None)
+        """(step, its bottom model's state when it computed that round's activations), oldest first."""
 
     @property
     def model(self) -> nn.Module:
@@ -111,6 +124,10 @@ class ObservingClient:
         return self.client.defences
 
     def send(self, x: torch.Tensor, step: int) -> Activations:
+        if self.models is not None:
+            self.models.append((step, {k: v.detach().clone() for k, v in self.client.model.state_dict().items()}))
+        if self.poison is not None:
+            x = self.poison.inputs(x, self.samples[-1])
         message = self.client.send(x, step)
         if self.keep_sent:
             self.seen.record(message)
@@ -118,6 +135,8 @@ class ObservingClient:
 
     def receive(self, message: CutGradient) -> None:
         self.seen.record(message)
+        if self.poison is not None:
+            message = CutGradient(message.step, self.poison.gradient(message.tensor, self.samples[-1]))
         self.client.receive(message)
 
     def infer(self, x: torch.Tensor) -> torch.Tensor:
@@ -128,6 +147,17 @@ class ObservingClient:
 
     def receive_prediction(self, message) -> None:
         self.client.receive_prediction(message)
+
+
+class Poisoner(Protocol):
+    """What a poisoning feature party changes on its own side in training, round by round (`ids`: the round's
+    sample ids)."""
+
+    def inputs(self, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Its features of the round as it computes on them."""
+
+    def gradient(self, g: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """The cut gradient it backpropagates, from the one it received."""
 
 
 @dataclass
@@ -149,14 +179,16 @@ class Trained:
 
 def train_victim(victim: SplitCase, data: TaskData, run: Run | None = None, progress: bool = True, *,
                  keep_sent: bool = False,
-                 local_optimizer: Callable[[list, float], torch.optim.Optimizer] | None = None) -> Trained:
+                 local_optimizer: Callable[[list, float], torch.optim.Optimizer] | None = None,
+                 poison: Poisoner | None = None, keep_models: int | None = None) -> Trained:
     """Train the case through the protocol in process, the feature party observing (`ObservingClient`). An active
-    attacker trains its own model with `local_optimizer(params, lr)` instead of the protocol's optimiser."""
+    attacker trains its own model with `local_optimizer(params, lr)` instead of the protocol's optimiser; a
+    poisoning one changes its inputs and gradients (`poison`); `keep_models` keeps its weights per round."""
     from attacks.metrics.labels import auc
 
     samples: list[torch.Tensor] = []
     trained = train_split(victim, data.train, data.test, run, progress, feature_party=lambda client: ObservingClient(
-        client, keep_sent), optimiser=local_optimizer, samples=samples, query=False)
+        client, keep_sent, samples=samples, poison=poison, keep_models=keep_models), optimiser=local_optimizer, samples=samples, query=False)
     client, server = trained.client, trained.server
     task_auc = None
     if victim.classes == 2:
