@@ -64,6 +64,8 @@ class SplitGuard(ClientDefence):
         self.threshold, self.window, self.on_detection = threshold, window, on_detection
         self.generator = torch.Generator().manual_seed(seed)
         self.rounds = 0
+        self.classes = 0
+        """The classes seen in the labels so far (the fake labels are drawn among them)."""
         self.fake_now = False
         self.fakes: list[torch.Tensor] = []
         self.regular: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
@@ -76,15 +78,17 @@ class SplitGuard(ClientDefence):
 
     def on_labels(self, y: torch.Tensor | None, step: int) -> torch.Tensor | None:
         self.rounds += 1
+        if y is not None and len(y):
+            self.classes = max(self.classes, int(y.max()) + 1)
         self.fake_now = self.p_fake > 0 and self.rounds > self.start and self._draw() <= self.p_fake
         if not self.fake_now or y is None:   # a hijacking server takes no labels: the batch is fake all the same
             return y
-        # the authors shift each label by a random class offset; the feature party here knows no class count, so
-        # the fake labels are the batch's own, rolled by a random offset over its examples
+        # as the authors do: every label shifted by one random class offset (a permutation within the batch would
+        # keep its label counts, and with them the batch's summed gradient); the classes are those seen so far
         count = math.ceil(self.fake_share * len(y))
-        offset = 1 + int(torch.randint(max(len(y) - 1, 1), (), generator=self.generator))
-        rolled = y.roll(offset, 0)
-        return torch.cat((rolled[:count], y[count:]))
+        offset = 1 + int(torch.randint(max(self.classes - 1, 1), (), generator=self.generator))
+        shifted = (y + offset) % max(self.classes, 2)
+        return torch.cat((shifted[:count], y[count:]))
 
     def on_gradient(self, g: torch.Tensor) -> torch.Tensor | None:
         if self.p_fake == 0:
@@ -158,9 +162,11 @@ SPEC = DefenceSpec(
                   "summed over the batch's examples", "the defence sits at the point where the gradient is received; "
                   "it sees no weight gradient there"),
         Deviation("labels", "the client owns the labels and sends them; a fake batch's labels shifted by a random "
-                  "class offset", "the label party holds them; a fake batch's labels are the batch's own rolled by a "
-                  "random offset over its examples, before they reach the server", "the feature party here knows "
-                  "no class count; over TCP or with several feature parties no fake labels are sent"),
+                  "class offset in 1..K-2", "the label party holds them; the lab's loop lets the feature party's "
+                  "detector change a fake batch's labels before they reach the server, shifted by an offset in "
+                  "1..K-1 among the classes seen so far", "SplitGuard's setting is a client that sends labels; over "
+                  "TCP or with several feature parties no fake labels are sent, and every score is of regular "
+                  "batches"),
         Deviation("decision", "Fail-Fast, Avg-k and Votes policies, thresholds chosen per task", "the mean of the "
                   "last `window` scores below `threshold` (window 1: fail-fast), threshold 0.5 (ours)", "midway "
                   "between a hijacker's expected score sigmoid(0)^2 = 0.25 and an honest run's, near 1"),
