@@ -26,6 +26,8 @@ def label_leak_claim(claim_id: str, paper: str, where: str, claim: str, paper_se
         claim_id, paper, where, claim, f"{paper_setting}; {NO_NUMBERS}",
         Measure(LABELS_GRID, Beats(a=Select({"send-back": "none"}, "no defence"),
                                    b=Select({"send-back": send_back}, send_back), metric="leak_auc", scale=SHARE),
-                f"paired leak AUC difference over seeds 0-2, no defence minus {send_back} ({LABEL_TASK}); an AUC "
-                "below 0.5 would leak as much read the other way, so the shipped rows are read for it too"),
+                f"paired leak AUC difference over seeds 0-2, no defence minus {send_back} ({LABEL_TASK}); the AUC "
+                "is not folded at 0.5, so an AUC below it, which leaks as much read the other way, counts as "
+                "protection here: each row's leak AUC, task accuracy and task AUC (the cost) are in "
+                f"splitlab/results/{LABELS_GRID}.csv"),
         not_comparable=not_comparable)
