@@ -8,6 +8,8 @@ ATTACKS = ("label-norm",)
 DEFENCES = ("cae", "dcae")
 """The defences whose declared deviations these claims carry (docs/defences.md)."""
 DEVIATIONS = ()
+README_GROUP = "field defences"
+"""The README counts the field's defence papers in one row (docs/claims.md has each)."""
 CITATION = ("Liu, Zou, Kang, Li, Chen, Zhang, Yang. Batch Label Inference and Replacement Attacks in Black-Boxed "
             "Vertical Federated Learning. arXiv 2112.05409 (2021).")
 

@@ -8,6 +8,8 @@ ATTACKS = ("label-norm",)
 DEFENCES = ("label-rr",)
 """The defences whose declared deviations these claims carry (docs/defences.md)."""
 DEVIATIONS = ()
+README_GROUP = "field defences"
+"""The README counts the field's defence papers in one row (docs/claims.md has each)."""
 CITATION = ("Ghazi, Golowich, Kumar, Manurangsi, Zhang. Deep Learning with Label Differential Privacy. NeurIPS 2021 "
             "(arXiv 2102.06062).")
 

@@ -8,6 +8,8 @@ ATTACKS = ("label-norm",)
 DEFENCES = ("mid",)
 """The defences whose declared deviations these claims carry (docs/defences.md)."""
 DEVIATIONS = ()
+README_GROUP = "field defences"
+"""The README counts the field's defence papers in one row (docs/claims.md has each)."""
 CITATION = ("Zou, Liu, Zhang, Wang, Zhang. Mutual Information Regularization for Vertical Federated Learning. arXiv "
             "2301.01142 (2023).")
 

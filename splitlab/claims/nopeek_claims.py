@@ -11,6 +11,8 @@ ATTACKS = ("unsplit",)
 DEFENCES = ("nopeek",)
 """The defences whose declared deviations these claims carry (docs/defences.md)."""
 DEVIATIONS = ()
+README_GROUP = "field defences"
+"""The README counts the field's defence papers in one row (docs/claims.md has each)."""
 CITATION = ("Vepakomma, Singh, Gupta, Raskar. NoPeek: Information leakage reduction to share activations in "
             "distributed deep learning. ICDM Workshops 2020 (arXiv 2008.09161).")
 

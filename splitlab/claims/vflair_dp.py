@@ -8,6 +8,8 @@ ATTACKS = ("label-norm",)
 DEFENCES = ("clipped-noise",)
 """The defences whose declared deviations these claims carry (docs/defences.md)."""
 DEVIATIONS = ()
+README_GROUP = "field defences"
+"""The README counts the field's defence papers in one row (docs/claims.md has each)."""
 CITATION = ("Zou, Gu, Liu et al. VFLAIR: A Research Library and Benchmark for Vertical Federated Learning. ICLR 2024 "
             "(arXiv 2310.09827), its GaussianDP defence.")
 

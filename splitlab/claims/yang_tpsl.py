@@ -8,6 +8,8 @@ ATTACKS = ("label-norm",)
 DEFENCES = ("grad-perturb",)
 """The defences whose declared deviations these claims carry (docs/defences.md)."""
 DEVIATIONS = ()
+README_GROUP = "field defences"
+"""The README counts the field's defence papers in one row (docs/claims.md has each)."""
 CITATION = ("Yang, Sun, Yao, Xie, Wang. Differentially Private Label Protection in Split Learning. arXiv "
             "2203.02073 (2022).")
 
