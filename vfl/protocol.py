@@ -276,6 +276,9 @@ class Server:
 
     def _class_gradients(self, h: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
         """The cut gradient of the task loss as if every label of the batch were class c, for each class c."""
+        if labels.dim() != 1:
+            raise SplitlabError("a defence that needs the per-class gradients (grad-perturb) takes class labels; "
+                                "the label party here trains on soft labels (cae, dcae): use one of the two")
         classes = logits.shape[1]
         return [torch.autograd.grad(self.loss_fn(logits, torch.full_like(labels, c)), h, retain_graph=True)[0]
                 for c in range(classes)]
