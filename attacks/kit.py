@@ -75,6 +75,7 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from vfl.models import arch_spec, build_split
     from vfl.parties import CutLayout, activation_shapes, bottom_model, strip_shape
     from vfl.protocol import Client
+    from vfl.defences import report as defence_report   # what a party's own defences did (a detector's verdict)
     # FSHA's model family: the input it takes, the client families, the blocks of the client it hijacks and of its
     # own networks; its image scale and batch stream
     from vfl.models.fsha import (INPUT_SHAPE as FSHA_INPUT_SHAPE, SETUPS as FSHA_SETUPS, ResBlock, Reshape, conv3x3,

@@ -203,6 +203,7 @@ def grid_rows() -> list[dict]:
         hours = cpu.estimate.get("gpu_hours")
         rows.append({"name": name, "command": " ".join(cpu.command), "description": cpu.description,
                      "cells": cpu.size, "cpu": _hours(meta.get("cell_seconds")) if meta else "not run",
+                     "seconds": meta.get("cell_seconds") if meta else None,
                      "paper_cells": paper.size, "gpu": "no GPU path" if hours is None and cpu.estimate else
                      "-" if hours is None else f"~{hours:g} h", "basis": cpu.estimate.get("basis", "-")})
     return rows
@@ -217,6 +218,24 @@ def _between(readme: str, markers: tuple[str, str], lines: list[str]) -> str:
     return readme[:start + len(markers[0])] + "\n" + "\n".join(lines) + "\n" + readme[end:]
 
 
+README_FAMILIES = ("field-defences",)
+"""Grid families the README shows as one row each (docs/grids.md lists every grid)."""
+
+
+def _families(rows: list[dict]) -> list[dict]:
+    """The rows with each of `README_FAMILIES` summed into one (its cells, its cells' time)."""
+    for family in README_FAMILIES:
+        members = [r for r in rows if r["name"].startswith(family + "-")]
+        if len(members) > 1:
+            first = rows.index(members[0])
+            rows = [r for r in rows if r not in members]
+            rows.insert(first, {"label": f"`{family}-*` ({len(members)} grids)",
+                                "cells": sum(r["cells"] for r in members),
+                                "cpu": _hours(sum(r["seconds"] for r in members)),
+                                "paper_cells": sum(r["paper_cells"] for r in members), "gpu": "-"})
+    return rows
+
+
 def readme_blocks(readme: str) -> str:
     """The README with its generated blocks (the shipped grids, the claims scoreboard) rewritten between their
     markers; a block whose markers are missing is left alone."""
@@ -225,15 +244,15 @@ def readme_blocks(readme: str) -> str:
 
     if all(m in readme for m in README_GRIDS):
         rows = grid_rows()
-        ran = [r for r in rows if r["cpu"] != "not run"]
+        ran = _families([r for r in rows if r["cpu"] != "not run"])
         readme = _between(readme, README_GRIDS, _table(
             ["grid", "cells", "CPU time (measured)", "paper-size cells", "GPU at paper size (estimate)"],
-            [[f"`{r['name']}`", r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in ran])
+            [[r.get("label", f"`{r.get('name')}`"), r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in ran])
             + ["", f"{len(rows) - len(ran)} more grids have no shipped results yet: "
                    + ", ".join(f"`{r['name']}`" for r in rows if r["cpu"] == "not run")
                    + " ([docs/grids.md](docs/grids.md); each file states its reduced design and CPU estimate)."])
     if all(m in readme for m in README_CLAIMS):
-        readme = _between(readme, README_CLAIMS, scoreboard_lines(list(scoreboard()), "docs/claims.md#"))
+        readme = _between(readme, README_CLAIMS, scoreboard_lines(list(scoreboard()), "docs/claims.md#", grouped=True))
     return readme
 
 

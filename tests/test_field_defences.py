@@ -11,6 +11,7 @@ import torch
 
 from splitlab import api
 from vfl.defences import registry
+from vfl.defences import report as defence_report
 from vfl.defences.gradient_dp import GradPerturb
 from vfl.defences.label_dp import RandomisedResponse, keep_probability
 from vfl.defences.nopeek import distance_correlation
@@ -109,3 +110,109 @@ def test_nopeek_lowers_the_distance_correlation_the_client_leaves_in_its_activat
     assert zero.accuracy == plain.accuracy
     assert all(torch.equal(a, b) for a, b in zip(zero.client.model.state_dict().values(),
                                                  plain.client.model.state_dict().values()))
+
+
+# --- CAE and DCAE (Liu et al.), SplitGuard (Erdogan et al.) ------------------------------------------------------
+
+@pytest.mark.parametrize("strongest", ["cae:lam=1", "dcae:lam=1"])
+def test_cae_at_its_strongest_setting_weakens_the_norm_attack_and_still_decodes_the_task(undefended, strongest):
+    m = label_norm(strongest)
+    assert leak(m) < leak(undefended) - 0.15, (strongest, m["leak_auc"])
+    report = m["defence_report"]
+    key = strongest.split(":")[0]
+    assert report[f"{key}_decodes_every_class"] and report[f"{key}_soft_label_argmax_is_true_share"] < 1
+    assert m["accuracy"] > 0.9                         # predictions decoded back to the true classes
+
+
+def test_the_label_autoencoder_is_trained_here_from_its_seed_and_confuses_every_class():
+    from vfl.defences.cae import ConfusionalAutoencoder
+
+    state = torch.get_rng_state()
+    one, again = (ConfusionalAutoencoder(4, 0.1, 0.5, 100, seed=1).table() for _ in range(2))
+    other = ConfusionalAutoencoder(4, 0.1, 0.5, 100, seed=2).table()
+    assert torch.equal(one, again) and not torch.equal(one, other) and torch.equal(torch.get_rng_state(), state)
+    assert torch.allclose(one.sum(1), torch.ones(4)) and float(one.diagonal().max()) < 0.5
+
+
+def test_dcae_rounds_what_it_sends_back_to_bins_fixed_by_the_first_batch():
+    from vfl.defences.cae import ConfusionalAutoencoder
+
+    d = ConfusionalAutoencoder(2, 0.1, 0.5, 1, seed=0, bins=12)
+    g = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    out = d.on_send(g, None)
+    width = float(2 * g.std() / 6)
+    assert d.width == pytest.approx(width) and torch.allclose(out / width, (out / width).round(), atol=1e-4)
+    assert (out - g).abs().max() <= width / 2 + 1e-6
+    assert d.on_send(10 * g, None).unique().numel() > 13      # the width stays that of the first batch
+    assert torch.equal(ConfusionalAutoencoder(2, 0.1, 0.5, 1).on_send(g, None), g)   # cae sends G as it is
+
+
+def test_splitguard_at_zero_strength_is_the_undefended_training_bit_for_bit():
+    plain = api.train("small-mlp", cut_layer=1, epochs=1, seed=0)
+    zero = api.train("small-mlp", cut_layer=1, epochs=1, seed=0, defence="splitguard:p_fake=0")
+    assert zero.accuracy == plain.accuracy
+    assert all(torch.equal(a, b) for a, b in zip(zero.client.model.state_dict().values(),
+                                                 plain.client.model.state_dict().values()))
+
+
+def test_splitguard_raises_no_alarm_on_an_honest_server():
+    trained = api.train("small-mlp", cut_layer=1, epochs=1, seed=0, defence="splitguard:p_fake=0.2,start=10")
+    report = defence_report(trained.client)
+    assert report["splitguard_scores"] >= 3 and not report["splitguard_detected"], report
+    assert report["splitguard_score_mean"] > 0.5
+
+
+def hijacked_rounds(guard, rounds: int, seed: int = 0) -> None:
+    """A small client under a server that sends back gradients of its own task (pulling the activations to a fixed
+    target, whatever the labels: what FSHA's critic does), through the protocol's session."""
+    from torch import nn
+    from vfl.protocol import Client, ClientSession
+
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(20, 16), nn.Tanh())
+    client = Client(model, torch.optim.SGD(model.parameters(), lr=0.1), [guard])
+    target = torch.randn(16, generator=g)
+    batches = iter([torch.randn(32, 20, generator=g) for _ in range(rounds)])
+    session = ClientSession(client, batches, torch.zeros(1, 20))
+    for _ in range(rounds):
+        session.round(lambda h, step: (h - target) / len(h) + 0.01 * torch.randn(h.shape, generator=g))
+
+
+def test_splitguard_flags_a_server_whose_gradients_ignore_the_labels_within_its_first_scores():
+    from vfl.defences.splitguard import SplitGuard
+
+    guard = SplitGuard(p_fake=0.2, start=10, seed=0)
+    hijacked_rounds(guard, 80)
+    report = guard.report()
+    assert report["splitguard_detected"] and report["splitguard_first_detection_round"] <= 40, report
+    again = SplitGuard(p_fake=0.2, start=10, seed=0)
+    hijacked_rounds(again, 80)
+    assert again.scores == guard.scores                 # a seed gives the same fake batches and split
+    other = SplitGuard(p_fake=0.2, start=10, seed=1)
+    hijacked_rounds(other, 80)
+    assert other.score_rounds != guard.score_rounds
+
+
+@pytest.mark.slow
+def test_splitguard_detects_fsha_within_its_first_fake_batches(tmp_path):
+    m = api.attack("fsha", arch="mlp", level=1, iterations=40, batch_size=32, width=0.25, eval_images=16,
+                   defence="splitguard:p_fake=0.2,start=10", out=tmp_path / "run").metrics
+    report = m["defence_report"]
+    assert report["splitguard_detected"] and report["splitguard_first_detection_round"] <= 40, report
+
+
+@pytest.mark.parametrize("args,message", [
+    (["attack", "label-norm", "--send-back", "cae:lam=-1"], "lam"),
+    (["attack", "label-norm", "--send-back", "dcae:lam=1,bins=0"], "bins"),
+    (["attack", "fsha", "--defence", "splitguard:p_fake=2"], "p_fake"),
+    (["attack", "fsha", "--defence", "splitguard:p_fake=0.1,on_detection=maybe"], "on_detection"),
+    (["attack", "fsha", "--send-back", "cae:lam=1"], "FSHA's server is the attacker"),
+])
+def test_bad_options_of_the_new_defences_are_one_line_and_exit_2(tmp_path, args, message):
+    from typer.testing import CliRunner
+    from splitlab.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

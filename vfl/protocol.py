@@ -165,6 +165,8 @@ class Client:
         g = message.tensor
         for d in self.defences:
             g = d.on_gradient(g)
+            if g is None:                            # a defence discards the round: no step on it
+                return
         extra = [term for d in self.defences if (term := _loss_term(d, x, h)) is not None]
         self.optimizer.zero_grad(set_to_none=True)
         if extra:                                    # the feature-loss point: G and the extra terms together
@@ -172,6 +174,15 @@ class Client:
         else:
             h.backward(g)
         self.optimizer.step()
+
+    def labels_sent(self, y: torch.Tensor | None, step: int) -> torch.Tensor | None:
+        """The labels that go with this round's activations (a detector's fake batch changes them; `None`: the
+        server holds no labels of the client's)."""
+        for d in self.defences:
+            on_labels = getattr(d, "on_labels", None)
+            if on_labels is not None:
+                y = on_labels(y, step)
+        return y
 
     @torch.no_grad()
     def infer(self, x: torch.Tensor) -> torch.Tensor:
@@ -256,7 +267,8 @@ class Server:
         if self.optimizer is not None:
             self.optimizer.step()
         self.last_loss = loss.detach()
-        self.last_correct = (logits.detach().argmax(1) == labels).sum()
+        hard = labels if labels.dim() == 1 else labels.argmax(1)      # soft labels (cae): their likeliest class
+        self.last_correct = (logits.detach().argmax(1) == hard).sum()
         g = h.grad
         for d in self.defences:
             g = d.on_send(g, labels)
@@ -264,6 +276,9 @@ class Server:
 
     def _class_gradients(self, h: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
         """The cut gradient of the task loss as if every label of the batch were class c, for each class c."""
+        if labels.dim() != 1:
+            raise SplitlabError("a defence that needs the per-class gradients (grad-perturb) takes class labels; "
+                                "the label party here trains on soft labels (cae, dcae): use one of the two")
         classes = logits.shape[1]
         return [torch.autograd.grad(self.loss_fn(logits, torch.full_like(labels, c)), h, retain_graph=True)[0]
                 for c in range(classes)]
@@ -278,8 +293,14 @@ class Server:
 
     @torch.no_grad()
     def predict(self, h: torch.Tensor) -> torch.Tensor:
+        """The top model's scores of `h`, through the defences that decode them (cae: its decoder)."""
         self.model.eval()
-        return self.model(h)
+        scores = self.model(h)
+        for d in self.defences:
+            decode = getattr(d, "on_predict", None)
+            if decode is not None:
+                scores = decode(scores)
+        return scores
 
     def answer(self, message: InferenceQuery) -> Prediction:
         self.seen.record(message)
@@ -353,6 +374,8 @@ class ClientSession:
 def exchange(client: Client, server: Role, x: torch.Tensor, y: torch.Tensor | None,
              step: int, transcript: Transcript | None = None) -> CutGradient:
     """One protocol round: H goes to the server, G comes back, the client steps. Returns G."""
+    sent = getattr(client, "labels_sent", None)
+    y = y if sent is None else sent(y, step)
     h = client.send(x, step)
     g = server.respond(h, y)
     if transcript is not None:

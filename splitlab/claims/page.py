@@ -63,15 +63,28 @@ def _provenance_row(sweep: str) -> list:
     return [f"`{sweep}`", meta["cells"], commit, threads, meta.get("cell_seconds", "-"), meta.get("shipped", "-")]
 
 
-def scoreboard_lines(judged: list, link: str = "#") -> list[str]:
-    """The verdicts counted per paper (experiments by verdict, exact checks apart; a table) and in all."""
+def scoreboard_lines(judged: list, link: str = "#", grouped: bool = False) -> list[str]:
+    """The verdicts counted per paper (experiments by verdict, exact checks apart; a table) and in all; `grouped`:
+    the papers of one `README_GROUP` (the field's defence papers) summed into one row, for the README."""
     counts = count(judged)
-    rows = []
+    rows, groups = [], {}
     for paper in PAPERS:
         experiments, checks = counts[paper]["experiments"], counts[paper]["exact checks"]
-        rows.append([f"[{paper}]({link}{paper})", *[experiments[v] for v in VERDICTS],
-                     f"{checks['holds']} of {sum(checks.values())}",
-                     sum(experiments.values()) + sum(checks.values())])
+        row = [f"[{paper}]({link}{paper})", *[experiments[v] for v in VERDICTS],
+               f"{checks['holds']} of {sum(checks.values())}", sum(experiments.values()) + sum(checks.values())]
+        group = getattr(MODULES[paper], "README_GROUP", None) if grouped else None
+        if group is None:
+            rows.append(row)
+        elif group not in groups:
+            groups[group] = [f"{group}: [{paper}]({link}{paper})", *row[1:]]
+            rows.append(groups[group])
+        else:
+            summed = groups[group]
+            summed[0] += f", [{paper}]({link}{paper})"
+            summed[1:-2] = [a + b for a, b in zip(summed[1:-2], row[1:-2])]
+            held, of = (int(v) for v in summed[-2].split(" of "))
+            summed[-2] = f"{held + checks['holds']} of {of + sum(checks.values())}"
+            summed[-1] += row[-1]
     lines = _table(["paper", *VERDICTS, "exact checks (hold)", "total"], rows)
     assert sum(r[-1] for r in rows) == len(LEDGER)
     return lines + ["", summary_line(counts) + "."]

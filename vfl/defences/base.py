@@ -27,8 +27,13 @@ class ClientDefence:
     def on_activations(self, h: torch.Tensor, training: bool) -> torch.Tensor:
         return h
 
-    def on_gradient(self, g: torch.Tensor) -> torch.Tensor:
+    def on_gradient(self, g: torch.Tensor) -> torch.Tensor | None:
+        """The gradient to backpropagate; None: discard the round (no step on it)."""
         return g
+
+    def on_labels(self, y: torch.Tensor | None, step: int) -> torch.Tensor | None:
+        """The labels that go with round `step`'s activations (a detector's fake batch changes them)."""
+        return y
 
     def on_loss(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor | None:
         """An extra term of the client's training loss from its input `x` (as given, before the input defences) and

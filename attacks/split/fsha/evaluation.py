@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from attacks.kit import Client, ImageData, Run, atomic_torch_save, image_grid, image_mse
+from attacks.kit import Client, ImageData, Run, atomic_torch_save, defence_report, image_grid, image_mse
 from attacks.split.fsha.attack import TrainedServer
 from attacks.split.fsha.images import BatchStream, from_fsha_images, to_dataset_images, to_fsha_images
 
@@ -120,7 +120,8 @@ def evaluation(reconstruction, metrics: dict, truth) -> dict[str, Any]:
         rounds.log(f"interrupted after {reconstruction.steps} of {reconstruction.extras['iterations_asked']} "
                    "iterations; writing what was reached")
     received = side.transcript.received_by_client()
-    return {"extras": {
+    found = defence_report(side.client)            # what the client's own defences did (a detector's verdict)
+    return {**({"defence_report": found} if found else {}), "extras": {
         **metrics["extras"],
         **_interval_summary(rounds.rows, reconstruction.extras["diverged_at"] is not None),
         "eval": evaluate_private(side.client, server, side.private, side.victim.eval_images, side.device),
