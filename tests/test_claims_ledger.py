@@ -264,7 +264,9 @@ def synthetic(claim: Claim, agree: bool, trivial: bool = False) -> list[dict]:
                 for k in SEEDS]
     if isinstance(rule, Fails):
         claimed = agree == rule.fails               # the cells fail: at a trivial answer
-        value = 10.0 if claimed else 30.0
+        value = 10.0 if claimed else 30.0          # failing: below the baselines' 12 (above, for an error)
+        if not rule.higher_is_better:
+            value = 40.0 - value
         base = {f"baselines.{n}.{rule.metric}": 12.0 for n in ("zero", "mean", "initial")}
         return [{**_where_values(rule.select), "seed": k, rule.metric: value + JITTER[k], **base,
                  **({k2: v for k2, v in extra.items() if not k2.startswith("baselines.")})} for k in SEEDS]

@@ -56,7 +56,8 @@ CLAIMS: list[Claim] = [
     Claim("vflbench.bli.paper-tables", PAPER, "Liu, Zou, Kang et al., experiments",
           "Batch label inference and replacement at the paper's own datasets, batch sizes and defences (CoAE, DP).",
           UNSOURCED,
-          reason=f"not sourced: {UNSOURCED}; the confusional autoencoder is not in the lab's defence catalogue"),
+          reason=f"not sourced: {UNSOURCED}; no dataset or batch size of the paper's is run here (the confusional "
+                 "autoencoder is in the catalogue as cae, not yet run against BLI)"),
     Claim("vflbench.esa.beats-mean", PAPER, "Luo et al., the equality-solving attack",
           "The equality-solving attack infers a passive party's features of a logistic regression better than a "
           "guess from their distribution.",
@@ -78,7 +79,7 @@ CLAIMS: list[Claim] = [
     Claim("vflbench.esa.exact", PAPER, "Luo et al., the equality-solving attack",
           "ESA recovers the features exactly when the passive party has no more of them than the classes less one.",
           f"the paper's condition for an exact solution; {UNSOURCED}",
-          reason="the grid's binary task gives one equation a sample for six or more unknowns; the exact case is "
+          reason="the grid's binary dataset gives one equation a sample for six or more unknowns; the exact case is "
                  "checked by the tests (tests/test_newattacks.py, wine, one unknown column), not by a grid"),
     _backdoor("gr-backdoor", "gr-backdoor-tabular", "Liu, Yi, Chen, abstract",
               "A feature party with a few labelled target samples plants a backdoor by gradient replacement."),
