@@ -23,6 +23,8 @@ import torch
 from torch.func import functional_call, grad, jvp, vmap
 
 from attacks.hfl.experiment import HFLConfig, prepare
+from attacks.hfl.tgias.attack import start_images
+from attacks.hfl.tgias.settings import STARTS
 from attacks.hfl.variables import initial_variables
 from attacks.metrics import psnr
 
@@ -55,25 +57,31 @@ def main() -> None:
     parser.add_argument("--temporal", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--server-lr", type=float, default=0.1)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--sample-fraction", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     config = HFLConfig.of(attack="tgias-ro", observe="rounds", labels="known", images="seed", arch=args.arch,
-                          batch_size=args.batch_size, temporal=args.temporal, server_lr=args.server_lr, seed=args.seed)
+                          batch_size=args.batch_size, temporal=args.temporal, server_lr=args.server_lr, seed=args.seed,
+                          clients=args.clients, sample_fraction=args.sample_fraction)
     prepared = prepare(config)
     rounds = prepared.observation.rounds[:args.temporal]
     x, labels = prepared.truth.images.double(), prepared.truth.labels
     values, vectors = torch.linalg.eigh(gram(prepared.observation.model.network, rounds, x, labels))
-    start = initial_variables(prepared.observation, 1, args.seed, label_logits=False)["x"][0].double()
-    error = (start - x).flatten()
+    z = initial_variables(prepared.observation, 1, args.seed, label_logits=False)["x"][0].double()
     n, top = x.numel(), float(values[-1])
-    print(f"{args.arch}, b = {args.batch_size}, T = {args.temporal}, server lr {args.server_lr}, seed {args.seed}: "
-          f"{n} pixel directions; start {float(psnr(start.clamp(0, 1), x).mean()):.2f} dB, zero image "
+    print(f"{args.arch}, b = {args.batch_size}, T = {args.temporal}, server lr {args.server_lr}, clients "
+          f"{args.clients} at {args.sample_fraction}, seed {args.seed}: {n} pixel directions; zero image "
           f"{float(psnr(torch.zeros_like(x), x).mean()):.2f} dB")
     for r in THRESHOLDS:
         null = vectors[:, values < r * top]
-        kept = x + (null @ (null.T @ error)).view_as(x)
+        ceilings = []
+        for kind in STARTS:
+            error = (start_images(kind, z) - x).flatten()
+            kept = x + (null @ (null.T @ error)).view_as(x)
+            ceilings.append(f"{kind} {float(psnr(kept.clamp(0, 1), x).mean()):.2f}")
         print(f"  eigenvalue < {r:g} x max: {null.shape[1]:5d} directions ({null.shape[1] / n:.0%}); "
-              f"ceiling {float(psnr(kept.clamp(0, 1), x).mean()):.2f} dB")
+              f"ceiling from each start (dB): {', '.join(ceilings)}")
 
 
 if __name__ == "__main__":
