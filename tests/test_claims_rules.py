@@ -98,10 +98,17 @@ def test_the_contradiction_test_comes_before_the_trivial_guard():
     assert Beats(a=A, b=B)(_pairs(9.5, 14.0)).verdict == "contradicted"
 
 
-def test_an_ablation_that_destroys_the_attack_confirms_the_papers_direction():
-    """fedleak.tab19.l1: without L1 the attack falls to the zero image; the full loss works."""
-    verdict = Beats(a=A, b=B, gap=1.47)(_pairs(14.0, 9.4))
-    assert verdict.verdict == "reproduced" and verdict.values["claimed"] > verdict.values["trivial"]
+def test_a_gap_to_a_failed_arm_reproduces_nothing():
+    """A false claim "A beats B by 8 dB": A works barely (10.8 dB against the mean image's 10), B fails far below
+    every trivial answer (2.5 dB, as an N(0, 1) start scores), so the paired gap of +8.3 dB is a gap to a failed
+    reconstruction. The old rule guarded A alone and reproduced it; both arms must work."""
+    verdict = Beats(a=A, b=B, gap=8.0)(_pairs(10.8, 2.5, 0.1))
+    assert verdict.verdict == "partly", (verdict.lab, verdict.reason)
+    assert "B is no better than the mean image" in verdict.reason and "failed arm" in verdict.reason
+    assert verdict.values["reference_claimed"] == pytest.approx(2.5)
+    ablation = Beats(a=A, b=B, gap=1.47)(_pairs(14.0, 9.4))    # fedleak.tab19.l1: without L1, the zero image
+    assert ablation.verdict == "partly" and ablation.values["claimed"] > ablation.values["trivial"]
+    assert Beats(a=A, b=B, gap=1.47)(_pairs(14.0, 11.5)).verdict == "reproduced"
 
 
 def test_a_trend_carries_a_paired_interval_on_its_ends():

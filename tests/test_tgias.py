@@ -15,7 +15,7 @@ from attacks.hfl.observations import RoundLog, observe_fedsgd
 from attacks.hfl.tgias import TGIAsRO, TGIAsSettings
 from attacks.hfl.tgias.aggregators import aggregator, krum, median, trimmed_mean
 from attacks.hfl.tgias.aggregators import mean as mean_of
-from attacks.hfl.tgias.attack import _agree, layer_ramp
+from attacks.hfl.tgias.attack import _agree, layer_ramp, start_images
 from attacks.hfl.tgias.label_optimisation import optimise_labels
 from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 from attacks.hfl.tgias.trace import align, alignment_accuracy, rand_index, client_data, converged_model, observe_trace
@@ -287,6 +287,24 @@ def test_algorithm_one_copies_start_from_one_draw_or_each_from_its_own(mnist, le
     assert (torch.equal(copies[1], copies[0]) and torch.equal(copies[2], copies[0])) == (starts == "same")
 
 
+@pytest.mark.parametrize("start", ["normal", "mnist-units", "zero"])
+def test_the_start_is_one_seeded_draw_read_on_the_pixels_in_mnist_units_or_zero(mnist, lenet, start):
+    trace = observe_trace(lenet, mnist, batch_size=2, temporal=2, arch="lenet", reveal_labels=True)
+    settings = replace(preset("tgias-ro.quick"), temporal=2, iterations=1, start=start)
+    z = TGIAsRO(replace(settings, start="normal"))(trace.log, seed=3).initial
+    rec = TGIAsRO(settings)(trace.log, seed=3)
+    expected = {"normal": z, "mnist-units": 0.1307 + 0.3081 * z, "zero": torch.zeros_like(z)}[start]
+    assert torch.allclose(rec.initial, expected) and torch.equal(start_images(start, z), rec.initial)
+    assert bool(torch.isfinite(rec.loss).all())
+
+
+def test_mnist_units_refuse_colour_images():
+    model = build_hfl_model("lenet", (3, 32, 32), 10, seed=0)
+    obs = observe_fedsgd(model, torch.rand(1, 3, 32, 32), torch.tensor([1]), arch="lenet", reveal_labels=True)
+    with pytest.raises(SplitlabError, match="--start mnist-units .* these have 3 channels"):
+        TGIAsRO(replace(preset("tgias-ro.quick"), temporal=1, start="mnist-units")).check(RoundLog((obs,)))
+
+
 def test_distinct_copy_starts_need_copies():
     with pytest.raises(SplitlabError, match="--copy-starts does not apply"):
         replace(preset("tgias-ro.quick"), copy_starts="distinct").check()
@@ -374,6 +392,7 @@ def test_cli_run_records_the_trace(tmp_path):
      "lower --clients, --local-batches or --batch-size"),
     (["--observe", "rounds", "--trim-beta", "0.5"], "--trim-beta must be"),
     (["--observe", "rounds", "--local-steps", "0"], "--local-steps must be"),
+    (["--observe", "rounds", "--start", "uniform"], "--start must be one of"),
     (["--observe", "rounds", "--aggregator", "median", "--mode", "sequential"], "applies to the joint form only"),
 ])
 def test_bad_input_exits_2(tmp_path, args, message):

@@ -14,10 +14,12 @@ and for a comparison the other arm's (`reference_claimed`, `reference_trivial`):
 all-zero image, the mean image, the attack's initial guess (or, for label inference, the majority class)
 never makes a claim reproduced, and where no arm beats it the verdict is `inconclusive` (no attack works
 here, which says nothing about the paper). A metric that has trivial answers, read from cells that record
-none, reproduces nothing either (`cells.unguarded`). In `Beats` the side the claim calls worse may fail
-outright (an ablation that destroys the attack confirms the paper's direction); in `Close` both arms must
-work, since being as good as a failed arm says nothing. A failed winner beaten by a working other side
-reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size
+none, reproduces nothing either (`cells.unguarded`). A comparison of two attacks (`Beats`, `Close`) reproduces
+only where both arms work: a gap measured against an arm at or below a trivial answer is a gap to a failed
+reconstruction, as wide as that arm happens to fail (an N(0, 1) start scores below the all-zero image), so it
+reads as partly at most (the direction holds: the working side beats a failed one). Only a defence compared
+with a weaker one (`guard_side="b"`) guards one arm, since the stronger defence's attack failing is its claim.
+A failed winner beaten by a working other side reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size
 alone (the direction held or could not be told), which a reduced setting softens to partly
 (`model.Claim.judge`); a direction measured significantly the other way is never magnitude-only.
 """
@@ -127,9 +129,10 @@ class TwoSided(Paired):
 class Beats(TwoSided):
     """A beats B on `metric` by the paper's `gap` (None: the paper gives no number), paired by `by`.
 
-    reproduced: the 95% interval of the paired differences excludes no effect, A is above the trivial
-    baselines, and the mean reaches the paper's gap within the scale's band; partly: the direction holds but
-    the gap falls short, or the interval cannot tell, or A itself is no better than a trivial answer;
+    reproduced: the 95% interval of the paired differences excludes no effect, A and B are both above the
+    trivial baselines (with `guard_side="b"`, B alone), and the mean reaches the paper's gap within the scale's
+    band; partly: the direction holds but the gap falls short or B is no better than a trivial answer (a gap
+    to a failed arm), or the interval cannot tell; inconclusive: A is no better than a trivial answer;
     contradicted: B is significantly better, or (a size only) the interval rules the paper's gap out."""
     summary: ClassVar[str] = "A is better than B, paired by seed, by the paper's gap where it gives one"
     gap: Optional[float] = None
@@ -152,6 +155,9 @@ class Beats(TwoSided):
             return Verdict("inconclusive", lab, found.text(working) + ": the arm the claim needs working does "
                                                 "not work here", values)
         if low > 0:
+            if _failed(other):
+                return Verdict("partly", lab, f"the direction holds, but {other.text(reference)}: the gap is "
+                                              "measured against a failed arm", values)
             if target is None or mean >= target:
                 if missing:
                     return Verdict("inconclusive", lab, _missing(missing), values)

@@ -4,6 +4,7 @@
       given the uploads g_t = grad_{w_t} L(w_t, D) of one batch at the global weights w_t, t = 1..T
       Step I:  y <- known labels, or last-layer label optimisation on g_1..g_T (or g_1 alone)
       f_t(x) = sum_l omega_l || grad_{w_t^l} L(w_t; x, y) - g_t^l ||^2
+      x^0: N(0, 1) on the pixels, in normalised-MNIST units, or zero (`start`)
       joint:        x ~ N(0, 1);  L-BFGS on sum_t f_t(x) / T  (+ tv * TV(x), Table IX)    (Eq. 5)
       Algorithm 1:  x^0 ~ N(0, 1)  (copy_starts="distinct": one draw per copy, Table VII's Single + RA)
                     for s = 1..R_g:
@@ -28,10 +29,10 @@ from attacks.kit import (LBFGS, QUIET, Block, Consensus, EngineOptions, FedSGDGr
                          initial_variables, run, tv_l1)
 from attacks.hfl.tgias.aggregators import aggregator
 from attacks.hfl.tgias.label_optimisation import LABEL_FEATURES, optimise_labels
-from attacks.hfl.tgias.settings import TGIAsSettings
+from attacks.hfl.tgias.settings import MNIST_MEAN, MNIST_STD, TGIAsSettings
 from attacks.hfl.tgias.temporal import TemporalFedSGDGradient, TemporalSquaredL2
 
-__all__ = ["TGIAsRO", "layer_ramp"]
+__all__ = ["TGIAsRO", "layer_ramp", "start_images"]
 
 
 def layer_ramp(network: torch.nn.Module) -> list[float]:
@@ -58,6 +59,9 @@ class TGIAsRO:
         check_requirements(self.name, self.requires, observation)
         if "labels" not in observation.provides:
             check_requirements(self.name, ("final_linear",), observation)
+        if self.settings.start == "mnist-units" and observation.model.input_shape[0] != 1:
+            raise SplitlabError(f"--start mnist-units draws in normalised-MNIST units, for one-channel images; "
+                                f"these have {observation.model.input_shape[0]} channels")
         if len(observation.rounds) < self.settings.temporal:
             raise SplitlabError(f"attack {self.name} uses {self.settings.temporal} temporal gradients but the log "
                                 f"holds {len(observation.rounds)}")
@@ -87,6 +91,8 @@ class TGIAsRO:
         observed = [_stack(layer) for layer in zip(*(u.gradient for u in uploads))]
         distinct = s.copy_starts == "distinct" and s.aggregator != "joint"
         starts = initial_variables(observation, s.temporal if distinct else 1, seed, label_logits=False, init=init)
+        if "x" not in (init or {}):
+            starts = {"x": start_images(s.start, starts["x"])}
         first = {"x": starts["x"][:1]} if distinct else starts
         engine = engine.labelled(f"{s.aggregator} T={s.temporal}")
         priors = (Prior("tv", "x", tv_l1, s.tv),) if s.tv > 0 else ()
@@ -119,6 +125,13 @@ class TGIAsRO:
                               extras={"temporal": s.temporal, "aggregator": s.aggregator,
                                       "copies_diverged": int(result.diverged.sum()),
                                       **({"label_features": LABEL_FEATURES} if rule == "optimised" else {})})
+
+
+def start_images(kind: str, z: torch.Tensor) -> torch.Tensor:
+    """x^0 from the seeded N(0, 1) draw z: z itself, z in normalised-MNIST units read as pixels, or zeros."""
+    if kind == "mnist-units":
+        return MNIST_MEAN + MNIST_STD * z
+    return torch.zeros_like(z) if kind == "zero" else z
 
 
 def _agree(combine, points: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:

@@ -6,12 +6,16 @@ from dataclasses import dataclass
 from attacks.kit import (ITERATIONS, LBFGS_HISTORY, LBFGS_INNER, LBFGS_LR, EngineSettings, SplitlabError, checked,
                          choice, integer, number, option, optional)
 
-__all__ = ["TGIAsSettings", "FORMS", "LABEL_GRADIENTS", "COPY_STARTS"]
+__all__ = ["TGIAsSettings", "FORMS", "LABEL_GRADIENTS", "COPY_STARTS", "STARTS", "MNIST_MEAN", "MNIST_STD"]
 
 FORMS = ("joint", "mean", "median", "trimmed", "krum")
 """`joint`: Eq. 5 minimised directly; the others: Algorithm 1 with that data-space aggregator."""
 COPY_STARTS = ("same", "distinct")
 """Algorithm 1's copies start from one x^0 (`same`) or each from its own draw (`distinct`)."""
+STARTS = ("normal", "mnist-units", "zero")
+"""x^0: N(0, 1) on the [0, 1] pixels the lab's models read; N(0, 1) in normalised-MNIST units; all zero."""
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+"""The customary MNIST normalisation (torchvision's examples): a pixel p is fed as (p - mean) / std."""
 LABEL_GRADIENTS = ("all", "first")
 """Which temporal gradients label optimisation reads: all T (the paper's Step I) or the first."""
 
@@ -60,7 +64,12 @@ class TGIAsSettings(EngineSettings):
       over all T temporal gradients (Step I of Algorithm 1, the paper preset's) or the first alone;
     - `tv` > 0 adds Table IX's L_TV (anisotropic TV, mean |dx| + mean |dy|, Inverting Gradients' form; the paper
       gives neither the form nor the weight); `copy_starts="distinct"` gives every copy its own N(0, 1) start
-      (Table VII's "Single + RA", restarts from different seeds aggregated robustly).
+      (Table VII's "Single + RA", restarts from different seeds aggregated robustly);
+    - `start`: the paper's x^0 ~ N(0, 1) is on the scale of whatever tensor its models read, which it does not
+      give. The lab's models read [0, 1] pixels (`normal`: N(0, 1) there); `mnist-units` reads it on
+      normalised-MNIST units (z ~ N(0, 1), fed as 0.1307 + 0.3081 z in pixels; the same z, so starts pair by
+      seed); `zero` starts from the all-zero image. Directions the gradients cannot see keep the start's error
+      (`scripts/gradient_null_space.py`), so the start sets how far a converged attack gets.
     """
     temporal: int = option(10, "temporal gradients T of the target batch.", integer(low=1, high=1000))
     aggregator: str = option("median", "joint (Eq. 5) or Algorithm 1 with mean, median, trimmed or krum.", choice(FORMS))
@@ -86,6 +95,9 @@ class TGIAsSettings(EngineSettings):
     copy_starts: str = option("same", "Algorithm 1: every copy starts from the same x^0 (the paper's) or from "
                               "its own draw (Table VII's Single + RA: restarts robustly aggregated).",
                               choice(COPY_STARTS))
+    start: str = option("normal", "x^0: normal (N(0, 1) on the [0, 1] pixels, the paper's words read on the lab's "
+                        "scale), mnist-units (N(0, 1) in normalised-MNIST units: 0.1307 + 0.3081 z in pixels, the "
+                        "paper's start if its digits were normalised) or zero.", choice(STARTS))
     label_gradients: str = option("all", "with --labels recovered: label optimisation over all T temporal "
                                   "gradients (Algorithm 1's Step I) or the first alone (preset: all).",
                                   choice(LABEL_GRADIENTS))
