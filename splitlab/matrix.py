@@ -109,6 +109,7 @@ def matrix_command(
     seconds = time.time() - started
     record = {"command": "matrix", "matrix": matrix.name, "matrix_dir": str(sweep_dir), "cells": len(cells),
               "ok": summary["cells_ok"], "failed": summary["cells_failed"], "skipped": sum(finished),
+              "ran": display.done - display.elsewhere,
               "seconds": round(seconds, 1), "interrupted": interrupted, "report": str(sweep_dir / "report.md"),
               "ranking": [{"task": r["task"], "rank": r["rank"], "arm": r["arm"],
                            "c_dcs": None if r["c_dcs"] is None else round(r["c_dcs"].mean, 4)}
