@@ -14,8 +14,8 @@ Each defence's strength axis is its `DefenceSpec.strengths` (the option they set
 replaces the values only, each checked against the option's range. A (task, attack) pair is one sweep of
 `splitlab attack NAME` (`splitlab.sweep_file.Sweep`): its seeds crossed with the arms (no defence, then each
 defence at each strength), the arm given with the flag that takes it (`--defence` or `--send-back`). A pair the
-defence matrix refuses (`splitlab.defence_matrix`), or one needing a task option the task does not set, is refused
-in one line, as is an unknown attack, defence or key, or a strength out of its option's range.
+defence matrix refuses (`splitlab.defence_matrix`) is refused in one line (a cell the task cannot run, such as a
+binary-only defence on a multiclass task, by its command's own checks before any cell runs), as is an unknown attack, defence or key, or a strength out of its option's range.
 """
 from __future__ import annotations
 
@@ -155,18 +155,13 @@ def _arms(source: str, names: list[str], strengths: dict[str, Any]) -> list[Arm]
 
 
 def _check_pairs(source: str, matrix: Matrix) -> None:
-    """Every (attack, defence) pair the defence matrix runs, and what it needs of the task set by each task."""
+    """Every (attack, defence) pair is one the defence matrix runs; what a pair needs of the task (--task binary) is
+    then checked cell by cell by the command's own checks, against the task's options and the attack's preset."""
     for attack in matrix.attacks:
         for name in matrix.defences:
             found = pair(attack, name)
             if not found.runnable:
                 raise file_error(source, f"{attack} x {name} is refused by the defence matrix: {found.how}")
-            needed = dict(zip(found.extra.split()[::2], found.extra.split()[1::2]))
-            for task, fixed in matrix.tasks.items():
-                for flag, value in needed.items():
-                    if arg_text(fixed.get(flag[2:], "")) != value:
-                        raise file_error(source, f"{attack} x {name} needs {flag} {value}; task {task} does not set "
-                                                 f"it (add {flag[2:]} = \"{value}\" to [tasks.{task}])")
 
 
 def _tasks(source: str, value: Any) -> dict[str, dict[str, Any]]:

@@ -142,7 +142,7 @@ def _csv(records: list[dict], columns: list[str]) -> str:
 
 def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:
     """Task accuracy against the attack's metric: one curve per defence over its strengths (error bars: std over
-    seeds), the undefended point starred, the trivial baseline a dashed line."""
+    seeds, each point labelled with its strength), the undefended point starred, the trivial baseline dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,16 +155,14 @@ def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:
         if not mine:
             continue
         xs, ys = [c["ap"].mean for c in mine], [c["mp"].mean for c in mine]
-        xerr = [c["ap"].mean - c["ap"].low for c in mine]
-        yerr = [c["mp"].mean - c["mp"].low for c in mine]
+        xerr, yerr = [c["ap"].sd for c in mine], [c["mp"].sd for c in mine]
         line = ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=defence)
         for c, x, y in zip(mine, xs, ys):
             if c["value"] is not None:
                 ax.annotate(f"{c['value']:g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
                             color=line[0].get_color())
     if base and base["ap"] and base["mp"]:
-        ax.errorbar([base["ap"].mean], [base["mp"].mean], xerr=[base["ap"].mean - base["ap"].low],
-                    yerr=[base["mp"].mean - base["mp"].low], marker="*", markersize=14, color="black",
+        ax.errorbar([base["ap"].mean], [base["mp"].mean], xerr=[base["ap"].sd], yerr=[base["mp"].sd], marker="*", markersize=14, color="black",
                     linestyle="none", label="no defence", zorder=5)
     stars = [c["ap_star"] for c in cells if c["ap_star"] is not None]
     if stars:
@@ -172,7 +170,11 @@ def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:
     metric = next((c["metric"] for c in cells if c["metric"]), "attack metric")
     ax.set_xlabel(f"{attack}: {metric} (attack; right = more leakage)")
     ax.set_ylabel(f"task {TASK_METRIC}")
-    ax.set_title(f"{task}: privacy-utility frontier against {attack} (95% intervals over seeds)", fontsize=9)
+    ax.set_title(f"{task}: privacy-utility frontier against {attack} (error bars: std over seeds; labels: "
+                 "strength)", fontsize=9)
+    ax.set_xlim(-0.02, 1.02)                             # both metrics live on [0, 1]
+    low, high = ax.get_ylim()
+    ax.set_ylim(max(low, -0.02), min(high, 1.02))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     buffer = io.BytesIO()

@@ -52,6 +52,8 @@ class Interval:
     low: float
     high: float
     n: int
+    sd: float = 0.0
+    """The standard deviation over seeds (the figures' error bars)."""
 
     def overlaps(self, other: "Interval") -> bool:
         return self.low <= other.high and other.low <= self.high
@@ -69,10 +71,10 @@ def interval(values: Iterable[float], level: float = 0.95) -> Optional[Interval]
         return None
     mean = sum(xs) / len(xs)
     if len(xs) == 1:
-        return Interval(mean, mean, mean, 1)
+        return Interval(mean, mean, mean, 1, 0.0)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
     half = float(stats.t.ppf(0.5 + level / 2, len(xs) - 1)) * sd / math.sqrt(len(xs))
-    return Interval(mean, mean - half, mean + half, len(xs))
+    return Interval(mean, mean - half, mean + half, len(xs), sd)
 
 
 def shared_ranks(scores: dict[str, Interval]) -> dict[str, int]:
