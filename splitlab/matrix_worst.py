@@ -13,6 +13,7 @@ options, beside its score against the default options at the same seed.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
@@ -115,7 +116,8 @@ def worst_case_search(matrix: Matrix, out: Path, trials: int, threads: Optional[
                     if value is not None and (best is None or value > best[0]):
                         best = (value, options, metrics)
                     if progress:
-                        print(f"worst case {task} {attack} {arm.label}: {options} -> {value}", flush=True)
+                        print(f"worst case {task} {attack} {arm.label}: {options} -> {value}", file=sys.stderr,
+                              flush=True)                  # stdout is kept for --json
                 rows.append({"task": task, "attack": attack, "arm": arm.label, "seed": seed,
                              "default_ap": default_metrics.get(metric) if metric else None,
                              "default_dcs": _score(default_metrics, mp_star),
