@@ -97,7 +97,8 @@ def _composite(matrix: Matrix, cells: list[dict]) -> list[dict]:
                                   "c_dcs": interval(c_seed.values()),
                                   "seconds": _mean(c["seconds"] for c in mine), "bytes": _mean(c["bytes"] for c in mine)}
         ranks = shared_ranks({k: r["c_dcs"] for k, r in records.items() if r["c_dcs"] is not None})
-        for label, record in sorted(records.items(), key=lambda kv: ranks.get(kv[0], 10 ** 9)):
+        for label, record in sorted(records.items(), key=lambda kv: (ranks.get(kv[0], 10 ** 9),
+                                                                      -(kv[1]["c_dcs"].mean if kv[1]["c_dcs"] else 0))):
             out.append({**record, "rank": ranks.get(label)})
     return out
 
@@ -170,8 +171,8 @@ def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:
     metric = next((c["metric"] for c in cells if c["metric"]), "attack metric")
     ax.set_xlabel(f"{attack}: {metric} (attack; right = more leakage)")
     ax.set_ylabel(f"task {TASK_METRIC}")
-    ax.set_title(f"{task}: privacy-utility frontier against {attack} (error bars: std over seeds; labels: "
-                 "strength)", fontsize=9)
+    ax.set_title(f"{task}, {attack}: privacy-utility frontier\n(error bars: std over seeds; point labels: the "
+                 "defence's strength)", fontsize=9)
     ax.set_xlim(-0.02, 1.02)                             # both metrics live on [0, 1]
     low, high = ax.get_ylim()
     ax.set_ylim(max(low, -0.02), min(high, 1.02))
