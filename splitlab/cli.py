@@ -71,6 +71,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "sweep": LazyCommand("splitlab.sweep", "Run a grid of `splitlab` commands (a sweep file or a shipped paper "
                          "grid) on Ray or in process; resumable; writes results.csv, summary.csv (mean, std, n "
                          "over seeds) and report.md."),
+    "matrix": LazyCommand("splitlab.matrix", "Benchmark defences against attacks: tasks x attacks x defences x "
+                          "strengths x seeds as one resumable sweep; writes report.md, matrix.csv, scores.csv (DCS, "
+                          "T-DCS, C-DCS, ranks) and a privacy-utility frontier per task and attack."),
 }
 
 _GROUPS: dict[str, TyperGroup] = {}  # module -> its commands as a click group, built on first use

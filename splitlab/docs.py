@@ -298,9 +298,12 @@ def defences_page() -> str:
               "over a run (an epsilon it computed, a distance correlation, a KL term) is in the run's metrics.json "
               "under `defence_report`, beside the task's accuracy; with `--parties K` (K > 1) each feature party's own under "
               "`party-0`, `party-1`, ...", "", "## The defences", ""]
-    lines += _table(["defence", "point", "what it does", "options (default): accepts", "zero strength", "paper"],
+    lines += _table(["defence", "point", "what it does", "options (default): accepts", "zero strength",
+                     "strength axis (`splitlab matrix`)", "paper"],
                     [[f"`{s.name}`", s.point, s.title, _defence_options(s),
-                      ", ".join(f"{k}={v:g}" for k, v in s.zero.items()) if s.zero is not None else "-", s.paper]
+                      ", ".join(f"{k}={v:g}" for k, v in s.zero.items()) if s.zero is not None else "-",
+                      f"`{s.strength}` " + ", ".join(f"{v[s.strength]:g}" for v in s.strengths) if s.strength else
+                      "- (on or off)", s.paper]
                      for s in own])
     deviations = [[f"`{s.name}`", d.what, d.paper, d.lab, d.why] for s in own for d in s.deviations]
     if deviations:

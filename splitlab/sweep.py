@@ -47,7 +47,7 @@ def _on_sigterm(signum, frame):
 
 
 @contextlib.contextmanager
-def _sigterm_stops() -> Iterator[None]:
+def sigterm_stops() -> Iterator[None]:
     """`kill PID` stops the sweep like Ctrl-C (installed again after ray.init, which sets its own)."""
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -57,7 +57,7 @@ def _sigterm_stops() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _locked(sweep_dir: Path) -> Iterator[None]:
+def locked(sweep_dir: Path) -> Iterator[None]:
     """One sweep process per directory at a time (the lock dies with the process, even on kill -9)."""
     try:
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +85,7 @@ def _list_rows() -> list[dict]:
     return rows
 
 
-def _start_ray(address: Optional[str], concurrency: Optional[int], threads: Optional[int]) -> RayPlan:
+def start_ray_plan(address: Optional[str], concurrency: Optional[int], threads: Optional[int]) -> RayPlan:
     """Ray starts (or joins) before the sweep directory is touched, so a failure writes nothing."""
     try:
         plan = start_ray(address, concurrency, threads)
@@ -96,7 +96,7 @@ def _start_ray(address: Optional[str], concurrency: Optional[int], threads: Opti
     return plan
 
 
-def _run(plan: Optional[RayPlan], pending: list, threads: Optional[int], display: Display) -> bool:
+def run_cells(plan: Optional[RayPlan], pending: list, threads: Optional[int], display: Display) -> bool:
     """Run the pending cells on Ray or in process; True if Ctrl-C or SIGTERM stopped them."""
     try:
         with display:
@@ -195,10 +195,10 @@ def sweep_command(
     # the report covers this run's cells and every other finished cell of the grid: a narrowed run (--where)
     # adds to what the sweep directory holds, it does not hide it
     reported = [c for c in sweep.cells() if c.has(chosen) or is_finished(sweep_dir / "cells" / c.dirname)]
-    with _sigterm_stops():
+    with sigterm_stops():
         try:
-            plan = _start_ray(address, concurrency, threads) if executor == "ray" and pending else None
-            with _locked(sweep_dir):
+            plan = start_ray_plan(address, concurrency, threads) if executor == "ray" and pending else None
+            with locked(sweep_dir):
                 atomic_write_text(sweep_dir / "sweep.toml", sweep.text)
                 started = time.time()
                 meta = {"sweep": sweep.name, "source": sweep.source, "paper_size": paper_size,
@@ -210,7 +210,7 @@ def sweep_command(
                 atomic_write_text(sweep_dir / "sweep.json", dumps(meta) + "\n")
                 display = Display(len(pending), sum(finished), enabled=progress,
                                   after_cell=lambda: write_results(sweep, reported, sweep_dir))
-                interrupted = _run(plan, pending, threads, display)
+                interrupted = run_cells(plan, pending, threads, display)
                 summary = aggregate(sweep, reported, sweep_dir, counted=cells)
         finally:
             stop_ray()

@@ -36,6 +36,10 @@ class Check:
     refused: Any = None
     """A value of the right type that the check refuses (None: every value of the type passes), so tests
     can hold every option to its declared range."""
+    low: Any = None
+    high: Any = None
+    """A number's declared range (None: unbounded that side), for searches over an option (`splitlab matrix
+    --worst-case`)."""
 
     def __call__(self, name: str, value: Any, symbol: str | None = None) -> Any:
         """With `symbol` (an option typed as `key=value` inside a spec), a range error reads as an inequality on
@@ -63,7 +67,7 @@ def number(*, low: float | None = None, high: float | None = None, low_open: boo
     return Check(float, lambda name, value, symbol=None: check_number(name, value, low=low, high=high,
                                                                      low_open=low_open, high_open=high_open,
                                                                      symbol=symbol),
-                 _bounds(low, high, low_open, high_open), refused=float(refused))
+                 _bounds(low, high, low_open, high_open), refused=float(refused), low=low, high=high)
 
 
 def integer(*, low: int | None = None, high: int | None = None) -> Check:
@@ -71,7 +75,7 @@ def integer(*, low: int | None = None, high: int | None = None) -> Check:
     refused = low - 1 if low is not None else high + 1 if high is not None else None
     return Check(int, lambda name, value, symbol=None: check_int(name, value, low=low, high=high, symbol=symbol),
                  _bounds(low, high, False, False),
-                 refused=refused)
+                 refused=refused, low=low, high=high)
 
 
 def choice(choices: Sequence[str]) -> Check:
@@ -94,7 +98,7 @@ def text() -> Check:
 def optional(check: Check) -> Check:
     """`check`, or None (the field's "not given": the preset's or the dataset's value is used)."""
     return Check(check.kind, lambda name, value, *symbol: None if value is None else check(name, value, *symbol),
-                 check.describe + " (or unset)", check.choices, check.refused)
+                 check.describe + " (or unset)", check.choices, check.refused, check.low, check.high)
 
 
 @dataclass(frozen=True)

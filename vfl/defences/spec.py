@@ -107,7 +107,8 @@ class DefenceSpec:
     """Input defences that change one example's shape: the shape after it."""
     deviations: tuple[Deviation, ...] = ()
     strengths: tuple[Mapping[str, Any], ...] = field(default=())
-    """Options of growing strength, for grids and the docs (the paper's where it gives some)."""
+    """Options of growing strength, for grids and the docs (the paper's where it gives some); every one sets the
+    same one option, its `strength` (the axis `splitlab matrix` sweeps)."""
 
     def __post_init__(self) -> None:
         where = f"defence spec {self.name!r}"
@@ -130,11 +131,18 @@ class DefenceSpec:
                     self.settings(**values)
                 except (SplitlabError, TypeError) as exc:
                     raise SplitlabError(f"{where}: its {name} options are refused by its settings ({exc})") from None
+        if len({tuple(sorted(values)) for values in self.strengths}) > 1 or any(len(v) != 1 for v in self.strengths):
+            raise SplitlabError(f"{where}: its strengths must each set the same one option (its strength axis)")
 
     @property
     def party(self) -> str:
         return "the label party" if self.point in LABEL_POINTS else \
             "the HFL client" if self.point == "upload" else "the feature party"
+
+    @property
+    def strength(self) -> str | None:
+        """The option its declared strengths vary (None: it declares none, e.g. a transform that is on or off)."""
+        return next(iter(self.strengths[0])) if self.strengths else None
 
     @property
     def flag(self) -> str:

@@ -1,0 +1,83 @@
+"""The matrix's scores: VFLAIR's defence capability score (DCS) per cell, its averages over attacks of one type
+(T-DCS) and over types (C-DCS), intervals over seeds, and a ranking in which overlapping intervals share a rank.
+
+    DCS = 1 / (1 + sqrt(b (AP - AP*)^2 + (1 - b) (MP* - MP)^2)),   b = 0.5
+
+AP is the attack's performance (its metric, `ATTACK_METRICS`), AP* the trivial baseline's on the same targets (the
+cell's own `baselines`: 0.5 leak AUC, or the best trivial image), MP the task accuracy and MP* the undefended
+task accuracy of the same task and seed. A seed pairs the defended cell with the undefended one trained on the same
+draw, so each seed gives one DCS and the interval is over seeds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "dcs", "attack_metric", "trivial", "Interval", "interval",
+           "shared_ranks"]
+
+B = 0.5
+"""VFLAIR's weight of the attack term against the task term."""
+
+ATTACK_METRICS: dict[str, str] = {
+    "leak_auc": "label",
+    "ssim": "feature",
+}
+"""The attack metric the matrix scores, the first a cell reports (higher: a stronger attack, both on [0, 1] like the
+task accuracy, so the two terms of the DCS are on one scale), and the attack type it stands for."""
+
+TASK_METRIC = "accuracy"
+
+
+def dcs(ap: float, mp: float, ap_star: float, mp_star: float, b: float = B) -> float:
+    return 1.0 / (1.0 + math.sqrt(b * (ap - ap_star) ** 2 + (1.0 - b) * (mp_star - mp) ** 2))
+
+
+def attack_metric(metrics: dict[str, Any]) -> Optional[str]:
+    """The first of `ATTACK_METRICS` a cell's flattened metrics hold a number for."""
+    return next((m for m in ATTACK_METRICS if isinstance(metrics.get(m), (int, float))), None)
+
+
+def trivial(metrics: dict[str, Any], metric: str) -> Optional[float]:
+    """The strongest trivial baseline's value of `metric` in the cell (the attack that learns nothing)."""
+    found = [v for k, v in metrics.items() if k.startswith("baselines.") and k.endswith("." + metric)
+             and isinstance(v, (int, float))]
+    return max(found) if found else None
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+    n: int
+    sd: float = 0.0
+    """The standard deviation over seeds (the figures' error bars)."""
+
+    def overlaps(self, other: "Interval") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def text(self, digits: int = 3) -> str:
+        return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def interval(values: Iterable[float], level: float = 0.95) -> Optional[Interval]:
+    """The mean and its Student-t interval over seeds (one value: no width)."""
+    from scipy import stats
+
+    xs = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not xs:
+        return None
+    mean = sum(xs) / len(xs)
+    if len(xs) == 1:
+        return Interval(mean, mean, mean, 1, 0.0)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, len(xs) - 1)) * sd / math.sqrt(len(xs))
+    return Interval(mean, mean - half, mean + half, len(xs), sd)
+
+
+def shared_ranks(scores: dict[str, Interval]) -> dict[str, int]:
+    """Rank by mean (higher first); an entry's rank is 1 + the number of entries whose interval lies wholly above
+    its own, so entries whose intervals overlap share a rank unless a third separates them."""
+    return {name: 1 + sum(other.low > mine.high for other in scores.values()) for name, mine in scores.items()}

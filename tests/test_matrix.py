@@ -1,0 +1,169 @@
+"""`splitlab matrix`: a bad grid refused before any cell runs, the DCS arithmetic, shared ranks, the report from
+the cell files, resume after a kill, the worst-case search space from the attack's declarations."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from splitlab import sweep_cells
+from splitlab.cli import app
+from splitlab.matrix_grid import NONE, parse_matrix, shipped
+from splitlab.matrix_report import write_report
+from splitlab.matrix_score import Interval, dcs, interval, shared_ranks
+from splitlab.matrix_worst import search_space
+from vfl.defences import registry as defences
+from vfl.errors import SplitlabError
+
+runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = """
+description = "tiny"
+seeds = {seeds}
+attacks = ["label-norm"]
+defences = {defences}
+{extra}
+[tasks.wdbc]
+dataset = "wdbc"
+arch = "tabular-mlp"
+cut-layer = 1
+epochs = 1
+"""
+
+
+def _tiny(seeds=(0, 1), defences_=("marvell",), extra="[strengths]\nmarvell = [1.0]"):
+    return TINY.format(seeds=list(seeds), defences=json.dumps(list(defences_)), extra=extra)
+
+
+def _refused(tmp_path, text):
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    result = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(tmp_path / "out"),
+                                 "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert not (tmp_path / "out").exists()                     # refused before anything is written
+    return result.output.strip()
+
+
+@pytest.mark.parametrize("text, says", [
+    (_tiny(defences_=("no-such-defence",), extra=""), "unknown defence 'no-such-defence'"),
+    (_tiny(extra="[strengths]\nmarvell = [-1.0]"), "strength -1.0 of marvell"),
+    (_tiny(defences_=("orthogonal",), extra="[strengths]\northogonal = [1.0]"), "declares no strength option"),
+    (_tiny().replace('"label-norm"', '"label-direct"').replace('"marvell"', '"mid"').replace(
+        "[strengths]\nmarvell = [1.0]", ""), "label-direct x mid is refused by the defence matrix"),
+    (_tiny().replace('"label-norm"', '"dlg"'), "horizontal-FL attack"),
+    ("bogus = 1\n" + _tiny(), "unknown key 'bogus'"),
+    (_tiny() + "bogus = 1\n", "has no option --bogus"),             # a task option its command does not take
+])
+def test_a_bad_grid_is_refused_in_one_line_with_exit_2_before_any_cell(tmp_path, text, says):
+    output = _refused(tmp_path, text)
+    assert says in output and len(output.splitlines()) == 1, output
+
+
+def test_the_strength_axis_is_the_defences_own_declaration():
+    matrix = parse_matrix(_tiny(defences_=("marvell", "max-norm"), extra=""), "t", "t.toml")
+    declared = [s["scale"] for s in defences.spec("marvell").strengths]
+    assert [a.value for a in matrix.arms if a.defence == "marvell"] == declared
+    assert [a.text for a in matrix.arms][:1] == ["none"] and "max-norm" in [a.text for a in matrix.arms]
+    cells = matrix.cells()
+    assert len(cells) == matrix.size == 1 * 1 * (1 + len(declared) + 1) * 2
+    send_back = {dict(c.swept)["send-back"] for _, _, c in cells}
+    assert "marvell:scale=0.25" in send_back and {dict(c.swept)["defence"] for _, _, c in cells} == {"none"}
+
+
+def test_every_shipped_matrix_parses_and_its_defences_declare_their_axis():
+    for name, text in shipped().items():
+        matrix = parse_matrix(text, name, f"{name}.toml")
+        assert matrix.size <= 2000 and matrix.arms[0] == NONE
+        if "[paper]" in text:
+            assert parse_matrix(text, name, f"{name}.toml", paper_size=True).size >= matrix.size
+
+
+def test_dcs_matches_a_hand_computation():
+    # AP 0.9 against AP* 0.5, MP 0.8 against MP* 0.9: 1 / (1 + sqrt(0.5 * 0.16 + 0.5 * 0.01)) = 1 / 1.2915476 = 0.7742649
+    assert dcs(0.9, 0.8, 0.5, 0.9) == pytest.approx(0.7742649, abs=1e-7)
+    assert dcs(0.5, 0.9, 0.5, 0.9) == 1.0                     # the trivial attack at no cost to the task
+    assert dcs(0.1, 0.9, 0.5, 0.9) == dcs(0.9, 0.9, 0.5, 0.9)  # a flipped leak AUC leaks as much
+
+
+def test_interval_is_student_t_over_seeds():
+    found = interval([1.0, 2.0, 3.0])
+    assert found.mean == 2.0 and found.n == 3
+    assert found.high - found.mean == pytest.approx(4.302653 * 1.0 / math.sqrt(3), rel=1e-6)
+    assert interval([0.5]) == Interval(0.5, 0.5, 0.5, 1) and interval([]) is None
+
+
+def test_overlapping_intervals_share_a_rank():
+    ranks = shared_ranks({"a": Interval(0.85, 0.8, 0.9, 3), "b": Interval(0.8, 0.75, 0.85, 3),
+                          "c": Interval(0.55, 0.5, 0.6, 3), "d": Interval(0.52, 0.45, 0.58, 3)})
+    assert ranks == {"a": 1, "b": 1, "c": 3, "d": 3}
+
+
+def _fake_cell(out, cell, ap, mp):
+    """A finished cell as the sweep machinery leaves it, with the metrics a label attack writes."""
+    folder = out / "cells" / cell.dirname
+    folder.mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps({"leak_auc": ap, "accuracy": mp, "baselines": {
+        "majority": {"leak_auc": 0.5, "label_accuracy": 0.6}}}))
+    (folder / "cell.json").write_text(json.dumps({"cell": cell.key, "status": "ok", "seconds": 2.0}))
+
+
+def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
+    values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
+              ("marvell", 0): (0.6, 0.85), ("marvell", 1): (0.55, 0.9), ("marvell", 2): (0.5, 0.8)}
+    for _, _, cell in matrix.cells():
+        _fake_cell(tmp_path, cell, *values[matrix.arm_of(cell).defence, dict(cell.swept)["seed"]])
+    summary = write_report(matrix, tmp_path)
+    assert summary["cells_ok"] == 6 and summary["figures"] == ["frontier-wdbc-label-norm.png"]
+    for name in ("report.md", "matrix.csv", "scores.csv", "frontier-wdbc-label-norm.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    rows = {r["arm"]: r for r in csv.DictReader((tmp_path / "matrix.csv").open())}
+    expected = [dcs(0.6, 0.85, 0.5, 0.90), dcs(0.55, 0.9, 0.5, 0.92), dcs(0.5, 0.8, 0.5, 0.88)]
+    assert float(rows["marvell:scale=1.0"]["dcs"]) == pytest.approx(sum(expected) / 3)
+    scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
+    assert float(scores["marvell:scale=1.0"]["c_dcs"]) == pytest.approx(sum(expected) / 3)
+    assert scores["marvell:scale=1.0"]["rank"] == "1"          # intervals apart: marvell above no defence
+    assert scores["no defence"]["rank"] == "2"
+    assert "## Ranking" in (tmp_path / "report.md").read_text()
+
+
+def test_the_worst_case_space_comes_from_the_attacks_declarations():
+    space = search_space("label-norm")
+    assert space == {"iterations": ("int", 0, 10_000_000, False)}
+    assert search_space("label-norm", {"iterations": [1, 63]})["iterations"] == ("int", 1, 63, False)
+    with pytest.raises(SplitlabError, match="outside its declared range"):
+        search_space("label-norm", {"iterations": [-1, 63]})
+    with pytest.raises(SplitlabError, match="cannot search"):
+        search_space("label-norm", {"lr": [0.1, 1]})
+
+
+@pytest.mark.slow
+def test_resume_after_a_kill_loses_no_finished_cell(tmp_path, monkeypatch):
+    path, out = tmp_path / "grid.toml", tmp_path / "out"
+    path.write_text(_tiny(seeds=(0,)))
+    real, calls = sweep_cells.run_cell, []
+
+    def killed_after_one(cell, cell_dir, **kw):                # the second cell is where the kill lands
+        calls.append(cell.key)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(cell, cell_dir, **kw)
+
+    monkeypatch.setattr(sweep_cells, "run_cell", killed_after_one)
+    first = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(out), "--no-progress"])
+    assert first.exit_code == 130, first.output
+    (done,) = [p for p in (out / "cells").iterdir() if (p / "cell.json").is_file()]
+    before = (done / "cell.json").read_text()
+    monkeypatch.setattr(sweep_cells, "run_cell", real)
+    second = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(out), "--no-progress",
+                                 "--json"])
+    assert second.exit_code == 0, second.output
+    record = json.loads(second.stdout)
+    assert (record["ran"], record["skipped"], record["ok"]) == (1, 1, 2)
+    assert (done / "cell.json").read_text() == before          # the finished cell was not run again
+    assert {r["arm"] for r in csv.DictReader((out / "scores.csv").open())} == {"no defence", "marvell:scale=1.0"}
