@@ -218,22 +218,27 @@ def _between(readme: str, markers: tuple[str, str], lines: list[str]) -> str:
     return readme[:start + len(markers[0])] + "\n" + "\n".join(lines) + "\n" + readme[end:]
 
 
-README_FAMILIES = ("field-defences",)
-"""Grid families the README shows as one row each (docs/grids.md lists every grid)."""
-
-
 def _families(rows: list[dict]) -> list[dict]:
-    """The rows with each of `README_FAMILIES` summed into one (its cells, its cells' time)."""
-    for family in README_FAMILIES:
-        members = [r for r in rows if r["name"].startswith(family + "-")]
-        if len(members) > 1:
-            first = rows.index(members[0])
-            rows = [r for r in rows if r not in members]
-            rows.insert(first, {"label": f"`{family}-*` ({len(members)} grids)",
-                                "cells": sum(r["cells"] for r in members),
-                                "cpu": _hours(sum(r["seconds"] for r in members)),
-                                "paper_cells": sum(r["paper_cells"] for r in members), "gpu": "-"})
-    return rows
+    """The rows with each family of grids (the name's first word: `awa-*`, `fedleak-*`, ...) summed into one row (its
+    cells, its cells' time, its GPU estimate where every member has one), so the README stays a page as grids are
+    added; docs/grids.md lists every grid."""
+    def gpu_hours(row: dict) -> float | None:
+        return float(row["gpu"][1:-2]) if row["gpu"].startswith("~") and row["gpu"].endswith(" h") else None
+
+    families: dict[str, list[dict]] = {}
+    for row in rows:
+        families.setdefault(row["name"].split("-")[0], []).append(row)
+    grouped = []
+    for family, members in families.items():
+        if len(members) == 1:
+            grouped += members
+            continue
+        hours = [gpu_hours(r) for r in members]
+        grouped.append({"label": f"`{family}-*` ({len(members)} grids)", "cells": sum(r["cells"] for r in members),
+                        "cpu": _hours(sum(r["seconds"] or 0 for r in members)),
+                        "paper_cells": sum(r["paper_cells"] for r in members),
+                        "gpu": f"~{sum(hours):.3g} h" if None not in hours else "-"})
+    return grouped
 
 
 def readme_blocks(readme: str) -> str:
@@ -244,12 +249,13 @@ def readme_blocks(readme: str) -> str:
 
     if all(m in readme for m in README_GRIDS):
         rows = grid_rows()
+        waiting = [r for r in rows if r["cpu"] == "not run"]
         ran = _families([r for r in rows if r["cpu"] != "not run"])
         readme = _between(readme, README_GRIDS, _table(
             ["grid", "cells", "CPU time (measured)", "paper-size cells", "GPU at paper size (estimate)"],
             [[r.get("label", f"`{r.get('name')}`"), r["cells"], r["cpu"], r["paper_cells"], r["gpu"]] for r in ran])
-            + ["", f"{len(rows) - len(ran)} more grids have no shipped results yet: "
-                   + ", ".join(f"`{r['name']}`" for r in rows if r["cpu"] == "not run")
+            + ["", f"{len(waiting)} more grids have no shipped results yet: "
+                   + ", ".join(f"`{r['name']}`" for r in waiting)
                    + " ([docs/grids.md](docs/grids.md); each file states its reduced design and CPU estimate)."])
     if all(m in readme for m in README_CLAIMS):
         readme = _between(readme, README_CLAIMS, scoreboard_lines(list(scoreboard()), "docs/claims.md#", grouped=True))
