@@ -12,6 +12,7 @@ from vfl.fsha_victim import BatchStream, FshaClientConfig, honest_client
 from vfl.models.fsha import build_client, feature_shape
 from vfl.options import integer, option, text
 from vfl.protocol import Client, ClientSession, Transcript
+from vfl.training import malicious_session
 from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
 
@@ -92,10 +93,11 @@ class VictimSide:
 def victim_side(victim: FshaVictim, private: datasets.ImageData, public: datasets.ImageData,
                 transcript: Transcript | None = None) -> VictimSide:
     """The honest client (`vfl.fsha_victim.honest_client`: initialised from `victim.seed`, Adam on f), its private
-    batch stream (order from `victim.seed`) and a `ClientSession` holding the targets."""
+    batch stream (order from `victim.seed`) and its session with the malicious server, the case's training in the
+    malicious role (`vfl.training.malicious_session`), holding the targets."""
     device = resolve_device(victim.device)
     honest = honest_client(victim, private, device)
     targets, _ = datasets.first_of_each_class(private)
     transcript = transcript if transcript is not None else Transcript()
-    session = ClientSession(honest.client, honest.batches, honest.targets, transcript)
+    session = malicious_session(honest.client, honest.batches, honest.targets, transcript)
     return VictimSide(victim, device, private, public, honest.client, honest.batches, targets, transcript, session)
