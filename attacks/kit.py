@@ -70,6 +70,9 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from attacks.split.labels.experiment import LabelConfig
     from attacks.split.labels.family import label_experiment
     from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL, FU, FU_DATA
+    # UnSplit's experiment (the case trained or loaded, the targets' activations observed) and its referee's parts
+    from attacks.split.cut_experiment import (UNSPLIT as unsplit_experiment, evaluation as unsplit_evaluation,
+                                              write_figures as unsplit_figures)
     # the split models an attacker knows the architecture of (UnSplit's clones), K feature parties' strips, the
     # protocol's honest client (FSHA's evaluation)
     from vfl.models import arch_spec, build_split

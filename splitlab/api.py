@@ -85,7 +85,7 @@ def unsplit(victim: TrainedSplit | str | Path, *, preset: str = "jast", seed: in
     """UnSplit against a trained model (or a checkpoint path); `overrides` are UnsplitSettings fields."""
     from attacks import registry
     from attacks.split.unsplit import UnSplit
-    from attacks.split.unsplit.experiment import Victim, attack_victim, load_victim
+    from attacks.split.cut_experiment import Victim, attack_victim, load_victim
     from vfl.training import load_data
 
     _door("unsplit", out, overwrite, progress, text={"preset": preset})

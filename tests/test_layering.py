@@ -71,7 +71,7 @@ VICTIM_SIDE = {
     # client) and FSHA's run over TCP (imported by its experiment alone, the twin of attacks/split/labels/wire.py).
     # The split case's one victim and experiment is taking these over; until they leave the attack folders they
     # import the lab directly. Nothing else may be added here.
-    "attacks/split/unsplit/experiment.py", "attacks/split/fsha/experiment.py", "attacks/split/fsha/victim.py",
+    "attacks/split/fsha/experiment.py", "attacks/split/fsha/victim.py",
     "attacks/split/fsha/wire.py",
 }
 
