@@ -110,7 +110,7 @@ def fsha(arch: str = "resnet", *, preset: str = "quick", seed: int = 0, out: str
     FshaVictim fields."""
     from attacks import registry
     from attacks.split.fsha import FSHA
-    from attacks.split.fsha.experiment import run_fsha, victim_for
+    from attacks.split.session.experiment import run_fsha, victim_for
 
     _door("fsha", out, overwrite, progress, text={"arch": arch, "preset": preset}, mappings={"victim": victim})
     check_int("api.fsha: seed", seed, low=0, high=2**63 - 1)

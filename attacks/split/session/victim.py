@@ -1,11 +1,13 @@
-"""FSHA's victim side: the honest client under attack, its private data and its session with the server."""
+"""FSHA's victim side: the honest client under attack, its private data and its session with the server (the case's
+training in the malicious role, `vfl.training.malicious_session`). Not the attack: nothing here imports its folder;
+the size of the attacker's networks, which a width is checked against, is asked of the registered spec's attack."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from attacks.split.fsha.networks import build_attacker
+from attacks.registry import spec as registered
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import BatchStream, FshaClientConfig, honest_client
@@ -59,7 +61,7 @@ def parameter_count(arch: str, level: int, width: float) -> int:
     """Parameters of the client and the attacker's three networks, counted on the meta device (nothing allocated)."""
     with torch.device("meta"):
         client = build_client(arch, level, width)
-        nets = build_attacker(arch, feature_shape(level, width), width)
+        nets = registered("fsha").attack.networks(arch, feature_shape(level, width), width)
     modules = (client, nets.pilot, nets.decoder, nets.discriminator)
     return sum(p.numel() for m in modules for p in m.parameters())
 
