@@ -24,8 +24,9 @@ from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.tasks import for_task, task_output
 
-__all__ = ["TrainConfig", "SplitCase", "TrainedSplit", "MAX_EPOCHS", "MAX_BATCH_SIZE", "SERVER_ROLES", "ROLES", "load_data",
-           "build_client", "build_server", "build_parties", "malicious_session", "FitState", "fit", "SampleRecord", "train_split",
+__all__ = ["TrainConfig", "SplitCase", "TrainedSplit", "MAX_EPOCHS", "MAX_BATCH_SIZE", "SERVER_ROLES", "ROLES",
+           "load_data", "build_client", "build_server", "build_parties", "malicious_session", "FitState", "fit",
+           "SampleRecord", "train_split",
            "target_indices", "query_targets", "training_curves_figure", "training_metrics", "trained_report",
            "save_trained", "save_checkpoint", "load_checkpoint"]
 

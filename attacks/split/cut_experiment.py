@@ -1,5 +1,6 @@
-"""UnSplit's experiment, the victim's side of its run (not the attack: `attacks.split.unsplit`): get a trained split model (train it, or load a checkpoint), let the curious server
-observe the first test image of each class, attack through the one driver, and evaluate per class.
+"""UnSplit's experiment, the victim's side of its run (not the attack: `attacks.split.unsplit`): get a trained split
+model (train it, or load a checkpoint), let the curious server observe the first test image of each class, attack
+through the one driver, and evaluate per class.
 
 `--transport tcp` trains the victim with the curious server in this process and the honest client(s) in
 `splitlab client` processes; UnSplit then reads the targets' activations from what the server received

@@ -1,8 +1,8 @@
 """FSHA's experiment, the victim's side of its run (not the attack, `attacks.split.fsha`, taken from its registered
-spec):  build the honest client on the private split, let the malicious server (the attack)
-run protocol rounds with it through a `ClientSession`, score the decoded targets through the one driver, and
-evaluate against the ground truth (`evaluation.py`). `--transport tcp` puts the honest client in a process of
-its own and the rounds on the wire (`wire.py`).
+spec): build the honest client on the private split, let the malicious server (the attack) run protocol rounds with
+it through a `ClientSession` (`vfl.training.malicious_session`), score the decoded targets through the one driver,
+and evaluate against the ground truth (the spec's evaluation). `--transport tcp` puts the honest client in a process
+of its own and the rounds on the wire (`wire.py`).
 
 Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
 """
@@ -100,8 +100,9 @@ def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: i
     log(f"{label} on {victim.dataset} ({private.provenance}); {len(private)} private / {len(public)} public images; "
         f"device {side.device}; preset {s.preset}")
     observation = FshaObservation(public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
-    return attack_and_score(registered("fsha"), attack, observation, Truth(side.targets, context={"side": side, "rounds": rounds}),
-                            run=run, seed=seed, progress=progress, lpips=lpips, fid=fid,
+    truth = Truth(side.targets, context={"side": side, "rounds": rounds})
+    return attack_and_score(registered("fsha"), attack, observation, truth, run=run, seed=seed, progress=progress,
+                            lpips=lpips, fid=fid,
                             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
                             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}",
                             call={"monitor": rounds, "interruptible": interruptible})

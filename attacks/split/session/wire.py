@@ -117,8 +117,8 @@ def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClien
         observation = FshaObservation(public.images.to(device), victim.feature_shape,
                                       _EndsAfterTargets(session, end), victim.arch)
         return attack_and_score(
-            registered("fsha"), attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run, seed=seed,
-            progress=progress, lpips=lpips, fid=fid,
+            registered("fsha"), attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run,
+            seed=seed, progress=progress, lpips=lpips, fid=fid,
             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
             call={"monitor": monitor})
