@@ -26,9 +26,9 @@ from attacks.metrics import FidMetric, LpipsMetric, Unavailable
 from attacks.driver import shown
 from attacks.split.fsha import FSHA
 from attacks.split.fsha.evaluation import curves_figure
-from attacks.split.fsha.experiment import run_fsha, victim_for
+from attacks.split.session.experiment import run_fsha, victim_for
 from attacks.split.unsplit import UnSplit
-from attacks.split.unsplit.experiment import Victim, attack_victim, train_victim
+from attacks.split.cut_experiment import Victim, attack_victim, train_victim
 from vfl.runs import Run, atomic_write_text
 from vfl.training import TrainConfig, load_data
 

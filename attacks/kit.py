@@ -70,6 +70,11 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from attacks.split.labels.experiment import LabelConfig
     from attacks.split.labels.family import label_experiment
     from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL, FU, FU_DATA
+    # UnSplit's experiment (the case trained or loaded, the targets' activations observed) and its referee's parts
+    from attacks.split.cut_experiment import (UNSPLIT as unsplit_experiment, evaluation as unsplit_evaluation,
+                                              write_figures as unsplit_figures)
+    # FSHA's experiment: the honest client's session with the malicious server, and the referee's parts
+    from attacks.split.session.experiment import FSHA_EXPERIMENT as fsha_experiment
     # the split models an attacker knows the architecture of (UnSplit's clones), K feature parties' strips, the
     # protocol's honest client (FSHA's evaluation)
     from vfl.models import arch_spec, build_split
@@ -80,7 +85,7 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     # own networks; its image scale and batch stream
     from vfl.models.fsha import (INPUT_SHAPE as FSHA_INPUT_SHAPE, SETUPS as FSHA_SETUPS, ResBlock, Reshape, conv3x3,
                                  deconv3x3, glorot_init_, scaled as scaled_channels)
-    from vfl.fsha_victim import BatchStream, to_fsha_images
+    from vfl.fsha_victim import BatchStream, from_fsha_images, to_fsha_images
 
 
 def _taken_when_asked() -> dict[str, str]:

@@ -45,7 +45,7 @@ from torch.func import functional_call, grad, vmap
 from attacks.engine import EngineOptions, auto_mode
 from attacks.registry import preset as registry_preset
 from attacks.split.unsplit import CutObservation, UnSplit, UnsplitSettings
-from attacks.split.unsplit.attack import observe
+from attacks.split.observations import observe_cut as observe
 from vfl import data
 from vfl.models import arch_spec, build_split
 from vfl.protocol import Client

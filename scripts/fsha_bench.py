@@ -19,8 +19,8 @@ import torch
 
 from attacks.registry import preset as registry_preset
 from attacks.split.fsha import FSHA, FshaObservation
-from attacks.split.fsha.experiment import victim_for
-from attacks.split.fsha.victim import load_split, victim_side
+from attacks.split.session.experiment import victim_for
+from attacks.split.session.victim import load_split, victim_side
 from vfl.runtime import resolve_device
 
 

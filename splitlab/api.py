@@ -85,7 +85,7 @@ def unsplit(victim: TrainedSplit | str | Path, *, preset: str = "jast", seed: in
     """UnSplit against a trained model (or a checkpoint path); `overrides` are UnsplitSettings fields."""
     from attacks import registry
     from attacks.split.unsplit import UnSplit
-    from attacks.split.unsplit.experiment import Victim, attack_victim, load_victim
+    from attacks.split.cut_experiment import Victim, attack_victim, load_victim
     from vfl.training import load_data
 
     _door("unsplit", out, overwrite, progress, text={"preset": preset})
@@ -110,7 +110,7 @@ def fsha(arch: str = "resnet", *, preset: str = "quick", seed: int = 0, out: str
     FshaVictim fields."""
     from attacks import registry
     from attacks.split.fsha import FSHA
-    from attacks.split.fsha.experiment import run_fsha, victim_for
+    from attacks.split.session.experiment import run_fsha, victim_for
 
     _door("fsha", out, overwrite, progress, text={"arch": arch, "preset": preset}, mappings={"victim": victim})
     check_int("api.fsha: seed", seed, low=0, high=2**63 - 1)

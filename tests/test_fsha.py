@@ -18,12 +18,12 @@ from attacks import registry
 from attacks.result import Reconstruction
 from attacks.split.fsha import FSHA, FshaObservation
 from attacks.split.fsha.attack import HISTORY_FIELDS, _Server, gradient_penalty, penalty_from_gradient
-from attacks.split.fsha.evaluation import LOG_FIELDS
-from attacks.split.fsha.experiment import run_fsha, victim_for
+from attacks.split.session.rounds import LOG_FIELDS
+from attacks.split.session.experiment import run_fsha, victim_for
 from vfl.runtime import terminate_as_interrupt
 from attacks.split.fsha.images import BatchStream, from_fsha_images, to_dataset_images, to_fsha_images
 from attacks.split.fsha.networks import build_attacker, discriminator_cnn
-from attacks.split.fsha.victim import FshaVictim, load_split
+from attacks.split.session.victim import FshaVictim, load_split
 from vfl import data as datasets
 from splitlab.cli import app
 from vfl.errors import SplitlabError

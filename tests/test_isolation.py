@@ -15,7 +15,7 @@ from attacks.driver import Truth, attack_and_score
 from attacks.hfl.observations import observe_fedavg, observe_fedsgd
 from attacks.result import Reconstruction
 from attacks.split.unsplit import UnSplit
-from attacks.split.unsplit.attack import observe
+from attacks.split.observations import observe_cut as observe
 from splitlab.cli import app
 from vfl import data
 from vfl.models import build_split

@@ -66,14 +66,10 @@ def _lab_imports(path: Path):
                 yield (sub if is_module else base), node.lineno
 
 
-VICTIM_SIDE = {
-    # The victim's side of a split attack's run, not the attack: training the victim (the experiments, FSHA's honest
-    # client) and FSHA's run over TCP (imported by its experiment alone, the twin of attacks/split/labels/wire.py).
-    # The split case's one victim and experiment is taking these over; until they leave the attack folders they
-    # import the lab directly. Nothing else may be added here.
-    "attacks/split/unsplit/experiment.py", "attacks/split/fsha/experiment.py", "attacks/split/fsha/victim.py",
-    "attacks/split/fsha/wire.py",
-}
+VICTIM_SIDE: set[str] = set()
+"""Files of an attack's folder allowed to import the lab directly: none. The victim's side of a run (training the
+victim, FSHA's honest client and its run over TCP) is in the shared folders beside them (`attacks.split.labels`,
+`attacks.split.session`, `attacks.split.cut_experiment`). Nothing may be added here."""
 
 
 @pytest.mark.parametrize("package", ATTACK_PACKAGES, ids=lambda p: p.name)

@@ -93,3 +93,39 @@ def test_a_u_shaped_case_trains_and_its_checkpoint_loads_it_again(tmp_path):
     assert loaded.config == case and loaded.config.cut_layer == 2
     for saved, again in ((trained.client.model, loaded.client.model), (trained.server.model, loaded.server.model)):
         assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), again.state_dict().values()))
+
+
+def _few(split: str, n: int = 24):
+    from vfl.data import ImageData
+
+    images = torch.rand(n, 1, 28, 28, generator=torch.Generator().manual_seed(n))
+    return ImageData("mnist5k", split, images, torch.arange(n) % 10, "random")
+
+
+@pytest.mark.parametrize("scale,moves", [(0.0, False), (1.0, True)])
+def test_a_malicious_server_object_supplies_the_cut_gradients_the_case_trains_on(scale, moves):
+    """Role malicious: the attacker's server takes the label party's place in the case's one training path; the
+    client steps on exactly the gradients it chose (none: its weights stay as the seed built them)."""
+    from vfl.protocol import MaliciousServer
+    from vfl.training import build_client, train_split
+
+    case = SplitCase(arch="small-mlp", epochs=2, batch_size=8, optimizer="sgd", lr=0.1, device="cpu")
+    server = MaliciousServer(lambda h, step: scale * torch.ones_like(h))
+    trained = train_split(case, _few("train"), _few("test"), progress=False, role="malicious", server=server)
+    start = build_client(case, torch.device("cpu")).model.state_dict()
+    same = all(torch.equal(a, b) for a, b in zip(start.values(), trained.client.model.state_dict().values()))
+    assert trained.server is server and same is not moves
+    assert len(server.seen.entries) == 2 * 3 + 2 + 1      # 3 rounds an epoch, its test query, the targets' query
+    assert trained.accuracy == 0.0                        # it has no task: every prediction is -1
+
+
+@pytest.mark.parametrize("role,server,message", [
+    ("malicious", None, "pass the server object"), ("curious", object(), "is role malicious"),
+    ("evil", None, "server role"),
+])
+def test_a_server_role_and_its_object_must_agree(role, server, message):
+    from vfl.training import train_split
+
+    case = SplitCase(arch="small-mlp", epochs=1, device="cpu")
+    with pytest.raises(SplitlabError, match=message):
+        train_split(case, _few("train"), _few("test"), progress=False, role=role, server=server)

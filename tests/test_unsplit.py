@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from attacks import registry
 from attacks.split.unsplit import CutObservation, UnSplit
-from attacks.split.unsplit.attack import observe
+from attacks.split.observations import observe_cut as observe
 from splitlab.cli import app
 from vfl import data
 from vfl.errors import SplitlabError

@@ -421,8 +421,8 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     """`splitlab client --kind fsha` and the attack's in-process run build the same client: weights, optimiser,
     private batch order and targets."""
     from attacks import registry
-    from attacks.split.fsha.experiment import victim_for
-    from attacks.split.fsha.victim import load_split, victim_side
+    from attacks.split.session.experiment import victim_for
+    from attacks.split.session.victim import load_split, victim_side
     from vfl.data import first_of_each_class
     from vfl.fsha_victim import FshaClientConfig, to_fsha_images
     from vfl.wire.kinds import FshaParty

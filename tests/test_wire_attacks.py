@@ -19,8 +19,9 @@ from typer.testing import CliRunner
 
 from attacks import registry
 from attacks.split.unsplit import UnSplit
-from attacks.split.unsplit.attack import clone_of, observe, party_view
-from attacks.split.unsplit.experiment import Victim, attack_observation
+from attacks.split.cut_experiment import Victim, attack_observation
+from attacks.split.observations import observe_cut as observe, party_view
+from attacks.split.unsplit.attack import clone_of
 from splitlab.cli import app
 from vfl import data as datasets
 from vfl.training import TrainConfig, build_parties, load_data, train_split

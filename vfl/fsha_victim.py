@@ -1,4 +1,4 @@
-"""FSHA's honest client, as its own side builds it: in the attack's process (`attacks.split.fsha.victim`) or in a
+"""FSHA's honest client, as its own side builds it: in the attack's process (`attacks.split.session.victim`) or in a
 process of its own (`splitlab client --kind fsha`). Both build it here, so both compute the same numbers.
 
 The client holds its private images (the dataset's train split) and nothing of the attack: its network
@@ -24,7 +24,7 @@ from vfl.protocol import Client
 from vfl.runtime import adam, generator, resolve_device
 from vfl.validate import check_number
 
-__all__ = ["FshaClientConfig", "HonestClient", "honest_client", "to_fsha_images", "BatchStream"]
+__all__ = ["FshaClientConfig", "HonestClient", "honest_client", "to_fsha_images", "from_fsha_images", "BatchStream"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +71,11 @@ def to_fsha_images(x: torch.Tensor) -> torch.Tensor:
     if x.shape[1] == 1:
         x = x.expand(-1, INPUT_SHAPE[0], -1, -1)
     return (x * 2 - 1).clamp(-1, 1)
+
+
+def from_fsha_images(x: torch.Tensor) -> torch.Tensor:
+    """FSHA's [-1, 1] scale back to the lab's [0, 1] reporting scale (still 3x32x32)."""
+    return (x + 1) / 2
 
 
 class BatchStream:

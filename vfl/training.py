@@ -16,15 +16,17 @@ from vfl.defences import parse_defences, parse_send_back, parse_spec, report, tr
 from vfl.errors import SplitlabError, lookup
 from vfl.parties import CutLayout, Parties, SumScores, bottom_model, score_model, strip_shape, take_strip, top_model
 from vfl.progress import progress_bar
-from vfl.protocol import Client, CuriousServer, Prediction, Role, Server, ask, evaluate, make_optimizer, train_epoch
+from vfl.protocol import (Client, ClientSession, CuriousServer, Prediction, Role, Server, Transcript, ask, evaluate,
+                          make_optimizer, train_epoch)
 from vfl.runs import Run, atomic_torch_save
 from vfl.transcripts import FINAL, TranscriptFiles, epoch_file
 from vfl.runtime import generator as seeded_generator
 from vfl.runtime import resolve_device
 from vfl.tasks import for_task, task_output
 
-__all__ = ["TrainConfig", "SplitCase", "TrainedSplit", "MAX_EPOCHS", "MAX_BATCH_SIZE", "SERVER_ROLES", "load_data",
-           "build_client", "build_server", "build_parties", "FitState", "fit", "SampleRecord", "train_split",
+__all__ = ["TrainConfig", "SplitCase", "TrainedSplit", "MAX_EPOCHS", "MAX_BATCH_SIZE", "SERVER_ROLES", "ROLES",
+           "load_data", "build_client", "build_server", "build_parties", "malicious_session", "FitState", "fit",
+           "SampleRecord", "train_split",
            "target_indices", "query_targets", "training_curves_figure", "training_metrics", "trained_report",
            "save_trained", "save_checkpoint", "load_checkpoint"]
 
@@ -59,8 +61,22 @@ def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageDa
 
 
 SERVER_ROLES: dict[str, type[Server]] = {"honest": Server, "curious": CuriousServer}
-"""The label party's roles that train the task (`vfl.protocol`); a malicious server needs a gradient
-callback (`vfl.protocol.MaliciousServer`, `splitlab serve --role malicious`)."""
+"""The label party's roles that train the task (`vfl.protocol`), built from the case (`build_server`)."""
+
+ROLES = (*SERVER_ROLES, "malicious")
+"""Every server role of the case's training: honest (the label party's top model trains the task), curious (it
+does, and records what it received) and malicious: a server object of the attacker's own that supplies the cut
+gradients (`vfl.protocol.MaliciousServer`, FSHA's server, `splitlab serve --role malicious`), handed to
+`train_split` as `server`, or driving the rounds itself through `malicious_session`."""
+
+
+def _check_role(role: str, server: Role | None) -> None:
+    lookup(dict.fromkeys(ROLES), role, "server role")
+    if role == "malicious" and server is None:
+        raise SplitlabError("a malicious server supplies its own cut gradients: pass the server object (server=)")
+    if role != "malicious" and server is not None:
+        raise SplitlabError(f"a {role} server is the label party the case builds; a server object of one's own is "
+                            "role malicious")
 
 
 def build_client(config: TrainConfig, device: torch.device, train_images: torch.Tensor | None = None,
@@ -209,18 +225,22 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
                 run: Run | None = None, progress: bool = True, role: str = "honest",
                 transcript_dir: Run | Path | None = None, *, feature_party: Callable[[Client], Any] | None = None,
                 optimiser: Optimiser | None = None, samples: list[torch.Tensor] | None = None,
-                query: bool = True) -> TrainedSplit:
+                query: bool = True, server: Role | None = None) -> TrainedSplit:
     """Train the case through the explicit protocol in process; test accuracy after every epoch; then (`query`)
-    the evaluation targets' inference query. `role` is the server's (`SERVER_ROLES`); with `transcript_dir`,
+    the evaluation targets' inference query. `role` is the server's (`ROLES`): honest or curious, the label party
+    the case builds; malicious, `server`, an object supplying the cut gradients in its place (it has no task: the
+    test accuracy it answers for is that of its predictions, -1 for a server without one); with `transcript_dir`,
     what the server received is written there as `splitlab serve` writes it (`vfl.transcripts`; a `Run` records
     them).
 
     What an attacking feature party needs: `feature_party(client)` is the party that takes part in its place (one
     that keeps what it receives), `optimiser` its own way of training its model, and `samples`, a list the ids of
     each round's samples are appended to."""
+    _check_role(role, server)
     device = resolve_device(config.device)
     generator = seeded_generator(config.seed)
-    client, server = build_parties(config, device, train.images, role, optimiser)
+    client, label_party = build_parties(config, device, train.images, "honest" if server else role, optimiser)
+    server = label_party if server is None else server          # the attacker's own in the label party's place
     if feature_party is not None:
         client = feature_party(client)
     images, labels = train.images.to(device), train.labels.to(device)
@@ -237,6 +257,14 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
     seconds = time.perf_counter() - start
     return TrainedSplit(config, client, server, state.history[-1]["test_accuracy"], state.history, seconds,
                         train.provenance)
+
+
+def malicious_session(client: Client, batches, targets: torch.Tensor,
+                      transcript: Transcript | None = None) -> ClientSession:
+    """The case's training with a malicious server that drives the rounds itself (FSHA's): the client trains on
+    its private `batches` round by round with the gradients the server supplies, through the protocol's one round
+    (`vfl.protocol.exchange`), and answers for the smashed data of its `targets` at the end."""
+    return ClientSession(client, batches, targets, transcript)
 
 
 def training_curves_figure(trained: TrainedSplit):

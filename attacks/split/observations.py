@@ -18,10 +18,11 @@ from torch import nn
 
 from vfl.errors import SplitlabError
 from vfl.models.fsha import INPUT_SHAPE, SETUPS
+from vfl.parties import CutLayout, activation_shapes, strip_shape
 from vfl.protocol import CuriousServer, ask
-from vfl.validate import check_choice
+from vfl.validate import check_choice, check_int
 
-__all__ = ["CutObservation", "observe_cut", "Session", "FshaObservation"]
+__all__ = ["CutObservation", "observe_cut", "party_view", "Session", "FshaObservation"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,18 @@ def observe_cut(client, images: torch.Tensor, arch: str, cut_layer: int, server:
     ask(client, curious, images, step=0)
     received = curious.seen.queries()[-1].tensor.to(images.device)
     return CutObservation(arch, cut_layer, tuple(images.shape[1:]), received)
+
+
+def party_view(observation: CutObservation, parties: int, party: int) -> CutObservation:
+    """The observation of K feature parties' joined activations narrowed to party `party`'s slice: the server
+    knows where each party's activations sit (`vfl.parties.CutLayout`, from the architecture and the strips)."""
+    check_int("--target-party", party, low=0, high=parties - 1)
+    if parties == 1:
+        return observation
+    shapes = activation_shapes(observation.arch, observation.cut_layer, observation.input_shape, parties)
+    part = CutLayout(shapes).split(observation.activations)[party]
+    return CutObservation(observation.arch, observation.cut_layer, strip_shape(observation.input_shape, parties, party),
+                          part, parties, party)
 
 
 class Session(Protocol):

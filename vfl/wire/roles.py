@@ -22,9 +22,8 @@ import torch
 
 from vfl.errors import SplitlabError, lookup
 from vfl.protocol import MaliciousServer, Role
-from vfl.training import SERVER_ROLES, TrainConfig, build_server
+from vfl.training import ROLES, SERVER_ROLES, TrainConfig, build_server
 
-ROLES = ("honest", "curious", "malicious")
 ChooseGradient = Callable[[torch.Tensor, int], torch.Tensor]
 
 

@@ -2,11 +2,11 @@
 its private images.
 
 `attack.py` is the malicious server; `networks.py` its pilot, decoder and critic; `settings.py` its settings and
-presets; `victim.py` the honest client; `evaluation.py` the ground-truth measures and figures; `experiment.py`
-runs one attack end to end.
+presets; `evaluation.py` the ground-truth measures and figures. The honest client, its session with the server and
+the experiment that runs one attack end to end are the victim's side (`attacks.split.session`, through the kit).
 """
-from attacks.kit import AttackSpec, Deviation, Experiment, Preset
-from attacks.split.fsha import evaluation, experiment
+from attacks.kit import AttackSpec, Deviation, Preset, fsha_experiment
+from attacks.split.fsha import evaluation
 from attacks.split.fsha.attack import FSHA, FshaObservation
 from attacks.split.fsha.settings import FshaSettings
 
@@ -20,7 +20,7 @@ SPEC = AttackSpec(
           "the JAST paper (arXiv 2412.11689) runs it",
     observes=("session",), settings=FshaSettings, attack=FSHA, default="fsha.quick",
     evaluate=evaluation.evaluation, write=evaluation.write_outputs,
-    experiment=Experiment(experiment.FshaConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=fsha_experiment,
     presets=(
         Preset("fsha.paper", "FSHA code hparams kept by JAST: level 4, 3000 iterations (JAST Figure 5), batch 64, "
                              "Adam 1e-5/1e-5/1e-4, WGAN-GP 500"),

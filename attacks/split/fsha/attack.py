@@ -195,6 +195,9 @@ class FSHA:
     """
     settings: FshaSettings = FshaSettings(preset="fsha.paper")
     name = "fsha"
+    networks = staticmethod(build_attacker)
+    """The pilot, decoder and critic for a client family, feature shape and width (the victim side counts their
+    parameters on the meta device to refuse a width too large before anything is allocated)."""
 
     def __call__(self, observation: FshaObservation, *, seed: int = 0, engine: EngineOptions = QUIET,
                  monitor: Monitor | None = None, interruptible: bool = False) -> Reconstruction:

@@ -1,7 +1,7 @@
 """FSHA's evaluation: what the victim side measures against the ground truth, which the attack never sees.
 
-- `RoundLog`, the monitor handed to the attack: the error of the server's reconstruction of each received
-  batch against that batch (the paper's Figure 5), with the server's losses, as interval means;
+- the monitor handed to the attack is the victim side's (`attacks.split.session.rounds.RoundLog`, the error of the
+  server's reconstruction of each received batch against that batch, the paper's Figure 5);
 - `evaluate_private`: the reconstruction of `eval_images` private images and the control decoder(pilot(x));
 - `evaluation` and `write_outputs`, the spec's hooks: the training-interval errors, the evaluation and the
   transcript summary in metrics.json; curves.png (Figure 5), reconstruction_control.png (Figures 3-4) and
@@ -10,64 +10,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from attacks.kit import Client, ImageData, Run, atomic_torch_save, defence_report, image_grid, image_mse
 from attacks.split.fsha.attack import TrainedServer
-from attacks.split.fsha.images import BatchStream, from_fsha_images, to_dataset_images, to_fsha_images
+from attacks.split.fsha.images import from_fsha_images, to_dataset_images, to_fsha_images
 
-__all__ = ["LOG_FIELDS", "RoundLog", "evaluate_private", "evaluation", "write_outputs", "curves_figure"]
-
-LOG_FIELDS = ("client_loss", "encoder_decoder_mse", "discriminator_loss", "reconstruction_mse",
-              "reconstruction_mse01")
-"""Logged per interval (means over the interval). MSEs without suffix are on FSHA's [-1, 1] scale
-(as the paper's Figure 5), `...01` on [0, 1] after converting back (a quarter of the former). The
-reconstruction errors compare the server's f~^-1(H) with the private batch H came from (ground truth,
-computed on the victim side)."""
-
-
-class RoundLog:
-    """The experiment's monitor: the error of the server's reconstruction of each received batch
-    against that batch, summed on the device with the server's losses and read once per interval."""
-
-    def __init__(self, batches: BatchStream, every: int, total: int, device: torch.device,
-                 log: Callable[[str], None], label: str):
-        self.batches, self.every, self.total, self.log, self.label = batches, every, total, log, label
-        self._sum = torch.zeros(len(LOG_FIELDS), device=device)
-        self._count = 0
-        self.rows: list[dict[str, float]] = []
-
-    def __call__(self, step: int, reconstruction: torch.Tensor, losses: torch.Tensor) -> bool:
-        x = self.batches.last                                   # the private batch of this round
-        errors = torch.stack([image_mse(reconstruction, x).mean(),
-                              image_mse(from_fsha_images(reconstruction), from_fsha_images(x)).mean()])
-        self._sum += torch.cat([losses, errors])
-        self._count += 1
-        if step % self.every == 0 or step == self.total:
-            return not _is_finite(self.flush(step))
-        return False
-
-    @property
-    def pending(self) -> bool:
-        return self._count > 0
-
-    def flush(self, iteration: int) -> dict[str, float]:
-        values = (self._sum / self._count).tolist()
-        row = {"iteration": iteration, **dict(zip(LOG_FIELDS, values))}
-        self.rows.append(row)
-        self._sum.zero_()
-        self._count = 0
-        self.log(" ".join(f"{k}={v:.5g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-        if not _is_finite(row):
-            self.log(f"diverged (non-finite value) by iteration {iteration}; stopping")
-        return row
-
-
-def _is_finite(row: dict[str, float]) -> bool:
-    return all(math.isfinite(v) for k, v in row.items() if k != "iteration")
-
+__all__ = ["evaluate_private", "evaluation", "write_outputs", "curves_figure"]
 
 @torch.no_grad()
 def evaluate_private(client: Client, server: TrainedServer, private: ImageData, count: int,

@@ -1,20 +1,16 @@
 """FSHA's image scale ([-1, 1], 3x32x32) and back to the dataset's, and an endless batch stream of one split.
 
-The victim's side of it (`to_fsha_images`, `BatchStream`) lives with the honest client in `vfl.fsha_victim`, which
-a client process builds too; the way back to the dataset's scale is the attack's and the evaluation's."""
+The victim's side of it (`to_fsha_images`, `from_fsha_images`, `BatchStream`) lives with the honest client in
+`vfl.fsha_victim`, which a client process builds too (the referee scores in [0, 1] with it); the way back to the
+dataset's shape is the attack's and the evaluation's."""
 from __future__ import annotations
 
 import torch
 from torch.nn import functional as F
 
-from attacks.kit import BatchStream, to_fsha_images
+from attacks.kit import BatchStream, from_fsha_images, to_fsha_images
 
 __all__ = ["to_fsha_images", "from_fsha_images", "to_dataset_images", "BatchStream"]
-
-
-def from_fsha_images(x: torch.Tensor) -> torch.Tensor:
-    """FSHA's [-1, 1] scale back to the lab's [0, 1] reporting scale (still 3x32x32)."""
-    return (x + 1) / 2
 
 
 def to_dataset_images(x: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:

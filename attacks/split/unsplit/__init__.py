@@ -1,10 +1,10 @@
 """UnSplit: model inversion plus model stealing by an honest-but-curious server on the cut-layer activations.
 
-`attack.py` reads like the JAST paper's Eqs. 1-2; `settings.py` holds the settings; `experiment.py` trains or
-loads the victim, observes the targets and evaluates per class.
+`attack.py` reads like the JAST paper's Eqs. 1-2; `settings.py` holds the settings; the experiment that trains or
+loads the victim, observes the targets and evaluates per class is the victim's side of the run
+(`attacks.split.cut_experiment`, through the kit).
 """
-from attacks.kit import AttackSpec, Deviation, Experiment, Preset
-from attacks.split.unsplit import experiment
+from attacks.kit import AttackSpec, Deviation, Preset, unsplit_evaluation, unsplit_experiment, unsplit_figures
 from attacks.split.unsplit.attack import CutObservation, UnSplit
 from attacks.split.unsplit.settings import UnsplitSettings
 
@@ -16,8 +16,7 @@ SPEC = AttackSpec(
     paper="Erdogan, Kupcu, Cicek. UnSplit: Data-Oblivious Model Inversion, Model Stealing, and Label Inference "
           "Attacks Against Split Learning. WPES 2022; as the JAST paper (arXiv 2412.11689) runs it",
     observes=("cut-activations",), settings=UnsplitSettings, attack=UnSplit, default="unsplit.jast",
-    evaluate=experiment.evaluation, write=experiment.write_figures, display="minmax",
-    experiment=Experiment(experiment.UnsplitConfig, experiment.prepare, experiment.execute, experiment.summary),
+    evaluate=unsplit_evaluation, write=unsplit_figures, display="minmax", experiment=unsplit_experiment,
     presets=(
         Preset("unsplit.jast", "JAST notebooks and README (github.com/Andron00e/JAST): 200 x (20 input + 20 clone) "
                                "Adam 1e-3 amsgrad steps, lambda_tv 1, lambda_l2 0.1"),

@@ -18,8 +18,8 @@ Clone modes (`UnsplitSettings.clone`):
 - `per-target`: every target has its own clone (item r of the attacker's clone stream); all targets run
   together as engine trials.
 
-Against one of K feature parties (`party_view`), the observation is that party's slice of the joined
-activations, the clone that party's bottom model architecture on its strip, and X~ that strip only.
+Against one of K feature parties (`attacks.split.observations.party_view`), the observation is that party's
+slice of the joined activations, the clone that party's bottom model architecture on its strip, and X~ that strip only.
 
 Settings: `settings.py`; presets in the spec (`attacks.split.unsplit`).
 """
@@ -30,23 +30,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attacks.kit import (QUIET, Adam, Block, CutActivations, CutLayout, CutObservation, EngineOptions, EngineResult,
-                         MeanSquared, Objective, Prior, Reconstruction, Schedule, activation_shapes, arch_spec,
-                         bottom_model, build_split, check_int, l2, run, stream_seed, strip_shape, tv_squared)
-from attacks.kit import observe_cut as observe  # noqa: F401 - where the UnSplit experiment takes it from
+from attacks.kit import (QUIET, Adam, Block, CutActivations, CutObservation, EngineOptions, EngineResult,
+                         MeanSquared, Objective, Prior, Reconstruction, Schedule, arch_spec, bottom_model, build_split,
+                         l2, run, stream_seed, tv_squared)
 from attacks.split.unsplit.settings import UnsplitSettings
-
-
-def party_view(observation: CutObservation, parties: int, party: int) -> CutObservation:
-    """The observation of K feature parties' joined activations narrowed to party `party`'s slice: the server
-    knows where each party's activations sit (`vfl.parties.CutLayout`, from the architecture and the strips)."""
-    check_int("--target-party", party, low=0, high=parties - 1)
-    if parties == 1:
-        return observation
-    shapes = activation_shapes(observation.arch, observation.cut_layer, observation.input_shape, parties)
-    part = CutLayout(shapes).split(observation.activations)[party]
-    return CutObservation(observation.arch, observation.cut_layer, strip_shape(observation.input_shape, parties, party),
-                          part, parties, party)
 
 
 def clone_of(observation: CutObservation, seed: int, index: int = 0) -> nn.Module:

@@ -14,14 +14,15 @@ for the evaluation on more private images. Nothing of it is sent to the victim o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
 from attacks.driver import Outcome, Truth, attack_and_score
-from attacks.split.fsha.attack import FSHA, FshaObservation
-from attacks.split.fsha.evaluation import RoundLog
-from attacks.split.fsha.victim import FshaVictim, VictimSide
+from attacks.registry import spec as registered
+from attacks.split.observations import FshaObservation
+from attacks.split.session.rounds import RoundLog
+from attacks.split.session.victim import FshaVictim, VictimSide
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import BatchStream
@@ -64,7 +65,7 @@ def _final_client(victim: FshaVictim, folder: Path, device: torch.device) -> Cli
     return Client(model, None)
 
 
-def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int = 0, lpips=None, fid=None,
+def run_fsha_over_tcp(victim: FshaVictim, attack: Any, run: Run, *, seed: int = 0, lpips=None, fid=None,
                       progress: bool = True, private: datasets.ImageData, public: datasets.ImageData,
                       timeout: float = 60.0) -> Outcome:
     """FSHA against the victim in its own process: observe -> attack -> score, evaluate and write (the one driver),
@@ -88,14 +89,12 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: FSHA, run: Run, *, seed: int =
         raise SplitlabError("interrupted; FSHA over TCP keeps nothing of an unfinished session") from None
 
 
-def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClients, device: torch.device,
+def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClients, device: torch.device,
                     mirror: BatchStream, rounds: RoundLog, targets: torch.Tensor, transcript: Transcript, *, seed: int,
                     lpips, fid, progress: bool, private: datasets.ImageData, public: datasets.ImageData,
                     timeout: float) -> Outcome:
     """The session with the victim `local` started, and the attack through it; the victim is told why when it
     ends early."""
-    from attacks.split.fsha import SPEC
-
     parties, open_ = None, False
     try:
         parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
@@ -118,8 +117,8 @@ def _attack_session(victim: FshaVictim, attack: FSHA, run: Run, local: LocalClie
         observation = FshaObservation(public.images.to(device), victim.feature_shape,
                                       _EndsAfterTargets(session, end), victim.arch)
         return attack_and_score(
-            SPEC, attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run, seed=seed,
-            progress=progress, lpips=lpips, fid=fid,
+            registered("fsha"), attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run,
+            seed=seed, progress=progress, lpips=lpips, fid=fid,
             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
             call={"monitor": monitor})

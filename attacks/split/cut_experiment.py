@@ -1,12 +1,14 @@
-"""UnSplit as an experiment: get a trained split model (train it, or load a checkpoint), let the curious server
-observe the first test image of each class, attack through the one driver, and evaluate per class.
+"""UnSplit's experiment, the victim's side of its run (not the attack: `attacks.split.unsplit`): get a trained split
+model (train it, or load a checkpoint), let the curious server observe the first test image of each class, attack
+through the one driver, and evaluate per class.
 
 `--transport tcp` trains the victim with the curious server in this process and the honest client(s) in
 `splitlab client` processes; UnSplit then reads the targets' activations from what the server received
 (`observe_over_tcp`). With K feature parties it attacks one party (`--target-party`): its slice of the joined
 activations, its strip of each target.
 
-Used by `splitlab attack unsplit` and `splitlab compare`; the attack itself is `attack.UnSplit`.
+Used by `splitlab attack unsplit` and `splitlab compare`; the attack itself is `attacks.split.unsplit.UnSplit`, taken
+from its spec (the registry's), so that nothing here imports the attack's folder.
 """
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ from typing import Any, ClassVar
 from attacks.driver import Outcome, Truth, attack_and_score, shown
 from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable
-from attacks.split.experiment import SplitConfig
-from attacks.split.unsplit.attack import CutObservation, UnSplit, observe, party_view
+from attacks.registry import spec as registered
+from attacks.split.experiment import Experiment, SplitConfig
+from attacks.split.observations import CutObservation, observe_cut as observe, party_view
 from vfl import data as datasets
 from vfl.case import SplitCase
 from vfl.errors import SplitlabError
@@ -34,7 +37,7 @@ from vfl.training import (TrainedSplit, build_server, load_checkpoint, load_data
 TRANSPORTS = ("local", "tcp")
 
 __all__ = ["UnsplitConfig", "Victim", "load_victim", "train_victim", "observe_over_tcp", "attack_victim",
-           "attack_observation", "evaluation", "write_figures", "prepare", "execute", "summary"]
+           "attack_observation", "evaluation", "write_figures", "prepare", "execute", "summary", "UNSPLIT"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +147,7 @@ def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[C
         metrics["accuracy"]
 
 
-def attack_victim(victim: Victim, attack: UnSplit, run: Run | None = None, *, seed: int = 0,
+def attack_victim(victim: Victim, attack: Any, run: Run | None = None, *, seed: int = 0,
                   lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
                   progress: bool = True, target_party: int = 0) -> Outcome:
     """UnSplit on the first test image of each class, as the curious server receives them from the trained
@@ -158,15 +161,14 @@ def attack_victim(victim: Victim, attack: UnSplit, run: Run | None = None, *, se
                               fid=fid, progress=progress, target_party=target_party)
 
 
-def attack_observation(victim: Victim, observation: CutObservation, accuracy: float, attack: UnSplit,
+def attack_observation(victim: Victim, observation: CutObservation, accuracy: float, attack: Any,
                        run: Run | None = None, *, seed: int = 0, lpips: LpipsMetric | Unavailable | None = None,
                        fid: FidMetric | Unavailable | None = None, progress: bool = True,
                        target_party: int = 0) -> Outcome:
     """UnSplit on what the server received of the targets (the first test image of each class), through the one
     driver: metrics on [0,1] against the clean targets (with K parties, the target party's strip of each), the
     victim's accuracy, and the spec's evaluation (clone fit, per-class errors)."""
-    from attacks.split.unsplit import SPEC
-
+    spec = registered("unsplit")
     config = victim.config
     check_target_party(target_party, config.parties)
     targets, classes = datasets.first_of_each_class(victim.test)
@@ -183,7 +185,7 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
         truth = take_strip(targets, config.parties, target_party).contiguous()
         facts.update(parties=config.parties, target_party=target_party, strip_columns=[start, stop - 1])
         title += f", party {target_party} of {config.parties} (columns {start}-{stop - 1})"
-    outcome = attack_and_score(SPEC, attack, observation, Truth(truth, context={"classes": classes}), run=run,
+    outcome = attack_and_score(spec, attack, observation, Truth(truth, context={"classes": classes}), run=run,
                                seed=seed, progress=progress, lpips=lpips, fid=fid, facts=facts, title=title)
     if run is not None and config.parties > 1:
         run.save_figure("strips.png", strips_figure(targets, outcome, config.parties, target_party))
@@ -193,11 +195,10 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
 def strips_figure(targets, outcome: Outcome, parties: int, party: int):
     """The targets whole, the attacked party's strip, UnSplit's reconstruction of it (min-max, as the paper shows
     UnSplit's) and, for contrast, the other parties' strips, which the attack neither sees nor produces."""
-    from attacks.split.unsplit import SPEC
-
+    spec = registered("unsplit")
     start, stop = strip_bounds(targets.shape[-1], parties)[party]
     rows = [("targets", targets), (f"party {party}'s strip", outcome.targets),
-            ("reconstruction", shown(outcome.reconstruction, outcome.metrics, SPEC.display))]
+            ("reconstruction", shown(outcome.reconstruction, outcome.metrics, spec.display))]
     rows += [(f"party {k}'s strip\n(not attacked)", take_strip(targets, parties, k)) for k in range(parties) if k != party]
     return image_grid(rows, title=f"UnSplit against party {party} of {parties} (columns {start}-{stop - 1}): only its "
                                   "strip is reconstructed")
@@ -237,7 +238,7 @@ def write_figures(run: Run, outcome: Outcome) -> None:
 @dataclass(frozen=True, eq=False)
 class Prepared:
     config: UnsplitConfig
-    attack: UnSplit
+    attack: Any
     victim: Victim
 
     def record(self) -> dict[str, Any]:
@@ -249,7 +250,7 @@ class Prepared:
 
 def prepare(config: UnsplitConfig) -> Prepared:
     """The victim's data (or its checkpoint) and the attack; nothing written."""
-    attack = UnSplit(config.settings)
+    attack = type(config).bound_spec.attack(config.settings)
     if config.checkpoint is not None:
         victim = load_victim(Path(config.checkpoint), config.device, config.data_root)
         check_target_party(config.target_party, victim.config.parties)
@@ -292,3 +293,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
                       f"PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, accuracy {m['accuracy']:.4f}; "
                       f"run directory {run.path}")
     return show
+
+
+UNSPLIT = Experiment(UnsplitConfig, prepare, execute, summary)
+"""How `splitlab attack unsplit` runs: the case trained (or loaded), the targets' activations observed, UnSplit
+through the one driver."""

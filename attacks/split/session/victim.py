@@ -1,17 +1,20 @@
-"""FSHA's victim side: the honest client under attack, its private data and its session with the server."""
+"""FSHA's victim side: the honest client under attack, its private data and its session with the server (the case's
+training in the malicious role, `vfl.training.malicious_session`). Not the attack: nothing here imports its folder;
+the size of the attacker's networks, which a width is checked against, is asked of the registered spec's attack."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from attacks.split.fsha.networks import build_attacker
+from attacks.registry import spec as registered
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import BatchStream, FshaClientConfig, honest_client
 from vfl.models.fsha import build_client, feature_shape
 from vfl.options import integer, option, text
 from vfl.protocol import Client, ClientSession, Transcript
+from vfl.training import malicious_session
 from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
 
@@ -58,7 +61,7 @@ def parameter_count(arch: str, level: int, width: float) -> int:
     """Parameters of the client and the attacker's three networks, counted on the meta device (nothing allocated)."""
     with torch.device("meta"):
         client = build_client(arch, level, width)
-        nets = build_attacker(arch, feature_shape(level, width), width)
+        nets = registered("fsha").attack.networks(arch, feature_shape(level, width), width)
     modules = (client, nets.pilot, nets.decoder, nets.discriminator)
     return sum(p.numel() for m in modules for p in m.parameters())
 
@@ -92,10 +95,11 @@ class VictimSide:
 def victim_side(victim: FshaVictim, private: datasets.ImageData, public: datasets.ImageData,
                 transcript: Transcript | None = None) -> VictimSide:
     """The honest client (`vfl.fsha_victim.honest_client`: initialised from `victim.seed`, Adam on f), its private
-    batch stream (order from `victim.seed`) and a `ClientSession` holding the targets."""
+    batch stream (order from `victim.seed`) and its session with the malicious server, the case's training in the
+    malicious role (`vfl.training.malicious_session`), holding the targets."""
     device = resolve_device(victim.device)
     honest = honest_client(victim, private, device)
     targets, _ = datasets.first_of_each_class(private)
     transcript = transcript if transcript is not None else Transcript()
-    session = ClientSession(honest.client, honest.batches, honest.targets, transcript)
+    session = malicious_session(honest.client, honest.batches, honest.targets, transcript)
     return VictimSide(victim, device, private, public, honest.client, honest.batches, targets, transcript, session)

@@ -1,7 +1,8 @@
-"""FSHA as an experiment: build the honest client on the private split, let the malicious server (the attack)
-run protocol rounds with it through a `ClientSession`, score the decoded targets through the one driver, and
-evaluate against the ground truth (`evaluation.py`). `--transport tcp` puts the honest client in a process of
-its own and the rounds on the wire (`wire.py`).
+"""FSHA's experiment, the victim's side of its run (not the attack, `attacks.split.fsha`, taken from its registered
+spec): build the honest client on the private split, let the malicious server (the attack) run protocol rounds with
+it through a `ClientSession` (`vfl.training.malicious_session`), score the decoded targets through the one driver,
+and evaluate against the ground truth (the spec's evaluation). `--transport tcp` puts the honest client in a process
+of its own and the rounds on the wire (`wire.py`).
 
 Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
 """
@@ -12,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from attacks.driver import Outcome, Truth, attack_and_score
-from attacks.split.experiment import SplitConfig
-from attacks.split.fsha.attack import FSHA, FshaObservation
-from attacks.split.fsha.evaluation import RoundLog
-from attacks.split.fsha.victim import FshaVictim, load_split, victim_side
+from attacks.registry import spec as registered
+from attacks.split.experiment import Experiment, SplitConfig
+from attacks.split.observations import FshaObservation
+from attacks.split.session.rounds import RoundLog
+from attacks.split.session.victim import FshaVictim, load_split, victim_side
 from vfl import data as datasets
 from vfl.cli_output import table
 from vfl.errors import SplitlabError
@@ -24,15 +26,13 @@ from vfl.protocol import Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device, terminate_as_interrupt
 
-__all__ = ["FshaConfig", "victim_for", "run_fsha", "prepare", "execute", "summary"]
+__all__ = ["FshaConfig", "victim_for", "run_fsha", "prepare", "execute", "summary", "FSHA_EXPERIMENT"]
 
 
 def victim_for(settings, **given: Any) -> FshaVictim:
     """The victim the settings' preset was written against (its dataset and client learning rate), sharing the
     attack's batch size and width, with the given fields (None: not given) replaced; checked."""
-    from attacks.split.fsha import SPEC
-
-    preset = next((p for p in SPEC.presets if p.name == settings.preset), None)
+    preset = next((p for p in registered("fsha").presets if p.name == settings.preset), None)
     base = dict(preset.experiment) if preset is not None else {}
     return FshaVictim(**{**base, "batch_size": settings.batch_size, "width": settings.width,
                          **{k: v for k, v in given.items() if v is not None}})
@@ -62,7 +62,7 @@ class FshaConfig(SplitConfig):
 @dataclass(frozen=True, eq=False)
 class Prepared:
     config: Any
-    attack: FSHA
+    attack: Any
     victim: FshaVictim
     private: Any
     public: Any
@@ -75,12 +75,12 @@ class Prepared:
 
 
 def prepare(config: FshaConfig) -> Prepared:
-    attack = FSHA(config.settings)
+    attack = type(config).bound_spec.attack(config.settings)
     private, public = load_split(config.victim_config, attack.settings.batch_size)
     return Prepared(config, attack, config.victim_config, private, public)
 
 
-def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,
+def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,
              progress: bool = True, interruptible: bool = False, transcript: Transcript | None = None,
              private=None, public=None) -> Outcome:
     """FSHA against an honest client: observe -> attack -> score, evaluate and write (the one driver).
@@ -90,8 +90,6 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
     first private image of each class. `interruptible`: Ctrl-C ends the rounds early and what was reached is
     scored and written (`extras.interrupted`); otherwise Ctrl-C propagates, so a caller running several jobs
     (`splitlab compare`) stops as a whole."""
-    from attacks.split.fsha import SPEC
-
     if private is None:
         private, public = load_split(victim, attack.settings.batch_size)
     side = victim_side(victim, private, public, transcript)
@@ -102,8 +100,9 @@ def run_fsha(victim: FshaVictim, attack: FSHA, run: Run | None = None, *, seed: 
     log(f"{label} on {victim.dataset} ({private.provenance}); {len(private)} private / {len(public)} public images; "
         f"device {side.device}; preset {s.preset}")
     observation = FshaObservation(public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
-    return attack_and_score(SPEC, attack, observation, Truth(side.targets, context={"side": side, "rounds": rounds}),
-                            run=run, seed=seed, progress=progress, lpips=lpips, fid=fid,
+    truth = Truth(side.targets, context={"side": side, "rounds": rounds})
+    return attack_and_score(registered("fsha"), attack, observation, truth, run=run, seed=seed, progress=progress,
+                            lpips=lpips, fid=fid,
                             facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
                             title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}",
                             call={"monitor": rounds, "interruptible": interruptible})
@@ -113,7 +112,7 @@ def execute(prepared: Prepared, run: Run | None, *, lpips=None, fid=None, progre
     if prepared.config.transport == "tcp":
         if run is None:
             raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
-        from attacks.split.fsha.wire import run_fsha_over_tcp
+        from attacks.split.session.wire import run_fsha_over_tcp
 
         return run_fsha_over_tcp(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips,
                                  fid=fid, progress=progress, private=prepared.private, public=prepared.public)
@@ -148,3 +147,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
         if e["diverged_at"] is not None:
             console.print(f"diverged by iteration {e['diverged_at']}: no final values reported")
     return show
+
+
+FSHA_EXPERIMENT = Experiment(FshaConfig, prepare, execute, summary)
+"""How `splitlab attack fsha` runs: the honest client's session with the malicious server (in process or over TCP)
+and the attack through the one driver."""
