@@ -1,7 +1,8 @@
 """Everything an attack's author needs, from one module: the spec and its parts, the option declarations, the
 settings bases, the result type, the protocols the lab calls (the attack object and each hook, with the arguments
 exactly as the lab passes them), the engine, the observation kinds of both settings and their helpers, and the
-parts of the lab an attack builds on (the split models, seeded random streams, the label attacks' experiment).
+parts of the lab an attack builds on (the split models, seeded random streams, training a VFL model, the label
+attacks' and the backdoors' experiments).
 
     from attacks.kit import (Adam, AttackSettings, AttackSpec, Block, EngineOptions, FedSGDGradient, Objective,
                              Preset, Reconstruction, Schedule, SquaredL2, check_requirements, engine_context,
@@ -70,6 +71,18 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from attacks.split.labels.experiment import LabelConfig
     from attacks.split.labels.family import label_experiment
     from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL, FU, FU_DATA
+    # a backdoor by a poisoning feature party: its attack object, config and settings, the backdoors' experiment
+    # (the poisoned victim trained beside the unpoisoned one) and its score
+    from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_experiment, backdoor_success
+    from attacks.split.poisoning.settings import BackdoorSettings
+    # an attack's own experiment that trains the VFL model through the protocol (feature inference from predictions):
+    # the training and its data, K parties' columns, the device, the one driver's attack-and-score, a per-feature score
+    from vfl.training import TrainConfig, load_data, train_split, training_curves_figure
+    from vfl.data import require as require_data
+    from vfl.parties import party_columns
+    from vfl.runtime import resolve_device
+    from attacks.driver import attack_and_score
+    from attacks.metrics.scoring import feature_mse
     # the split models an attacker knows the architecture of (UnSplit's clones), K feature parties' strips, the
     # protocol's honest client (FSHA's evaluation)
     from vfl.models import arch_spec, build_split
