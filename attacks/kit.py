@@ -60,21 +60,6 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from vfl.hfl_training import pretrain, MAX_EPOCHS as MAX_HFL_EPOCHS
     # a split-learning attack's own experiment (`splitlab attack NAME`)
     from attacks.split.experiment import Experiment, SplitConfig
-    # what a split-learning attacker observes
-    from attacks.split.observations import CutObservation, observe_cut, FshaObservation
-    from attacks.split.labels.observation import LabelObservation, GradientRecord
-    # a label-inference attack: what it needs, its answer, the victims it refuses, the family's experiment and the
-    # papers (with the deviations their attacks share)
-    from attacks.split.labels.observation import Needs, require as require_observed
-    from attacks.split.labels.answer import answer as label_answer
-    from attacks.split.labels.victim import require_binary, require_top
-    from attacks.split.labels.experiment import LabelConfig
-    from attacks.split.labels.family import label_experiment
-    from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL, FU, FU_DATA
-    # a backdoor by a poisoning feature party: its attack object, config and settings, the backdoors' experiment
-    # (the poisoned victim trained beside the unpoisoned one) and its score
-    from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_experiment, backdoor_success
-    from attacks.split.poisoning.settings import BackdoorSettings
     # an attack's own experiment that trains the VFL model through the protocol (feature inference from predictions):
     # the training and its data, K parties' columns, the device, the one driver's attack-and-score, a per-feature score
     from vfl.training import TrainConfig, load_data, train_split, training_curves_figure
@@ -83,6 +68,21 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from vfl.runtime import resolve_device
     from attacks.driver import attack_and_score
     from attacks.metrics.scoring import feature_mse
+    # what a split-learning attacker observes
+    from attacks.split.observations import CutObservation, observe_cut, FshaObservation
+    from attacks.split.labels.observation import LabelObservation, GradientRecord
+    # a backdoor by a poisoning feature party: its attack object, config and settings, the backdoors' experiment
+    # (the poisoned victim trained beside the unpoisoned one) and its score
+    from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_experiment, backdoor_success
+    from attacks.split.poisoning.settings import BackdoorSettings
+    # a label-inference attack: what it needs, its answer, the victims it refuses, the family's experiment and the
+    # papers (with the deviations their attacks share)
+    from attacks.split.labels.observation import Needs, require as require_observed
+    from attacks.split.labels.answer import answer as label_answer
+    from attacks.split.labels.victim import require_binary, require_top
+    from attacks.split.labels.experiment import LabelConfig
+    from attacks.split.labels.family import label_experiment
+    from attacks.split.labels.papers import LI, LI_DATA, LI_MODEL, FU, FU_DATA
     # the split models an attacker knows the architecture of (UnSplit's clones), K feature parties' strips, the
     # protocol's honest client (FSHA's evaluation)
     from vfl.models import arch_spec, build_split
