@@ -1,7 +1,8 @@
 """Everything an attack's author needs, from one module: the spec and its parts, the option declarations, the
 settings bases, the result type, the protocols the lab calls (the attack object and each hook, with the arguments
 exactly as the lab passes them), the engine, the observation kinds of both settings and their helpers, and the
-parts of the lab an attack builds on (the split models, seeded random streams, the label attacks' experiment).
+parts of the lab an attack builds on (the split models, seeded random streams, training a VFL model, the label
+attacks' and the backdoors' experiments).
 
     from attacks.kit import (Adam, AttackSettings, AttackSpec, Block, EngineOptions, FedSGDGradient, Objective,
                              Preset, Reconstruction, Schedule, SquaredL2, check_requirements, engine_context,
@@ -59,9 +60,21 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from vfl.hfl_training import pretrain, MAX_EPOCHS as MAX_HFL_EPOCHS
     # a split-learning attack's own experiment (`splitlab attack NAME`)
     from attacks.split.experiment import Experiment, SplitConfig
+    # an attack's own experiment that trains the VFL model through the protocol (feature inference from predictions):
+    # the training and its data, K parties' columns, the device, the one driver's attack-and-score, a per-feature score
+    from vfl.training import TrainConfig, load_data, train_split, training_curves_figure
+    from vfl.data import require as require_data
+    from vfl.parties import party_columns
+    from vfl.runtime import resolve_device
+    from attacks.driver import attack_and_score
+    from attacks.metrics.scoring import feature_mse
     # what a split-learning attacker observes
     from attacks.split.observations import CutObservation, observe_cut, FshaObservation
     from attacks.split.labels.observation import LabelObservation, GradientRecord
+    # a backdoor by a poisoning feature party: its attack object, config and settings, the backdoors' experiment
+    # (the poisoned victim trained beside the unpoisoned one) and its score
+    from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_experiment, backdoor_success
+    from attacks.split.poisoning.settings import BackdoorSettings
     # a label-inference attack: what it needs, its answer, the victims it refuses, the family's experiment and the
     # papers (with the deviations their attacks share)
     from attacks.split.labels.observation import Needs, require as require_observed

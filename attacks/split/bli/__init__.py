@@ -8,13 +8,11 @@ replacement backdoor is `bli-replace` (`replace.py`), on the poisoning experimen
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.kit import AttackSpec, Deviation, Experiment, Preset
+from attacks.kit import AttackSpec, Deviation, LabelConfig, Preset, label_experiment
 from attacks.split.bli.attack import BatchLabelInference
 from attacks.split.bli.papers import BLI_DATA, BLI_NUMBERS, BLI_PAPER
 from attacks.split.bli.replace import REPLACE_SPEC
 from attacks.split.bli.settings import BatchLabelSettings
-from attacks.split.labels import experiment
-from attacks.split.labels.experiment import LabelConfig
 
 __all__ = ["SPEC", "REPLACE_SPEC", "BatchLabelInference", "BatchLabelSettings", "BatchLabelConfig"]
 
@@ -31,7 +29,7 @@ SPEC = AttackSpec(
     title="Batch label inference: the labels of a batch from the batch-level gradient of the passive party's model",
     paper=BLI_PAPER, observes=("gradients",), settings=BatchLabelSettings, attack=BatchLabelInference,
     default="bli.liu",
-    experiment=Experiment(BatchLabelConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=label_experiment(BatchLabelConfig),
     presets=(
         Preset("bli.liu", "Liu et al.'s batch label inference: dummy labels and the unseen parties' dummy scores "
                           "fitted to one batch's parameter gradient (the paper's method; its Adam steps and rate "

@@ -27,12 +27,9 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F
 
-from attacks.kit import EngineOptions, QUIET, Reconstruction, SplitlabError
+from attacks.kit import (QUIET, EngineOptions, LabelObservation, Needs, Reconstruction, SplitlabError, label_answer,
+                         require_observed, require_top, stream_seed)
 from attacks.split.bli.settings import BatchLabelSettings
-from attacks.split.labels.answer import answer
-from attacks.split.labels.observation import LabelObservation, Needs, require
-from attacks.split.labels.victim import require_top
-from vfl.runtime import stream_seed
 
 __all__ = ["BatchLabelInference", "batch_gradient", "invert_batch"]
 
@@ -84,7 +81,7 @@ class BatchLabelInference:
 
     def __call__(self, observation: LabelObservation, *, seed: int = 0,
                  engine: EngineOptions = QUIET) -> Reconstruction:
-        require(self.name, observation, "record", "models", "bottom", "train_inputs")
+        require_observed(self.name, observation, "record", "models", "bottom", "train_inputs")
         start = time.perf_counter()
         record = observation.record
         model = copy.deepcopy(observation.bottom).cpu().double()
@@ -102,7 +99,7 @@ class BatchLabelInference:
             logits.append(found)
             history.extend(trace)
             losses.append(trace[-1])
-        return answer(self.name, self.settings.preset, torch.cat(logits), rounds=record.rounds,
+        return label_answer(self.name, self.settings.preset, torch.cat(logits), rounds=record.rounds,
                       seconds=time.perf_counter() - start, steps=len(history), rule="gradient inversion",
                       mode="sequential", history={"loss": torch.tensor(history).view(-1, 1)}, loss=max(losses),
                       extras={"rounds_scored": len(record.steps), "batch_size": int(len(record.samples[0])),

@@ -6,11 +6,9 @@ target label. The experiment is the backdoors' shared one (`attacks.split.poison
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.kit import AttackSpec, Deviation, Experiment, Preset
+from attacks.kit import (AttackSpec, Backdoor, BackdoorConfig, BackdoorSettings, Deviation, Preset, backdoor_experiment,
+                         backdoor_success)
 from attacks.split.bli.papers import BLI_DATA, BLI_NUMBERS, BLI_PAPER
-from attacks.split.poisoning import experiment
-from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_success
-from attacks.split.poisoning.settings import BackdoorSettings
 
 __all__ = ["REPLACE_SPEC", "LabelReplacement", "ReplacementConfig"]
 
@@ -32,7 +30,7 @@ REPLACE_SPEC = AttackSpec(
           "sample's",
     paper=BLI_PAPER, observes=("gradients",), settings=BackdoorSettings, attack=LabelReplacement,
     default="bli-replace.liu", evaluate=backdoor_success,
-    experiment=Experiment(ReplacementConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=backdoor_experiment(ReplacementConfig),
     presets=(
         Preset("bli-replace.liu", "Liu et al.'s gradient replacement (a known target sample's gradient from the same "
                                   "batch, unscaled); ours: 10 known target samples, 100 poisoned (2.5% of the "

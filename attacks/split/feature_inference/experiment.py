@@ -11,15 +11,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from attacks import registry
-from attacks.driver import attack_and_score
-from attacks.kit import Outcome, Run, SplitConfig, SplitlabError, Truth
-from attacks.metrics.scoring import feature_mse
+from attacks.kit import (Outcome, Run, SplitConfig, SplitlabError, TrainConfig, Truth, attack_and_score, feature_mse,
+                         load_data, party_columns, require_data, resolve_device, train_split, training_curves_figure)
 from attacks.split.feature_inference.view import JointModel, PredictionView
-from vfl import data as datasets
-from vfl.parties import party_columns
-from vfl.runtime import resolve_device
-from vfl.training import TrainConfig, load_data, train_split, training_curves_figure
 
 __all__ = ["FeatureConfig", "Prepared", "prepare", "execute", "summary", "mean_baseline"]
 
@@ -33,7 +27,7 @@ class FeatureConfig(SplitConfig):
     def check(self) -> None:
         super().check()
         victim = self.victim_config
-        check_victim = getattr(registry.spec(self.attack).make(self.settings), "check_victim", None)
+        check_victim = getattr(self.bound_spec.make(self.settings), "check_victim", None)
         if check_victim is not None:
             check_victim(victim)
         held = self.settings.held
@@ -42,11 +36,11 @@ class FeatureConfig(SplitConfig):
                                 f"feature; give --held below --parties (or more --parties)")
 
     def check_data(self) -> None:
-        datasets.require(self.victim_config.dataset, self.victim_config.data_root)
+        require_data(self.victim_config.dataset, self.victim_config.data_root)
 
     @functools.cached_property
     def victim_config(self) -> TrainConfig:
-        base = dict(registry.spec(self.attack).preset(self.preset).experiment)
+        base = dict(self.bound_spec.preset(self.preset).experiment)
         return TrainConfig(**{**base, "seed": self.seed, "device": self.device, "data_root": self.data_root,
                               **self.victim})
 
@@ -65,7 +59,7 @@ class Prepared:
 
 
 def prepare(config: FeatureConfig) -> Prepared:
-    return Prepared(config, registry.spec(config.attack).make(config.settings), config.victim_config,
+    return Prepared(config, config.bound_spec.make(config.settings), config.victim_config,
                     load_data(config.victim_config))
 
 
@@ -100,7 +94,7 @@ def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: boo
         probabilities = torch.softmax(model(x), 1)
     own = x.clone()
     own[..., target_cols] = 0
-    spec = registry.spec(prepared.config.attack)
+    spec = prepared.config.bound_spec
     view = PredictionView(model, own, own_cols, target_cols, probabilities,
                           linear=victim.arch == "tabular-lr" and victim.aggregate == "sum",
                           pixels=len(victim.image_shape) > 1)

@@ -22,10 +22,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attacks.kit import EngineOptions, QUIET, Reconstruction
+from attacks.kit import QUIET, EngineOptions, Reconstruction, seeded, stream_seed
 from attacks.split.feature_inference.settings import GrnSettings
 from attacks.split.feature_inference.view import PredictionView, require_view
-from vfl.runtime import seeded, stream_seed
 
 __all__ = ["GenerativeRegression", "HIDDEN"]
 

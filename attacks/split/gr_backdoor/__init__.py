@@ -8,10 +8,8 @@ shared one (`attacks.split.poisoning`), the unpoisoned victim beside the poisone
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.kit import AttackSpec, Deviation, Experiment, Preset
-from attacks.split.poisoning import experiment
-from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_success
-from attacks.split.poisoning.settings import BackdoorSettings
+from attacks.kit import (AttackSpec, Backdoor, BackdoorConfig, BackdoorSettings, Deviation, Preset, backdoor_experiment,
+                         backdoor_success)
 
 __all__ = ["SPEC", "GradientReplacementBackdoor", "GradientReplacementConfig"]
 
@@ -33,7 +31,7 @@ SPEC = AttackSpec(
     title="Gradient-replacement backdoor: a feature party with a few labelled target samples plants a trigger",
     paper=PAPER, observes=("gradients",), settings=BackdoorSettings, attack=GradientReplacementBackdoor,
     default="gr-backdoor.liu", evaluate=backdoor_success,
-    experiment=Experiment(GradientReplacementConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=backdoor_experiment(GradientReplacementConfig),
     presets=(
         Preset("gr-backdoor.liu", "Liu et al.'s gradient replacement (the last known target sample's gradient, "
                                   "amplified); ours: gamma 2, 10 known target samples, 100 poisoned, a 4x4 patch, "

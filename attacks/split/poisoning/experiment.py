@@ -18,8 +18,10 @@ from typing import Any
 import torch
 
 from attacks import registry
-from attacks.driver import attack_and_score
-from attacks.kit import EngineOptions, Outcome, QUIET, Reconstruction, Run, SplitlabError, Truth
+from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.engine import QUIET, EngineOptions
+from attacks.result import Reconstruction
+from attacks.split.experiment import Experiment
 from attacks.split.labels.answer import answer
 from attacks.split.labels.experiment import LabelConfig, Prepared, evaluation_facts, prepare
 from attacks.split.labels.observation import Needs
@@ -27,10 +29,12 @@ from attacks.split.labels.victim import TaskData, Trained, task_data, train_vict
 from attacks.split.poisoning.replacement import GradientReplacement
 from attacks.split.poisoning.settings import BackdoorSettings
 from attacks.split.poisoning.trigger import Trigger
+from vfl.errors import SplitlabError
+from vfl.runs import Run
 from vfl.runtime import stream_seed
 
 __all__ = ["BackdoorConfig", "BackdoorObservation", "Backdoor", "prepare", "execute", "summary", "draw_samples",
-           "backdoor_success"]
+           "backdoor_success", "backdoor_experiment"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,3 +175,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
                       f"{run.path}")
     return show
 
+
+def backdoor_experiment(config: type) -> Experiment:
+    """The backdoors' experiment (train the poisoned victim and the unpoisoned one beside it, attack, score) for
+    `config`, a `BackdoorConfig` subclass whose `attack` is the spec's name: how a backdoor's spec declares it."""
+    return Experiment(config, prepare, execute, summary)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.kit import AttackSettings, integer, number, option
+from attacks.settings import AttackSettings
+from vfl.options import integer, number, option
 
 __all__ = ["BackdoorSettings"]
 
