@@ -59,6 +59,9 @@ class Reconstruction:
     label_rounds: torch.Tensor | None = None
     """Label inference from the gradients of protocol rounds: (N,) the round each scored sample's gradient came
     from, so the leak AUC is taken within each round, as Li et al. take it; None: one pool."""
+    features: bool = False
+    """True: a feature-inference answer, trials (T, N, D) of feature vectors (told, never guessed from a shape, so a
+    malformed image answer is still refused as one)."""
 
     @property
     def infers_labels(self) -> bool:
@@ -68,7 +71,7 @@ class Reconstruction:
     @property
     def infers_features(self) -> bool:
         """A feature-inference attack: its trials are feature vectors (T, N, D), not images."""
-        return self.trials is not None and self.trials.dim() == 3
+        return self.trials is not None and self.features
 
     @property
     def n_trials(self) -> int:

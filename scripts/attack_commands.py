@@ -20,11 +20,14 @@ COMMANDS = {
 }
 """Each engine attack (the ones `--compile` applies to), in the setting the fixed-seed checks use."""
 LABELS = ("label-norm", "label-direction", "label-direct", "label-completion", "label-active", "label-unsplit")
-SPLIT_ONLY = {"fsha": ["attack", "fsha"], **{name: ["attack", name] for name in LABELS}}
+VFL = ("bli", "bli-replace", "gr-backdoor", "esa", "grn")
+"""The batch-level label, feature-inference and backdoor attacks: their own victim's training, no engine steps."""
+SPLIT_ONLY = {"fsha": ["attack", "fsha"], **{name: ["attack", name] for name in LABELS + VFL}}
 """Attacks outside the engine (their own training loop, or a score over the training's messages; no `--compile`)."""
 PRESETS = {"label-norm": "label-norm.li", "label-direction": "label-direction.li", "label-direct": "label-direct.fu",
            "label-completion": "label-completion.fu", "label-active": "label-active.fu",
-           "label-unsplit": "label-unsplit.original"}
+           "label-unsplit": "label-unsplit.original", "bli": "bli.liu", "bli-replace": "bli-replace.liu",
+           "gr-backdoor": "gr-backdoor.liu", "esa": "esa.luo", "grn": "grn.luo"}
 """The preset each attack runs where it has no `.quick` one (the label attacks' paper presets take seconds)."""
 
 

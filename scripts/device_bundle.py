@@ -26,8 +26,8 @@ ON_DEVICE = frozenset({"torch", "torchvision", "numpy", "scipy", "scikit-image",
                        "scikit-learn", "ray"})
 """The lab's dependencies the device's image already has (ray is not needed there)."""
 
-BINARY = ("mlxtend", "lpips", "pytorch-fid", "optuna", "alembic", "colorlog", "sqlalchemy", "mako")
-"""Bundled as downloaded wheels: the lab's dependencies the image lacks, and what optuna needs that it lacks."""
+BINARY = ("mlxtend", "lpips", "pytorch-fid", "optuna", "alembic", "colorlog", "sqlalchemy", "mako", "dabl", "seaborn")
+"""Bundled as downloaded wheels: the lab's dependencies the image lacks, and what optuna and dabl need that it lacks."""
 
 SDIST = ("autodp",)
 """Bundled as wheels built here from their pure-Python source (no wheel on the package index)."""

@@ -185,7 +185,7 @@ def main() -> None:
     mode.add_argument("--cpu-reference", action="store_true", help=f"write {REFERENCE.name} from this CPU")
     mode.add_argument("--run-attacks", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--only", nargs="+", choices=ATTACKS, default=(), metavar="ATTACK",
-                        help="with --cpu-reference: measure only these attacks, keep the others' records")
+                        help="with --cpu-reference: measure only these attacks, keep the others' records (the check's own jobs run a subset with it too)")
     parser.add_argument("--profile", default="device", choices=("device", "smoke"), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "runs/device-check"),
                         help="where the packed files go (default $OUT, else runs/device-check)")
@@ -194,7 +194,7 @@ def main() -> None:
     args = parser.parse_args()
     profile = SMOKE if args.cpu_smoke or args.profile == "smoke" else DEVICE
     if args.run_attacks is not None:
-        run_attacks(args.run_attacks, profile)
+        run_attacks(args.run_attacks, profile, tuple(args.only) or ATTACKS)
         return
     if args.cpu_reference:
         cpu_reference(tuple(args.only))

@@ -38,7 +38,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attack_commands import COMMANDS, LABELS, PRESETS, SPLIT_ONLY, with_options
+from attack_commands import COMMANDS, LABELS, PRESETS, SPLIT_ONLY, VFL, with_options
 
 SCRIPTS = Path(__file__).resolve().parent
 REFERENCE = SCRIPTS / "device_reference_cpu.json"
@@ -68,6 +68,9 @@ POOL_SLOWDOWN = 1.5
 ENGINE = tuple(COMMANDS)
 """The attacks `--compile` applies to."""
 ATTACKS = ENGINE + tuple(SPLIT_ONLY)
+TIMED_ALONE = tuple(a for a in ATTACKS if a not in VFL)
+"""The attacks run one after another with nothing beside them; the VFL attacks on tabular data (small dense steps,
+nothing the GPU's timing would say much of) run as one job in the pool, so they never lengthen the check."""
 LBFGS = {"dlg", "idlg", "tgias-ro"}
 PROGRAMS = {"unsplit": 2}
 """Compiled programs per run (one per step kind; UnSplit has an input step and a clone step)."""
@@ -262,10 +265,15 @@ def build(profile: Profile, work: Path, data_root: Path | None = None) -> tuple[
     ref = reference()["attacks"]
     steps = {name: int(r["steps"]) for name, r in ref.items() if isinstance(r.get("steps"), (int, float))}
     check = str(SCRIPTS / "device_check.py")
-    eager = STARTUP_S + sum(attack_estimate(a, profile, steps) for a in ATTACKS)
-    jobs = [Job("attacks", "attacks-eager", (check, "--run-attacks", str(work / "eager"), "--profile", profile.name),
+    eager = STARTUP_S + sum(attack_estimate(a, profile, steps) for a in TIMED_ALONE)
+    jobs = [Job("attacks", "attacks-eager", (check, "--run-attacks", str(work / "eager"), "--profile", profile.name,
+                                             "--only", *TIMED_ALONE),
                 eager, "one process, the quick presets one after another: their CPU step counts at the "
-                "launch-bound step times", alone=True)]
+                "launch-bound step times", alone=True),
+            Job("pool", "vfl-eager", (check, "--run-attacks", str(work / "eager"), "--profile", profile.name,
+                                      "--only", *VFL),
+                (STARTUP_S + sum(attack_estimate(a, profile, steps) for a in VFL)) * POOL_SLOWDOWN,
+                "one process, the VFL attacks' presets one after another, beside the compiled runs")]
     for name in profile.compile_attacks:
         seconds = (STARTUP_S + attack_estimate(name, profile, steps) + COLD_COMPILE_SECONDS * PROGRAMS.get(name, 1))
         argv = ("-m", "splitlab", *attack_argv(name, profile), "--compile", "on", "--json",

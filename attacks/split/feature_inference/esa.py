@@ -57,7 +57,7 @@ class EqualitySolving:
             system = weights[1:] - weights[:1]                                            # (K-1, D)
             solved = rhs @ torch.linalg.pinv(system).T                                    # (N, D) minimum norm
         return Reconstruction(
-            attack=self.name, preset=self.settings.preset, trials=solved.float().unsqueeze(0),
+            attack=self.name, preset=self.settings.preset, trials=solved.float().unsqueeze(0), features=True,
             loss=torch.zeros(1), history={}, diverged=torch.zeros(1, dtype=torch.bool),
             seconds=time.perf_counter() - start, steps=1, mode="closed form",
             extras={"equations": int(system.shape[0]), "unknowns": int(system.shape[1]),

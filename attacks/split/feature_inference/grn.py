@@ -80,7 +80,7 @@ class GenerativeRegression:
             found = net(inputs)
         initial = torch.zeros_like(found) if not view.pixels else torch.full_like(found, 0.5)
         return Reconstruction(
-            attack=self.name, preset=self.settings.preset, trials=found.unsqueeze(0),
+            attack=self.name, preset=self.settings.preset, trials=found.unsqueeze(0), features=True,
             loss=torch.tensor([losses[-1]]), history={"loss": torch.tensor(losses).view(-1, 1)},
             diverged=torch.tensor([not torch.isfinite(found).all()]), seconds=time.perf_counter() - start,
             steps=len(losses), mode="sequential", initial=initial.unsqueeze(0))

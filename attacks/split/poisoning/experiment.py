@@ -12,6 +12,7 @@ a clean input, the target class of a triggered one (`label_accuracy`, beside the
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,8 +103,11 @@ class Backdoor:
         if not isinstance(observation, BackdoorObservation):
             raise SplitlabError(f"{self.name} takes a BackdoorObservation (the model's answers to its queries), got "
                                 f"{type(observation).__name__}")
-        return answer(self.name, self.settings.preset, observation.scores, seconds=0.0, steps=0, rule="the model's "
-                      "answer", mode="sequential", extras={"triggered_queries": int(observation.triggered.sum())})
+        started = time.perf_counter()     # the attack's own work is in training (the poisoning); here it reads
+        scores = observation.scores       # the model's answers to its queries, one pass
+        return answer(self.name, self.settings.preset, scores, seconds=time.perf_counter() - started, steps=1,
+                      rule="the model's answer", mode="sequential",
+                      extras={"triggered_queries": int(observation.triggered.sum())})
 
 
 def draw_samples(labels: torch.Tensor, settings: BackdoorSettings, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
