@@ -62,10 +62,11 @@ def test_a_label_victim_takes_a_size_changing_input_transform_on_a_dense_model()
         LabelVictim(defence="semi-orthogonal:dim=1024")          # cnn's convolutions take 28x28 only
 
 
-def test_a_case_the_wire_cannot_host_is_refused_naming_top_model():
-    for case in (SplitCase(arch="small-mlp", top="linear"), SplitCase(aggregate="sum")):
-        with pytest.raises(SplitlabError, match=r"hosts split learning with a top model \(--top model\)"):
-            check_hosted(case)
+def test_a_case_the_wire_cannot_host_is_refused_naming_what_it_hosts():
+    with pytest.raises(SplitlabError, match=r"a top model \(--top model\) or aggVFL .* --top linear"):
+        check_hosted(SplitCase(arch="small-mlp", top="linear"))
+    for hosted in (SplitCase(), SplitCase(aggregate="sum"), SplitCase(top="none")):   # aggVFL sums scores over TCP
+        check_hosted(hosted)
 
 
 def test_the_label_commands_show_their_family_defaults_and_offer_no_party_options():

@@ -62,12 +62,12 @@ def check_local_parties(parties: int) -> None:
 
 
 def check_hosted(config: TrainConfig) -> None:
-    """Refuse, in one line, a case `splitlab serve` and `splitlab client` cannot host: they join the feature
-    parties' activations for the label party's top model (--top model)."""
-    if config.top != "model":
-        summed = " (--aggregate sum, which runs in process only)" if config.aggregate == "sum" else ""
-        raise SplitlabError(f"--transport tcp hosts split learning with a top model (--top model); this case has "
-                            f"--top {config.top}{summed}: use --transport local")
+    """Refuse, in one line, a case `splitlab serve` and `splitlab client` cannot host: the label party joins the
+    feature parties' activations for its top model (--top model), or sums their class scores (aggVFL: --top none,
+    which is --aggregate sum); a label party holding only the output layer (--top linear) runs in process only."""
+    if config.top == "linear":
+        raise SplitlabError("--transport tcp hosts split learning with a top model (--top model) or aggVFL (--top "
+                            "none, --aggregate sum); this case has --top linear: use --transport local")
 
 
 def client_command(config: TrainConfig, party: int, address: str, secret: Path, out: Path,
