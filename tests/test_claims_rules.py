@@ -111,6 +111,15 @@ def test_a_gap_to_a_failed_arm_reproduces_nothing():
     assert Beats(a=A, b=B, gap=1.47)(_pairs(14.0, 11.5)).verdict == "reproduced"
 
 
+def test_a_defence_whose_attack_fails_is_its_claim_not_a_failed_arm():
+    """A defence claim reads "no defence (A) leaks more than the defence (B)": B's attack at a trivial answer is
+    what the defence promises, so only A is guarded (`defended_b`); without it the gap reads as partly."""
+    rows = _pairs(14.0, 2.5, 0.1)
+    assert Beats(a=A, b=B, gap=1.0)(rows).verdict == "partly"
+    assert Beats(a=A, b=B, gap=1.0, defended_b=True)(rows).verdict == "reproduced"
+    assert Beats(a=A, b=B, gap=1.0, defended_b=True)(_pairs(9.0, 2.5, 0.1)).verdict == "inconclusive"   # A fails
+
+
 def test_a_trend_carries_a_paired_interval_on_its_ends():
     noisy = [{"x": x, "seed": s, "psnr": m + (4.0 if s % 2 else -4.0) * (x == 5), **BASE}
              for x, m in ((1, 12.0), (2, 12.5), (5, 13.0)) for s in SEEDS]

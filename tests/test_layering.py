@@ -67,12 +67,6 @@ def _lab_imports(path: Path):
                 yield (sub if is_module else base), node.lineno
 
 
-VICTIM_SIDE: set[str] = set()
-"""Files of an attack's folder allowed to import the lab directly: none. The victim's side of a run (training the
-victim, FSHA's honest client and its run over TCP) is in the shared folders beside them (`attacks.split.labels`,
-`attacks.split.session`, `attacks.split.cut_experiment`). Nothing may be added here."""
-
-
 @pytest.mark.parametrize("package", ATTACK_PACKAGES, ids=lambda p: p.name)
 def test_every_attack_imports_the_lab_only_through_the_kit(package):
     """The kit is the only door: an attack's folder imports `attacks.kit` and its own modules, nothing else of the
@@ -80,16 +74,11 @@ def test_every_attack_imports_the_lab_only_through_the_kit(package):
     other attack (what two attacks share is in the kit)."""
     own = ".".join(package.relative_to(ROOT).parts)
     through = [f"{path.relative_to(ROOT)}:{line} imports {name}"
-               for path in sorted(package.rglob("*.py")) if str(path.relative_to(ROOT)) not in VICTIM_SIDE
+               for path in sorted(package.rglob("*.py"))
                for name, line in _lab_imports(path)
                if name.split(".")[0] in ("attacks", "vfl") and name != "attacks.kit"
                and not (name == own or name.startswith(own + "."))]
     assert not through, through
-
-
-def test_the_victim_side_allowance_names_only_files_that_are_there():
-    """An allowance outlives nothing: once a file has left the attack folders its line goes too."""
-    assert all((ROOT / path).is_file() for path in VICTIM_SIDE), [p for p in VICTIM_SIDE if not (ROOT / p).is_file()]
 
 
 CONTRACT = {"attacks.kit", "attacks.spec", "attacks.spec_parts", "attacks.spec_checks", "attacks.hooks",

@@ -25,7 +25,8 @@ def label_leak_claim(claim_id: str, paper: str, where: str, claim: str, paper_se
     return Claim(
         claim_id, paper, where, claim, f"{paper_setting}; {NO_NUMBERS}",
         Measure(LABELS_GRID, Beats(a=Select({"send-back": "none"}, "no defence"),
-                                   b=Select({"send-back": send_back}, send_back), metric="leak_auc", scale=SHARE),
+                                   b=Select({"send-back": send_back}, send_back), metric="leak_auc", scale=SHARE,
+                                   defended_b=True),
                 f"paired leak AUC difference over seeds 0-2, no defence minus {send_back} ({LABEL_TASK}); the AUC "
                 "is not folded at 0.5, so an AUC below it, which leaks as much read the other way, counts as "
                 "protection here: each row's leak AUC, task accuracy and task AUC (the cost) are in "

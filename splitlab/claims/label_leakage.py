@@ -65,7 +65,7 @@ CLAIMS: list[Claim] = [
           "max_norm is designed against the norm attack; the paper shows it lowering the norm leak AUC toward 0.5",
           Measure("label-defences-norm", Beats(a=Select({"send-back": "none"}, "no defence"),
                                                b=Select({"send-back": "max-norm"}, "max_norm"), metric="leak_auc",
-                                               scale=SHARE),
+                                               scale=SHARE, defended_b=True),
                   "paired leak AUC difference over seeds 0-2, no defence minus max_norm"),
           reduced=REDUCED),
     _tradeoff("norm", "label-defences-norm"),

@@ -18,7 +18,8 @@ none, reproduces nothing either (`cells.unguarded`). A comparison of two attacks
 only where both arms work: a gap measured against an arm at or below a trivial answer is a gap to a failed
 reconstruction, as wide as that arm happens to fail (an N(0, 1) start scores below the all-zero image), so it
 reads as partly at most (the direction holds: the working side beats a failed one). Only a defence compared
-with a weaker one (`guard_side="b"`) guards one arm, since the stronger defence's attack failing is its claim.
+with no defence (`defended_b`) or with a weaker one (`guard_side="b"`) guards one arm, since the defended attack
+failing is its claim.
 A failed winner beaten by a working other side reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size
 alone (the direction held or could not be told), which a reduced setting softens to partly
 (`model.Claim.judge`); a direction measured significantly the other way is never magnitude-only.
@@ -96,6 +97,9 @@ class TwoSided(Paired):
     guard_side: str = "a"
     """The arm that must work: "a" (the side the claim calls better), or "b" for a defence compared with a
     weaker one, where the weaker defence's arm must still leak for the comparison to mean anything."""
+    defended_b: bool = False
+    """B is a defence's arm against A's undefended attack: A must work, and B's attack failing (at or below a
+    trivial answer) is what the claim says, so B is not guarded."""
 
     @property
     def selects(self) -> tuple[Select, ...]:
@@ -115,7 +119,8 @@ class TwoSided(Paired):
         working, other_rows = (a_rows, b_rows) if self.guard_side == "a" else (b_rows, a_rows)
         up = self.higher_is_better if self.guard_side == "a" else not self.higher_is_better
         found = guard_of(working, self.metric, self.guard, up)
-        other = guard_of(other_rows, self.metric, self.guard, up) if self.guard_side == "a" else None
+        other = guard_of(other_rows, self.metric, self.guard, up) if self.guard_side == "a" and not self.defended_b \
+            else None
         values = _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found, other)
         return lab, values, mean, low, high, n, found, other, unguarded(working, self.metric, self.guard)
 

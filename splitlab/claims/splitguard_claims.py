@@ -39,7 +39,7 @@ CLAIMS = [
           Measure("field-defences-splitguard",
                   Beats(a=Select({"defence": "none"}, "FSHA, no SplitGuard"),
                         b=Select({"defence": f"{GUARD},on_detection=stop"}, "FSHA, SplitGuard stopping"),
-                        metric="image_mse", higher_is_better=False, scale=FACTOR),
+                        metric="image_mse", higher_is_better=False, scale=FACTOR, defended_b=True),
                   "paired FSHA target image MSE over seeds 0-2, without SplitGuard against SplitGuard stopping the "
                   "client at its first alarm"),
           reduced=REDUCED),
