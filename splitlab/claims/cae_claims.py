@@ -10,7 +10,7 @@ DEFENCES = ("cae", "dcae")
 DEVIATIONS = ()
 README_GROUP = "field defences"
 """The README counts the field's defence papers in one row (docs/claims.md has each)."""
-CITATION = ("Liu, Zou, Kang, Li, Chen, Zhang, Yang. Batch Label Inference and Replacement Attacks in Black-Boxed "
+CITATION = ("Liu, Zou, Kang, Liu, He, Yi, Yang. Batch Label Inference and Replacement Attacks in Black-Boxed "
             "Vertical Federated Learning. arXiv 2112.05409 (2021).")
 
 _NOT_COMPARABLE = ("the paper's attack is its batch label inference on multiclass data (MNIST, CIFAR, NUS-WIDE); the "
