@@ -61,10 +61,9 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     # a split-learning attack's own experiment (`splitlab attack NAME`)
     from attacks.split.experiment import Experiment, SplitConfig
     # an attack's own experiment that trains the VFL model through the protocol (feature inference from predictions):
-    # the training and its data, K parties' columns, the device, the one driver's attack-and-score, a per-feature score
+    # the training and its data (the case records its parties' columns), the device, the one driver's attack-and-score, a per-feature score
     from vfl.training import TrainConfig, load_data, train_split, training_curves_figure
     from vfl.data import require as require_data
-    from vfl.parties import party_columns
     from vfl.runtime import resolve_device
     from attacks.driver import attack_and_score
     from attacks.metrics.scoring import feature_mse

@@ -13,13 +13,14 @@ The cells run on the sweep machinery (`splitlab.sweep`: Ray or in process, a fin
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from splitlab.matrix_grid import load_matrix, shipped
+from splitlab.matrix_grid import Matrix, load_matrix, shipped
 from splitlab.sweep import locked, run_cells, sigterm_stops, start_ray_plan
 from splitlab.sweep_cells import is_finished
 from splitlab.sweep_display import Display
@@ -72,6 +73,7 @@ def matrix_command(
     sweep_dir = Path(out) if out is not None else Path("runs") / "matrix" / (matrix.name + ("-paper" if paper_size
                                                                                             else ""))
     check_sweep_dir(sweep_dir)
+    check_same_matrix(sweep_dir, matrix)
     sweeps = matrix.sweeps()
     for sweep in sweeps.values():                 # every cell through its command's parser and checks
         check_cells(sweep, sweep.cells(), sweep_dir)
@@ -127,6 +129,22 @@ def matrix_command(
         raise typer.Exit(130)
     if record["ok"] != len(cells):
         raise typer.Exit(1)
+
+
+def check_same_matrix(sweep_dir: Path, matrix: Matrix) -> None:
+    """Refuse a directory that holds another matrix (its definition would be overwritten, its cells mixed in); the
+    same matrix (file text and --paper-size) resumes there."""
+    toml, record = sweep_dir / "matrix.toml", sweep_dir / "matrix.json"
+    if not toml.is_file():
+        return
+    try:
+        saved = json.loads(record.read_text()) if record.is_file() else {}
+    except (OSError, ValueError):
+        saved = {}
+    if toml.read_text() != matrix.text or bool(saved.get("paper_size", matrix.paper_size)) != matrix.paper_size:
+        raise SplitlabError(f"--out {sweep_dir} holds another matrix ({saved.get('matrix', 'its matrix.toml')}"
+                            f"{', paper size' if saved.get('paper_size') else ''}); give a new --out, or run that "
+                            "matrix's own file to resume it")
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,7 @@ metric over seeds, DCS with its interval, cost), scores.csv (per task and arm: T
 shared rank, cost), report.md, and one privacy-utility frontier per task and attack (frontier-TASK-ATTACK.png)."""
 from __future__ import annotations
 
+import csv
 import io
 import statistics
 from collections import defaultdict
@@ -189,8 +190,38 @@ CELL_COLUMNS = ["task", "attack", "arm", "defence", "strength", "value", "metric
                 "dcs", "seconds", "bytes"]
 
 
+WORST_COLUMNS = ["task", "attack", "arm", "seed", "default_ap", "default_dcs", "worst_ap", "worst_dcs",
+                 "worst_options"]
+WORST_NUMBERS = {"seed": int, "default_ap": float, "default_dcs": float, "worst_ap": float, "worst_dcs": float}
+
+
+def write_worst(out: Path, worst: list[dict]) -> None:
+    """The worst-case rows to worst.csv: kept beside the cells, so every later report (one after each cell, a rerun
+    without --worst-case) still shows them."""
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(WORST_COLUMNS)
+    writer.writerows([["" if r.get(c) is None else repr(r[c]) if isinstance(r[c], float) else str(r[c])
+                       for c in WORST_COLUMNS] for r in worst])
+    atomic_write_text(out / "worst.csv", text.getvalue())
+
+
+def read_worst(out: Path) -> Optional[list[dict]]:
+    """The rows of the last worst-case search in `out` (None: none ran there)."""
+    path = out / "worst.csv"
+    if not path.is_file():
+        return None
+    with path.open(newline="") as f:
+        return [{c: None if r[c] == "" else WORST_NUMBERS.get(c, str)(r[c]) for c in WORST_COLUMNS}
+                for r in csv.DictReader(f)]
+
+
 def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) -> dict:
-    """Write matrix.csv, scores.csv, the frontiers and report.md; returns what the command prints."""
+    """Write matrix.csv, scores.csv, the frontiers and report.md; returns what the command prints. `worst`: a
+    worst-case search's rows, written to worst.csv; without them, those of an earlier search there."""
+    if worst is not None:
+        write_worst(out, worst)
+    worst = read_worst(out)
     rows, failed = rows_of(matrix, out)
     cells, composite = score(matrix, rows)
     atomic_write_text(out / "matrix.csv", _csv(cells, CELL_COLUMNS))

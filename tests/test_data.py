@@ -258,3 +258,19 @@ def test_german_credit_is_parsed_one_hot_over_its_documented_codes_and_broken_ro
     path.write_text("\n".join(_german_row(i) for i in range(30)))
     with pytest.raises(SplitlabError, match="30 rows, not 1000"):
         tabular.read_table(GERMAN_CREDIT, path)
+
+
+def test_german_credit_standardises_only_its_numerical_columns_as_its_provenance_says(tmp_path):
+    import dataclasses
+
+    from vfl import tabular
+    from vfl.tabular_formats import GERMAN_CREDIT
+
+    source = dataclasses.replace(GERMAN_CREDIT, rows=30)
+    (tmp_path / "german-credit").mkdir()
+    (tmp_path / "german-credit" / "german.data").write_text("\n".join(_german_row(i) for i in range(30)) + "\n")
+    train, _ = tabular.load_split(source, "train", 0, tmp_path)
+    assert train[:, :7].mean(0).abs().max() < 1e-5                  # the 7 numerical attributes standardised
+    assert set(train[:, 7:].unique().tolist()) == {0.0, 1.0}          # the one-hot columns left 0/1
+    assert (train[:, 7:].sum(1) == 13).all()
+    assert "numerical features standardised" in source.provenance(0, 24, 6, tmp_path)

@@ -167,3 +167,34 @@ def test_resume_after_a_kill_loses_no_finished_cell(tmp_path, monkeypatch):
     assert (record["ran"], record["skipped"], record["ok"]) == (1, 1, 2)
     assert (done / "cell.json").read_text() == before          # the finished cell was not run again
     assert {r["arm"] for r in csv.DictReader((out / "scores.csv").open())} == {"no defence", "marvell:scale=1.0"}
+
+
+def test_a_directory_holding_another_matrix_is_refused_in_one_line_and_kept(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "matrix.toml").write_text(_tiny(seeds=(0, 1, 2)))
+    (out / "matrix.json").write_text(json.dumps({"matrix": "other", "paper_size": False}))
+    path = tmp_path / "grid.toml"
+    path.write_text(_tiny())
+    result = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert "holds another matrix (other)" in result.output and len(result.output.strip().splitlines()) == 1
+    assert (out / "matrix.toml").read_text() == _tiny(seeds=(0, 1, 2))         # its definition kept
+    (out / "matrix.toml").write_text(_tiny())                                   # the same matrix: resumes
+    dry = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(out), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+
+
+def test_the_worst_case_rows_outlive_a_later_report_without_them(tmp_path):
+    from splitlab.matrix_report import read_worst
+
+    matrix = parse_matrix(_tiny(seeds=(0,)), "t", "t.toml")
+    for _, _, cell in matrix.cells():
+        _fake_cell(tmp_path, cell, 0.7, 0.9)
+    worst = [{"task": "wdbc", "attack": "label-norm", "arm": "marvell:scale=1.0", "seed": 0, "default_ap": 0.7,
+              "default_dcs": 0.8125, "worst_ap": None, "worst_dcs": None, "worst_options": "--iterations 3, 4"}]
+    write_report(matrix, tmp_path, worst)
+    write_report(matrix, tmp_path)                              # the report after a cell: no search rows given
+    assert "## Worst case" in (tmp_path / "report.md").read_text()
+    assert "--iterations 3, 4" in (tmp_path / "report.md").read_text()
+    assert read_worst(tmp_path) == worst

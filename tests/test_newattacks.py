@@ -102,3 +102,11 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(args, message, tm
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1, result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_feature_inference_takes_the_columns_the_case_records_under_every_partition():
+    """ESA and GRN split the columns as the trained case did: under `correlation` too (its ranking needs the data)."""
+    from attacks.split.feature_inference.experiment import columns
+    victim = TrainConfig(dataset="wdbc", arch="tabular-lr", aggregate="sum", parties=3, partition="correlation", seed=4)
+    each = victim.feature_partition()["columns"]
+    assert columns(victim, 1) == (sorted(each[0]), sorted(each[1] + each[2]))

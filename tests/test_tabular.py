@@ -383,3 +383,31 @@ def test_compare_job_tabular_writes_the_table_and_figure_with_the_majority_basel
     for name in ("report.md", "report.csv", "attacks.png"):
         assert (tmp_path / "run" / name).stat().st_size > 0
     assert "| label-direct | aggVFL |" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_correlation_ranking_reads_the_runs_data_root_and_caches_each_root_apart(monkeypatch, tmp_path):
+    """Two copies of the data under two roots rank their own columns; the case records the ranking of its own root."""
+    from vfl import data as datasets
+    real_load = datasets.load
+
+    def load(name, split="train", data_root=None, seed=0):
+        loaded = real_load(name, split, None, seed)
+        if data_root is None:
+            return loaded
+        flipped = loaded.images.flip(-1)                       # this copy holds the columns in reverse order
+        return type(loaded)(loaded.name, loaded.split, flipped, loaded.labels, loaded.provenance)
+
+    monkeypatch.setattr(datasets, "load", load)
+    correlation_ranking.cache_clear()
+    try:
+        default = correlation_ranking("wdbc", 4)
+        other = correlation_ranking("wdbc", 4, str(tmp_path))
+        assert other == [29 - c for c in default]
+        assert party_columns(30, 3, "correlation", 4, "wdbc", tmp_path) == [sorted(other[k::3]) for k in range(3)]
+        config = TrainConfig(dataset="wdbc", arch="tabular-mlp", parties=3, partition="correlation", seed=4,
+                             data_root=str(tmp_path))
+        assert config.feature_partition()["columns"] == [sorted(other[k::3]) for k in range(3)]
+        images = torch.arange(30.0).expand(2, 30)
+        assert take_strip(images, 3, 0, "correlation", 4, "wdbc", tmp_path)[0].tolist() == sorted(other[0::3])
+    finally:
+        correlation_ranking.cache_clear()

@@ -148,4 +148,4 @@ class SplitCase(Runtime):
         """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
         return {"partition": self.partition, "parties": self.parties, "rule": PARTITION_RULES[self.partition],
                 "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed,
-                                         self.dataset)}
+                                         self.dataset, self.data_root)}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -90,16 +91,16 @@ def check_partition(partition: str, image_shape: tuple[int, ...], option: str = 
 
 
 def party_columns(width: int, parties: int, partition: str = "contiguous", seed: int = 0,
-                  dataset: str | None = None) -> list[list[int]]:
+                  dataset: str | None = None, data_root: Path | str | None = None) -> list[list[int]]:
     """Each party's columns, in their original order: contiguous blocks (`strip_bounds`); under `random` as many
     columns per party, drawn by a permutation from the stream "feature partition" of `seed`; under `correlation`
-    the columns of `dataset`'s training split (of split seed `seed`) ranked by `label_correlation` and dealt
-    round-robin. Every column goes to exactly one party."""
+    the columns of `dataset`'s training split (of split seed `seed`, read from `data_root`, the run's data root, else
+    the default one) ranked by `label_correlation` and dealt round-robin. Every column goes to exactly one party."""
     bounds = strip_bounds(width, parties)
     if partition == "contiguous":
         return [list(range(start, stop)) for start, stop in bounds]
     if partition == "correlation":
-        order = correlation_ranking(dataset, seed)
+        order = correlation_ranking(dataset, seed, None if data_root is None else str(data_root))
         return [sorted(order[k::parties]) for k in range(parties)]
     order = torch.randperm(width, generator=torch.Generator().manual_seed(stream_seed(seed, "feature partition")))
     return [sorted(order[start:stop].tolist()) for start, stop in bounds]
@@ -120,26 +121,27 @@ def label_correlation(features: torch.Tensor, labels: torch.Tensor) -> torch.Ten
 
 
 @functools.lru_cache(maxsize=16)
-def correlation_ranking(dataset: str | None, seed: int) -> list[int]:
+def correlation_ranking(dataset: str | None, seed: int, data_root: str | None = None) -> list[int]:
     """`dataset`'s columns, strongest first by `label_correlation` on its training split of split seed `seed` (ties
-    in column order). The dataset's own classes, whatever the task: every party can be told the ranking before
+    in column order), read from `data_root` (a string, so the cache tells one copy of the data from another; None:
+    the default root). The dataset's own classes, whatever the task: every party can be told the ranking before
     training."""
     if dataset is None:
         raise SplitlabError("--partition correlation needs the dataset whose training split ranks the columns")
     from vfl import data as datasets
 
-    train = datasets.load(dataset, "train", seed=seed)
+    train = datasets.load(dataset, "train", data_root, seed=seed)
     scores = label_correlation(train.images, train.labels)
     return sorted(range(len(scores)), key=lambda c: (-float(scores[c]), c))
 
 
 def take_strip(images: torch.Tensor, parties: int, party: int, partition: str = "contiguous",
-               seed: int = 0, dataset: str | None = None) -> torch.Tensor:
+               seed: int = 0, dataset: str | None = None, data_root: Path | str | None = None) -> torch.Tensor:
     """Party `party`'s columns of a batch of images or tabular samples (a view for a contiguous partition)."""
     if partition == "contiguous":
         start, stop = strip_bounds(images.shape[-1], parties)[party]
         return images[..., start:stop]
-    columns = party_columns(images.shape[-1], parties, partition, seed, dataset)[party]
+    columns = party_columns(images.shape[-1], parties, partition, seed, dataset, data_root)[party]
     return images[..., torch.tensor(columns, device=images.device)]
 
 
@@ -281,11 +283,12 @@ class Parties:
     each party sees only its strip."""
 
     def __init__(self, clients: Sequence[Client], image_shape: tuple[int, ...], layout: CutLayout,
-                 partition: str = "contiguous", seed: int = 0, dataset: str | None = None):
+                 partition: str = "contiguous", seed: int = 0, dataset: str | None = None,
+                 data_root: Path | str | None = None):
         self.clients = list(clients)
         self.image_shape = tuple(image_shape)
         self.layout = layout
-        self.partition, self.seed, self.dataset = partition, seed, dataset
+        self.partition, self.seed, self.dataset, self.data_root = partition, seed, dataset, data_root
         self.model = nn.ModuleList([c.model for c in self.clients])    # state_dict of all bottoms, in order
         self.last_prediction: Prediction | None = None
 
@@ -295,7 +298,8 @@ class Parties:
 
     def _strips(self, x: torch.Tensor) -> list[torch.Tensor]:
         # contiguous, as a party holding only its strip has it (and computes on it) in its own process
-        return [take_strip(x, len(self.clients), k, self.partition, self.seed, self.dataset).contiguous()
+        return [take_strip(x, len(self.clients), k, self.partition, self.seed, self.dataset,
+                           self.data_root).contiguous()
                 for k in range(len(self.clients))]
 
     def send(self, x: torch.Tensor, step: int) -> Activations:
@@ -324,10 +328,10 @@ def _columns_text(columns: list[int]) -> str:
 
 
 def describe_split(arch: str, cut: int, image_shape: tuple[int, ...], parties: int, partition: str = "contiguous",
-                   seed: int = 0, dataset: str | None = None) -> str:
+                   seed: int = 0, dataset: str | None = None, data_root: Path | str | None = None) -> str:
     """One line: each party's strip and activation shape, and the joined shape the top model takes."""
     shapes = activation_shapes(arch, cut, image_shape, parties)
-    columns = party_columns(image_shape[-1], parties, partition, seed, dataset)
+    columns = party_columns(image_shape[-1], parties, partition, seed, dataset, data_root)
     strips = ", ".join(f"party {k}: columns {_columns_text(c)} -> {'x'.join(map(str, s))}"
                        for k, (c, s) in enumerate(zip(columns, shapes)))
     joined = "x".join(map(str, CutLayout(shapes).joined_shape))

@@ -73,6 +73,15 @@ class TabularSource:
     counted: int = 0
     """The last so many columns hold category codes (-1: missing), each replaced by log(1 + how often its code
     occurs in the training split): a label-free encoding of fixed width for high-cardinality categories."""
+    numerical: int | None = None
+    """A downloaded set whose reader puts its numerical columns first: how many (only they are standardised; the
+    one-hot columns after them stay 0/1). None: every column (a named-column layout says it by its own names)."""
+
+    def standardised(self) -> int:
+        """How many leading columns are numerical, the ones standardised with the training split's statistics."""
+        if self.layout is not None:
+            return len(self.layout.numerical)
+        return self.features if self.numerical is None else self.numerical
 
     def install_hint(self) -> str:
         if self.extra:
@@ -89,6 +98,9 @@ class TabularSource:
 
     def encoding(self) -> str:
         layout = self.layout
+        if layout is None and self.standardised() < self.features:
+            return (f"{self.features} features ({self.standardised()} numerical, {self.features - self.standardised()} "
+                    "one-hot columns)")
         if layout is None or not layout.categorical:
             return f"{self.features} numerical features"
         return (f"{self.features} features ({len(layout.numerical)} numerical, {len(layout.categorical)} categorical "
@@ -108,7 +120,7 @@ class TabularSource:
                 f"{', '.join(f'{i} {c}' for i, c in enumerate(self.classes))}; licence {self.licence}; read from "
                 f"{where}; "
                 f"stratified train/test split {train}/{test} drawn from seed {seed}, "
-                f"{'numerical ' if self.layout and self.layout.categorical else ''}features "
+                f"{'numerical ' if self.standardised() < self.features else ''}features "
                 "standardised with the training split's mean and standard deviation")
 
 
@@ -287,8 +299,7 @@ def _splits(source: TabularSource, seed: int, root: str | None = None) -> dict[s
     features, labels = read_table(source, source.path(Path(root)) if root else None)
     test = stratified_split(labels, source.test_fraction, seed)
     train_x, test_x = count_encode(features[~test], features[test], source.counted)
-    numerical = None if source.layout is None else len(source.layout.numerical)
-    train_x, test_x = standardise(train_x, test_x, numerical)
+    train_x, test_x = standardise(train_x, test_x, source.standardised())
     as_tensors = lambda x, y: (torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y))    # noqa: E731
     return {"train": as_tensors(train_x, labels[~test]), "test": as_tensors(test_x, labels[test])}
 

@@ -104,5 +104,5 @@ GERMAN_CREDIT = TabularSource(
     name="german-credit",
     citation="Statlog (German Credit Data), Hofmann, UCI Machine Learning Repository (1994); 7 numerical attributes "
              "standardised, 13 categorical ones one-hot over their documented codes",
-    licence="CC BY 4.0 (UCI)", parse=read_german,
+    licence="CC BY 4.0 (UCI)", parse=read_german, numerical=len(GERMAN_NUMERICAL),
     url="https://archive.ics.uci.edu/ml/machine-learning-databases/statlog/german/german.data")

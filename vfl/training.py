@@ -88,7 +88,7 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
     shape = strip_shape(config.image_shape, config.parties, party)
     if train_images is not None and config.parties > 1:
         train_images = take_strip(train_images, config.parties, party, config.partition, config.seed,
-                                  config.dataset)
+                                  config.dataset, config.data_root)
     defences = parse_defences(config.defence, shape, train_images)
     if config.aggregate == "sum":
         model = score_model(config.arch, config.seed, config.parties, party, transformed_shape(defences, shape),
@@ -129,7 +129,8 @@ def build_parties(config: TrainConfig, device: torch.device, train_images: torch
             raise SplitlabError("a feature party training its own way is one party: give --parties 1")
         shapes = config.cut_shapes()
         client = Parties([build_client(config, device, train_images, k) for k in range(config.parties)],
-                         config.image_shape, CutLayout(shapes), config.partition, config.seed, config.dataset)
+                         config.image_shape, CutLayout(shapes), config.partition, config.seed, config.dataset,
+                         config.data_root)
     return client, build_server(config, device, role)
 
 

@@ -52,7 +52,8 @@ def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
     images = datasets.load(config.dataset, split, config.data_root, seed=config.seed).images   # labels not kept
     if config.parties == 1:
         return images
-    return take_strip(images, config.parties, party, config.partition, config.seed, config.dataset).contiguous()
+    return take_strip(images, config.parties, party, config.partition, config.seed, config.dataset,
+                      config.data_root).contiguous()
 
 
 def _whole_images(config: TrainConfig) -> torch.Tensor:

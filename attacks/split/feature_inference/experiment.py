@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import torch
 
 from attacks.kit import (Outcome, Run, SplitConfig, SplitlabError, TrainConfig, Truth, attack_and_score, feature_mse,
-                         load_data, party_columns, require_data, resolve_device, train_split, training_curves_figure)
+                         load_data, require_data, resolve_device, train_split, training_curves_figure)
 from attacks.split.feature_inference.view import JointModel, PredictionView
 
 __all__ = ["FeatureConfig", "Prepared", "prepare", "execute", "summary", "mean_baseline"]
@@ -65,7 +65,7 @@ def prepare(config: FeatureConfig) -> Prepared:
 
 def columns(victim: TrainConfig, held: int) -> tuple[list[int], list[int]]:
     """(the attacker's columns, the target columns): the first `held` parties' and the rest's."""
-    each = party_columns(victim.image_shape[-1], victim.parties, victim.partition, victim.seed)
+    each = victim.feature_partition()["columns"]
     return sorted(c for p in each[:held] for c in p), sorted(c for p in each[held:] for c in p)
 
 
