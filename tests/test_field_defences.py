@@ -216,3 +216,30 @@ def test_bad_options_of_the_new_defences_are_one_line_and_exit_2(tmp_path, args,
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and message in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_splitguard_sees_the_labels_of_an_attacking_feature_party_that_follows_the_protocol():
+    from torch import nn
+    from attacks.split.labels.victim import ObservingClient
+    from vfl.defences.splitguard import SplitGuard
+    from vfl.protocol import Client, Server, exchange
+
+    guard = SplitGuard(p_fake=1.0, start=0, seed=0)
+    model = nn.Linear(4, 3)
+    party = ObservingClient(Client(model, torch.optim.SGD(model.parameters(), lr=0.1), [guard]))
+    top = nn.Linear(3, 3)
+    server = Server(top, torch.optim.SGD(top.parameters(), lr=0.1), nn.CrossEntropyLoss())
+    y = torch.tensor([0, 1, 2, 1])
+    exchange(party, server, torch.randn(4, 4), y, 0)
+    assert guard.rounds == 1 and guard.classes == 3 and len(guard.fakes) == 1
+
+
+@pytest.mark.parametrize("args", [["train", "--parties", "2"],
+                                  ["client"]])
+def test_splitguard_is_refused_where_the_feature_party_sends_no_labels(tmp_path, args):
+    from typer.testing import CliRunner
+    from splitlab.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--defence", "splitguard:p_fake=0.1", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "sends the labels" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

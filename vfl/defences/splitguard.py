@@ -152,7 +152,7 @@ class SplitGuardSettings(DefenceSettings):
 SPEC = DefenceSpec(
     name="splitguard", point="received-gradient", title="fake batches with randomised labels, their cut gradients "
     "compared with the regular ones (the SplitGuard score) to detect a hijacking server", paper=ERDOGAN,
-    settings=SplitGuardSettings,
+    settings=SplitGuardSettings, needs=("labels-sent",),
     build=lambda s, where: SplitGuard(s.p_fake, s.start, s.fake_share, s.mult, s.exp, s.threshold, s.window,
                                       s.on_detection, s.seed),
     example="splitguard:p_fake=0.1", zero={"p_fake": 0.0},
@@ -165,8 +165,8 @@ SPEC = DefenceSpec(
                   "class offset in 1..K-2", "the label party holds them; the lab's loop lets the feature party's "
                   "detector change a fake batch's labels before they reach the server, shifted by an offset in "
                   "1..K-1 among the classes seen so far", "SplitGuard's setting is a client that sends labels; over "
-                  "TCP or with several feature parties no fake labels are sent, and every score is of regular "
-                  "batches"),
+                  "TCP or with several feature parties the label party holds them, and the lab refuses the "
+                  "defence there"),
         Deviation("decision", "Fail-Fast, Avg-k and Votes policies, thresholds chosen per task", "the mean of the "
                   "last `window` scores below `threshold` (window 1: fail-fast), threshold 0.5 (ours)", "midway "
                   "between a hijacker's expected score sigmoid(0)^2 = 0.25 and an honest run's, near 1"),
