@@ -243,3 +243,37 @@ def test_splitguard_is_refused_where_the_feature_party_sends_no_labels(tmp_path,
     result = CliRunner().invoke(app, [*args, "--defence", "splitguard:p_fake=0.1", "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "sends the labels" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def _through_a_checkpoint(state: dict, tmp_path) -> dict:
+    torch.save(state, tmp_path / "state.pt")
+    return torch.load(tmp_path / "state.pt", weights_only=True)
+
+
+def test_a_resumed_splitguard_keeps_its_alarm_and_what_it_has_seen(tmp_path):
+    from vfl.defences.splitguard import SplitGuard
+
+    guard = SplitGuard(p_fake=0.2, start=10, seed=0, on_detection="stop")
+    hijacked_rounds(guard, 80)
+    assert guard.detected_at is not None
+    resumed = SplitGuard(p_fake=0.2, start=10, seed=0, on_detection="stop")
+    resumed.load_state_dict(_through_a_checkpoint(guard.state_dict(), tmp_path))
+    assert (resumed.detected_at, resumed.rounds, resumed.scores) == (guard.detected_at, guard.rounds, guard.scores)
+    assert resumed.report() == guard.report()
+    resumed.on_labels(torch.tensor([0, 1]), 80)
+    resumed.fake_now = False                            # a regular round: after the alarm, nothing is stepped on
+    assert resumed.on_gradient(torch.ones(2, 3)) is None
+    old = SplitGuard(p_fake=0.2, start=10, seed=0)      # a checkpoint that kept only the generator still loads
+    old.load_state_dict({"generator": guard.generator.get_state()})
+    assert old.rounds == 0 and torch.equal(old.generator.get_state(), guard.generator.get_state())
+
+
+def test_a_resumed_dcae_keeps_the_bin_width_of_its_first_batch(tmp_path):
+    from vfl.defences.cae import ConfusionalAutoencoder
+
+    d = ConfusionalAutoencoder(2, 0.1, 0.5, 1, seed=0, bins=12)
+    g = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    d.on_send(g, None)
+    resumed = ConfusionalAutoencoder(2, 0.1, 0.5, 1, seed=0, bins=12)
+    resumed.load_state_dict(_through_a_checkpoint(d.state_dict(), tmp_path))
+    assert resumed.width == d.width and torch.equal(resumed.on_send(10 * g, None), d.on_send(10 * g, None))

@@ -123,11 +123,22 @@ class SplitGuard(ClientDefence):
                 "splitguard_detected": self.detected_at is not None,
                 "splitguard_first_detection_round": self.detected_at}
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"generator": self.generator.get_state()}
+    def state_dict(self) -> dict[str, Any]:
+        """Its draws' position and everything it has seen and decided, so a resumed run keeps its alarm (with
+        `stop`, stepping on nothing after it) and scores new fake batches against the gradients so far."""
+        return {"generator": self.generator.get_state(), "rounds": self.rounds, "classes": self.classes,
+                "fake_now": self.fake_now, "fakes": list(self.fakes), "r1": list(self.regular[0]),
+                "r2": list(self.regular[1]), "scores": list(self.scores), "score_rounds": list(self.score_rounds),
+                "detected_at": self.detected_at}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
+        if "rounds" not in state:                # a checkpoint that kept only the generator
+            return
+        self.rounds, self.classes, self.fake_now = state["rounds"], state["classes"], state["fake_now"]
+        self.fakes, self.regular = list(state["fakes"]), (list(state["r1"]), list(state["r2"]))
+        self.scores, self.score_rounds = list(state["scores"]), list(state["score_rounds"])
+        self.detected_at = state["detected_at"]
 
 
 @dataclass(frozen=True, kw_only=True)
