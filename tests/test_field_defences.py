@@ -121,7 +121,10 @@ def test_cae_at_its_strongest_setting_weakens_the_norm_attack_and_still_decodes_
     report = m["defence_report"]
     key = strongest.split(":")[0]
     assert report[f"{key}_decodes_every_class"] and report[f"{key}_soft_label_argmax_is_true_share"] < 1
-    assert m["accuracy"] > 0.9                         # predictions decoded back to the true classes
+    # predictions decoded back to the true classes: ranked as well as the undefended run's (a majority vote, 0.9
+    # accurate on this task with one positive in ten, ranks at 0.5), and about as accurate
+    assert m["task_auc"] > 0.85 and m["task_auc"] > undefended["task_auc"] - 0.05, (m["task_auc"], undefended)
+    assert m["accuracy"] > undefended["accuracy"] - 0.02, (m["accuracy"], undefended["accuracy"])
 
 
 def test_the_label_autoencoder_is_trained_here_from_its_seed_and_confuses_every_class():
