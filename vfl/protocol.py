@@ -268,7 +268,7 @@ class Server:
         if self.optimizer is not None:
             self.optimizer.step()
         self.last_loss = loss.detach()
-        self.last_predicted = logits.detach().argmax(1)
+        self.last_predicted = self._decoded(logits.detach()).argmax(1)        # in the true classes, as `predict`'s
         # soft labels (cae) name no class to count against: the epoch loop counts against the true labels
         self.last_correct = (self.last_predicted == labels).sum() if labels.dim() == 1 else None
         g = h.grad
@@ -297,7 +297,10 @@ class Server:
     def predict(self, h: torch.Tensor) -> torch.Tensor:
         """The top model's scores of `h`, through the defences that decode them (cae: its decoder)."""
         self.model.eval()
-        scores = self.model(h)
+        return self._decoded(self.model(h))
+
+    def _decoded(self, scores: torch.Tensor) -> torch.Tensor:
+        """The top model's scores through the defences that decode them into the true classes (cae's decoder)."""
         for d in self.defences:
             decode = getattr(d, "on_predict", None)
             if decode is not None:
