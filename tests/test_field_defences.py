@@ -121,7 +121,10 @@ def test_cae_at_its_strongest_setting_weakens_the_norm_attack_and_still_decodes_
     report = m["defence_report"]
     key = strongest.split(":")[0]
     assert report[f"{key}_decodes_every_class"] and report[f"{key}_soft_label_argmax_is_true_share"] < 1
-    assert m["accuracy"] > 0.9                         # predictions decoded back to the true classes
+    # predictions decoded back to the true classes: ranked as well as the undefended run's (a majority vote, 0.9
+    # accurate on this task with one positive in ten, ranks at 0.5), and about as accurate
+    assert m["task_auc"] > 0.85 and m["task_auc"] > undefended["task_auc"] - 0.05, (m["task_auc"], undefended)
+    assert m["accuracy"] > undefended["accuracy"] - 0.02, (m["accuracy"], undefended["accuracy"])
 
 
 def test_the_label_autoencoder_is_trained_here_from_its_seed_and_confuses_every_class():
@@ -216,3 +219,64 @@ def test_bad_options_of_the_new_defences_are_one_line_and_exit_2(tmp_path, args,
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and message in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_splitguard_sees_the_labels_of_an_attacking_feature_party_that_follows_the_protocol():
+    from torch import nn
+    from attacks.split.labels.victim import ObservingClient
+    from vfl.defences.splitguard import SplitGuard
+    from vfl.protocol import Client, Server, exchange
+
+    guard = SplitGuard(p_fake=1.0, start=0, seed=0)
+    model = nn.Linear(4, 3)
+    party = ObservingClient(Client(model, torch.optim.SGD(model.parameters(), lr=0.1), [guard]))
+    top = nn.Linear(3, 3)
+    server = Server(top, torch.optim.SGD(top.parameters(), lr=0.1), nn.CrossEntropyLoss())
+    y = torch.tensor([0, 1, 2, 1])
+    exchange(party, server, torch.randn(4, 4), y, 0)
+    assert guard.rounds == 1 and guard.classes == 3 and len(guard.fakes) == 1
+
+
+@pytest.mark.parametrize("args", [["train", "--parties", "2"],
+                                  ["client"]])
+def test_splitguard_is_refused_where_the_feature_party_sends_no_labels(tmp_path, args):
+    from typer.testing import CliRunner
+    from splitlab.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--defence", "splitguard:p_fake=0.1", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "sends the labels" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def _through_a_checkpoint(state: dict, tmp_path) -> dict:
+    torch.save(state, tmp_path / "state.pt")
+    return torch.load(tmp_path / "state.pt", weights_only=True)
+
+
+def test_a_resumed_splitguard_keeps_its_alarm_and_what_it_has_seen(tmp_path):
+    from vfl.defences.splitguard import SplitGuard
+
+    guard = SplitGuard(p_fake=0.2, start=10, seed=0, on_detection="stop")
+    hijacked_rounds(guard, 80)
+    assert guard.detected_at is not None
+    resumed = SplitGuard(p_fake=0.2, start=10, seed=0, on_detection="stop")
+    resumed.load_state_dict(_through_a_checkpoint(guard.state_dict(), tmp_path))
+    assert (resumed.detected_at, resumed.rounds, resumed.scores) == (guard.detected_at, guard.rounds, guard.scores)
+    assert resumed.report() == guard.report()
+    resumed.on_labels(torch.tensor([0, 1]), 80)
+    resumed.fake_now = False                            # a regular round: after the alarm, nothing is stepped on
+    assert resumed.on_gradient(torch.ones(2, 3)) is None
+    old = SplitGuard(p_fake=0.2, start=10, seed=0)      # a checkpoint that kept only the generator still loads
+    old.load_state_dict({"generator": guard.generator.get_state()})
+    assert old.rounds == 0 and torch.equal(old.generator.get_state(), guard.generator.get_state())
+
+
+def test_a_resumed_dcae_keeps_the_bin_width_of_its_first_batch(tmp_path):
+    from vfl.defences.cae import ConfusionalAutoencoder
+
+    d = ConfusionalAutoencoder(2, 0.1, 0.5, 1, seed=0, bins=12)
+    g = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    d.on_send(g, None)
+    resumed = ConfusionalAutoencoder(2, 0.1, 0.5, 1, seed=0, bins=12)
+    resumed.load_state_dict(_through_a_checkpoint(d.state_dict(), tmp_path))
+    assert resumed.width == d.width and torch.equal(resumed.on_send(10 * g, None), d.on_send(10 * g, None))

@@ -114,3 +114,26 @@ def test_optimizers(name):
         assert opt.param_groups[0]["amsgrad"]
     with pytest.raises(SplitlabError):
         make_optimizer("lion", [p], 0.1)
+
+
+def test_training_accuracy_on_soft_labels_counts_the_decoded_predictions_against_the_true_labels():
+    from torch import nn
+    from vfl.defences.send_back import SendBackDefence
+    from vfl.protocol import Client, Server, train_epoch
+
+    class Decoder(SendBackDefence):                         # as cae's: the top model's classes are not the task's
+        def on_predict(self, scores):
+            return scores.roll(1, dims=1)
+
+    torch.manual_seed(0)
+    bottom, top = nn.Linear(6, 4), nn.Linear(4, 3)
+    client = Client(bottom, torch.optim.SGD(bottom.parameters(), lr=0.0))
+    server = Server(top, None, lambda logits, soft: -(soft * logits.log_softmax(1)).sum(1).mean(), [Decoder()])
+    x = torch.randn(40, 6)
+    with torch.no_grad():
+        raw = top(bottom(x)).argmax(1)
+    truth = (raw + 1) % 3                                   # what the fixed model predicts, decoded
+    confused = nn.functional.one_hot((raw + 2) % 3, 3).float()     # soft labels whose likeliest class is neither
+    stats = train_epoch(client, server, [(x[:20], confused[:20], truth[:20]), (x[20:], confused[20:], truth[20:])],
+                        torch.device("cpu"))
+    assert stats["train_accuracy"] == 1.0

@@ -120,7 +120,8 @@ class SplitCase(Runtime):
         check_partition(self.partition, image_shape)
         check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):
-            parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input)
+            parse_spec(self.defence, strip_shape(image_shape, self.parties, party), flat_input=spec.flat_input,
+                       labels_sent=self.parties == 1)
         check_send_back(self.send_back, self.classes, label_model=self.aggregate == "concat")
         resolve_device(self.device)
 

@@ -247,6 +247,7 @@ class Server:
         self.loss_fn = loss_fn
         self.last_loss: torch.Tensor | None = None
         self.last_correct: torch.Tensor | None = None
+        self.last_predicted: torch.Tensor | None = None
         self.seen = Transcript(keep_tensors=self.keeps_tensors)
 
     def respond(self, message: Activations, labels: torch.Tensor) -> CutGradient:
@@ -267,8 +268,9 @@ class Server:
         if self.optimizer is not None:
             self.optimizer.step()
         self.last_loss = loss.detach()
-        hard = labels if labels.dim() == 1 else labels.argmax(1)      # soft labels (cae): their likeliest class
-        self.last_correct = (logits.detach().argmax(1) == hard).sum()
+        self.last_predicted = self._decoded(logits.detach()).argmax(1)        # in the true classes, as `predict`'s
+        # soft labels (cae) name no class to count against: the epoch loop counts against the true labels
+        self.last_correct = (self.last_predicted == labels).sum() if labels.dim() == 1 else None
         g = h.grad
         for d in self.defences:
             g = d.on_send(g, labels)
@@ -295,7 +297,10 @@ class Server:
     def predict(self, h: torch.Tensor) -> torch.Tensor:
         """The top model's scores of `h`, through the defences that decode them (cae: its decoder)."""
         self.model.eval()
-        scores = self.model(h)
+        return self._decoded(self.model(h))
+
+    def _decoded(self, scores: torch.Tensor) -> torch.Tensor:
+        """The top model's scores through the defences that decode them into the true classes (cae's decoder)."""
         for d in self.defences:
             decode = getattr(d, "on_predict", None)
             if decode is not None:
@@ -405,6 +410,9 @@ def train_epoch(client: Client, server: Role, batches: Iterable[tuple[torch.Tens
                 on_step: Callable[[int], None] | None = None) -> dict[str, float]:
     """Run protocol rounds over the batches; return the epoch's mean loss and training accuracy.
 
+    A batch is (x, y), or (x, y, true labels) where the label party trains on soft labels y (cae): its training
+    accuracy counts the server's predictions against the true labels.
+
     Loss and accuracy are summed on the device and read once at the end (no host sync per step); so are the
     flags saying each round's loss and cut gradient were finite: a non-finite one raises `Diverged` then.
     """
@@ -413,13 +421,14 @@ def train_epoch(client: Client, server: Role, batches: Iterable[tuple[torch.Tens
     flags: list[torch.Tensor] = []
     seen = 0
     step = first_step
-    for x, y in batches:
+    for x, y, *truth in batches:
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         g = exchange(client, server, x, y, step, transcript)
         finite = torch.isfinite(g.tensor).all()
         if server.last_loss is not None:
             loss_sum += server.last_loss * len(y)
-            correct += server.last_correct
+            correct += server.last_correct if not truth else \
+                (server.last_predicted == truth[0].to(device, non_blocking=True)).sum()
             flags.append(torch.stack((torch.isfinite(server.last_loss), finite)))
         else:
             flags.append(torch.stack((finite, finite)))

@@ -178,10 +178,30 @@ def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageDat
 
 def _labelled_for_training(server: Role, train):
     """The training data with the labels the label party trains on (its defences' at the labels point, drawn once
-    for the whole run); the same object when none acts."""
+    for the whole run); the same object when none acts. Soft labels (cae) come with the true ones alongside, which
+    its training accuracy is counted against."""
     relabel = getattr(server, "training_labels", None)
     labels = train.labels if relabel is None else relabel(train.labels)
-    return train if labels is train.labels else train.relabelled(labels)
+    if labels is train.labels:
+        return train
+    return train.relabelled(labels) if labels.dim() == 1 else WithTrueLabels(train, labels)
+
+
+@dataclass
+class WithTrueLabels:
+    """Training data whose label party trains on soft labels: its batches are (x, soft labels, true labels), in
+    the order the data's own batches are drawn (the same draws of the generator)."""
+    data: Any
+    soft: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def batches(self, batch_size: int, generator: torch.Generator | None = None):
+        truth = self.data.labels
+        ids = self.data.relabelled(torch.arange(len(truth), device=truth.device))
+        for x, index in ids.batches(batch_size, generator):
+            yield x, self.soft[index], truth[index]
 
 
 def target_indices(labels: torch.Tensor) -> torch.Tensor:

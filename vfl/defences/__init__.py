@@ -29,13 +29,15 @@ __all__ = ["ClientDefence", "SeededNoise", "DPInputNoise", "ActivationNoise", "G
            "report", "feature_reports"]
 
 
-def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None, flat_input: bool | None = None) -> list[Chosen]:
+def parse_spec(spec: str, input_shape: tuple[int, ...] | None = None, flat_input: bool | None = None,
+               labels_sent: bool | None = None) -> list[Chosen]:
     """The feature party's chain, checked without building anything; with `input_shape` (and `flat_input`), also
     that each defence fits the inputs it gets (a semi-orthogonal `dim` at least the input size, a patch size
-    dividing the image)."""
+    dividing the image); with `labels_sent`, that a defence changing the labels sent has labels to change."""
     chosen = registry.chain(spec, FEATURE_POINTS, "--defence")
-    if input_shape is not None:
-        registry.check(chosen, Where(input_shape=tuple(input_shape), flat_input=flat_input))
+    if input_shape is not None or labels_sent is not None:
+        registry.check(chosen, Where(input_shape=None if input_shape is None else tuple(input_shape),
+                                     flat_input=flat_input, labels_sent=labels_sent))
     return list(chosen)
 
 

@@ -247,6 +247,10 @@ def check(chosen: Iterable[Chosen], where: Where) -> Where:
             raise SplitlabError(f"{s.name} adds layers the label party trains; this label party has no model to train "
                                 "(--top none, or --aggregate sum): give it one (--top model or linear, --aggregate "
                                 "concat)")
+        if "labels-sent" in s.needs and where.labels_sent is False:
+            raise SplitlabError(f"{s.name} needs a feature party that sends the labels with its activations (its fake "
+                                "batches change them); here the label party holds them (over TCP, or --parties above "
+                                "1): run it in process with --parties 1")
         if "image-input" in s.needs and where.input_shape is not None and len(where.input_shape) != 3:
             raise SplitlabError(f"{s.name} needs image inputs (C, H, W)")
         if s.fits is not None:

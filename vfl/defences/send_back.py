@@ -76,13 +76,14 @@ class SendBackDefence:
 
     def state_dict(self) -> dict[str, Any]:
         """What changes as the defence is used, for a checkpoint to resume from bit for bit: the position of each of
-        its noise streams (its own and its layer's) and its counters."""
+        its noise streams (its own and its layer's), its counters and the numbers it fixed from what it met (DCAE's
+        bin width, set by the first batch)."""
         state: dict[str, Any] = {}
         for owner, prefix in ((self, ""), (self.layer, "layer.")):
             for name, value in (vars(owner).items() if owner is not None else ()):
                 if isinstance(value, SeededNoise):
                     state[prefix + name] = value.state_dict()
-                elif isinstance(value, int) and not isinstance(value, bool) and owner is self:
+                elif isinstance(value, (int, float)) and not isinstance(value, bool) and owner is self:
                     state[name] = value
         return state
 

@@ -59,6 +59,8 @@ NEEDS: dict[str, str] = {
     "flat-input": "a bottom model that takes a flat input (its input size changes)",
     "image-input": "image inputs (channels, height, width)",
     "label-model": "a label party with a model to train (not --top none)",
+    "labels-sent": "a feature party that sends each round's labels with its activations (in process, one feature "
+                   "party; not over TCP, not --parties above 1)",
 }
 
 
@@ -81,6 +83,9 @@ class Where:
     """The feature party's training inputs (its strip), for a defence that calibrates itself."""
     label_model: bool | None = None
     """Whether the label party has a model to train (False: `--top none`)."""
+    labels_sent: bool | None = None
+    """Whether the feature party sends each round's labels with its activations (False: over TCP, where the label
+    party holds them, or with several feature parties)."""
 
 
 @dataclass(frozen=True)

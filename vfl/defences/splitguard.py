@@ -123,11 +123,22 @@ class SplitGuard(ClientDefence):
                 "splitguard_detected": self.detected_at is not None,
                 "splitguard_first_detection_round": self.detected_at}
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        return {"generator": self.generator.get_state()}
+    def state_dict(self) -> dict[str, Any]:
+        """Its draws' position and everything it has seen and decided, so a resumed run keeps its alarm (with
+        `stop`, stepping on nothing after it) and scores new fake batches against the gradients so far."""
+        return {"generator": self.generator.get_state(), "rounds": self.rounds, "classes": self.classes,
+                "fake_now": self.fake_now, "fakes": list(self.fakes), "r1": list(self.regular[0]),
+                "r2": list(self.regular[1]), "scores": list(self.scores), "score_rounds": list(self.score_rounds),
+                "detected_at": self.detected_at}
 
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
+        if "rounds" not in state:                # a checkpoint that kept only the generator
+            return
+        self.rounds, self.classes, self.fake_now = state["rounds"], state["classes"], state["fake_now"]
+        self.fakes, self.regular = list(state["fakes"]), (list(state["r1"]), list(state["r2"]))
+        self.scores, self.score_rounds = list(state["scores"]), list(state["score_rounds"])
+        self.detected_at = state["detected_at"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +163,7 @@ class SplitGuardSettings(DefenceSettings):
 SPEC = DefenceSpec(
     name="splitguard", point="received-gradient", title="fake batches with randomised labels, their cut gradients "
     "compared with the regular ones (the SplitGuard score) to detect a hijacking server", paper=ERDOGAN,
-    settings=SplitGuardSettings,
+    settings=SplitGuardSettings, needs=("labels-sent",),
     build=lambda s, where: SplitGuard(s.p_fake, s.start, s.fake_share, s.mult, s.exp, s.threshold, s.window,
                                       s.on_detection, s.seed),
     example="splitguard:p_fake=0.1", zero={"p_fake": 0.0},
@@ -165,8 +176,8 @@ SPEC = DefenceSpec(
                   "class offset in 1..K-2", "the label party holds them; the lab's loop lets the feature party's "
                   "detector change a fake batch's labels before they reach the server, shifted by an offset in "
                   "1..K-1 among the classes seen so far", "SplitGuard's setting is a client that sends labels; over "
-                  "TCP or with several feature parties no fake labels are sent, and every score is of regular "
-                  "batches"),
+                  "TCP or with several feature parties the label party holds them, and the lab refuses the "
+                  "defence there"),
         Deviation("decision", "Fail-Fast, Avg-k and Votes policies, thresholds chosen per task", "the mean of the "
                   "last `window` scores below `threshold` (window 1: fail-fast), threshold 0.5 (ours)", "midway "
                   "between a hijacker's expected score sigmoid(0)^2 = 0.25 and an honest run's, near 1"),

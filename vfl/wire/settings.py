@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vfl.defences import parse_spec
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import FshaClientConfig
 from vfl.options import Validated, choice, integer, number, option, optional, text
@@ -100,5 +101,7 @@ class ClientSettings(Peer):
         if self.keep_received and (self.kind == "fsha" or self.resume):
             raise SplitlabError("--keep-received records one whole session of a feature party: not with --kind fsha "
                                 "or --resume")
+        if self.kind == "split":                    # over TCP the label party holds the labels: none are sent
+            parse_spec(self.train.defence, labels_sent=False)
         read_secret(self.secret_file).for_party(self.party)
         client_context(self.tls)

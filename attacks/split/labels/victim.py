@@ -123,6 +123,9 @@ class ObservingClient:
     def defences(self) -> tuple:
         return self.client.defences
 
+    def labels_sent(self, y: torch.Tensor | None, step: int) -> torch.Tensor | None:
+        return self.client.labels_sent(y, step)      # its own defences' (a detector's fake batch) as an honest one's
+
     def send(self, x: torch.Tensor, step: int) -> Activations:
         if self.models is not None:
             self.models.append((step, {k: v.detach().clone() for k, v in self.client.model.state_dict().items()}))
