@@ -29,7 +29,7 @@ from vfl.options import integer, number, option
 
 __all__ = ["LabelAutoencoder", "train_autoencoder", "ConfusionalAutoencoder", "CAE", "DCAE"]
 
-LIU = "Liu, Zou, Kang, Li, Chen, Zhang, Yang, Batch Label Inference and Replacement Attacks in Black-Boxed " \
+LIU = "Liu, Zou, Kang, Liu, He, Yi, Yang, Batch Label Inference and Replacement Attacks in Black-Boxed " \
       "Vertical Federated Learning (arXiv 2112.05409), as VFLAIR (FLAIR-THU/VFLAIR) runs it"
 AE_BATCH = 128
 AE_LR = 1e-3
