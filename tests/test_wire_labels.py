@@ -48,8 +48,21 @@ def test_label_norm_over_tcp_equals_in_process_from_what_the_party_received(tmp_
     assert not (tmp_path / "tcp" / "party-0" / "transcript").exists()          # the party kept no one else's data
 
 
+@pytest.mark.slow
+def test_label_direct_on_aggvfl_over_tcp_equals_in_process(tmp_path):
+    """The label party with no model (--top none: aggVFL, it sums the class scores) is hosted over TCP too."""
+    def attack(out, *extra):
+        result = runner.invoke(app, ["attack", "label-direct", "--dataset", "wdbc", "--arch", "tabular-mlp",
+                                     "--epochs", "1", "--device", "cpu", *extra, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        return json.loads((out / "metrics.json").read_text())
+    wire, local = attack(tmp_path / "tcp", "--transport", "tcp"), attack(tmp_path / "local")
+    for key in ("leak_auc", "label_accuracy", "accuracy", "task_auc", "per_image", "training_rounds"):
+        assert wire[key] == local[key], key
+    assert wire["label_accuracy"] > wire["baselines"]["majority"]["label_accuracy"]
+
+
 @pytest.mark.parametrize("attack,message", [
-    ("label-direct", "hosts split learning with a top model (--top model)"),
     ("label-unsplit", "hosts split learning with a top model (--top model)"),
     ("label-active", "needs its own optimiser"),
 ])
