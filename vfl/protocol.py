@@ -24,13 +24,14 @@ gradients it returns (`vfl.defences.send_back`, against a client that infers lab
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 import torch
 from torch import nn
 
 from vfl.errors import SplitlabError
+from vfl.messages import (Activations, CutGradient, InferenceQuery, Message, Prediction,  # noqa: F401 - the
+                          Transcript, TranscriptEntry)  # protocol's vocabulary, still importable from here
 from vfl.runtime import adam
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adam-amsgrad")
@@ -46,75 +47,6 @@ def make_optimizer(name: str, params: Iterable[torch.Tensor], lr: float) -> torc
     if name in ("adam", "adam-amsgrad"):
         return adam(params, lr, amsgrad=name == "adam-amsgrad")
     raise SplitlabError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
-
-
-# --- messages ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Activations:
-    """Client -> server: the cut-layer activations H of one batch."""
-    step: int
-    tensor: torch.Tensor
-
-
-@dataclass(frozen=True)
-class CutGradient:
-    """Server -> client: dL/dH (or whatever a malicious server chooses to send), same shape as H."""
-    step: int
-    tensor: torch.Tensor
-
-
-@dataclass(frozen=True)
-class InferenceQuery:
-    """Client -> server: activations of inputs the client wants predicted (inference mode; no gradient
-    comes back). `step` is the number of training rounds the client's model has taken."""
-    step: int
-    tensor: torch.Tensor
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Server -> client: the predicted class of each queried row (int64; -1 from a server without a task)."""
-    step: int
-    tensor: torch.Tensor
-
-
-Message = Activations | CutGradient | InferenceQuery | Prediction
-
-_KINDS = {Activations: ("client", "activations"), CutGradient: ("server", "cut_gradient"),
-          InferenceQuery: ("client", "query"), Prediction: ("server", "prediction")}
-
-
-@dataclass(frozen=True)
-class TranscriptEntry:
-    sender: str                      # "client" or "server"
-    kind: str                        # "activations", "cut_gradient", "query" or "prediction"
-    step: int
-    shape: tuple[int, ...]
-    tensor: torch.Tensor | None      # kept only when the transcript keeps tensors
-
-
-@dataclass
-class Transcript:
-    """Everything that crossed the cut, in order. Tensors are kept (on the CPU) only if asked."""
-    keep_tensors: bool = False
-    entries: list[TranscriptEntry] = field(default_factory=list)
-
-    def record(self, message: Message) -> None:
-        sender, kind = _KINDS[type(message)]
-        kept = message.tensor.detach().to("cpu", copy=True) if self.keep_tensors else None
-        self.entries.append(TranscriptEntry(sender, kind, message.step, tuple(message.tensor.shape), kept))
-
-    def received_by_client(self) -> list[TranscriptEntry]:
-        return [e for e in self.entries if e.sender == "server"]
-
-    def sent_by_client(self) -> list[TranscriptEntry]:
-        return [e for e in self.entries if e.sender == "client"]
-
-    def queries(self) -> list[TranscriptEntry]:
-        """The inference queries, in order (after `splitlab train` or `serve`, the last one holds the
-        evaluation targets: the first test sample of each class, in class order)."""
-        return [e for e in self.entries if e.kind == "query"]
 
 
 # --- defences hook points --------------------------------------------------------------------------

@@ -30,56 +30,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional
 
-from splitlab.claims.cells import Guard, Paired, Rows, Select, Verdict, guard_of, level, shown, unguarded
+from splitlab.claims.cells import Paired, Rows, Select, Verdict, guard_of, level, unguarded
+from splitlab.claims.verdict_parts import (arm_failed, columns_of, gap_target, missing_text, no_arm_text,
+                                          over_cells, paper_words, with_guards)
 from splitlab.claims.stats import DB, Scale, at_or_below, interval, share_interval, trivial, value_of, welch
 
 __all__ = ["Beats", "Trend", "Level", "AtLeast", "AtMost", "Fails", "Close", "Holds", "RULES"]
-
-
-def _columns(column) -> tuple[str, ...]:
-    return column if isinstance(column, tuple) else (column,)
-
-
-def _failed(found: Optional[Guard]) -> bool:
-    return found is not None and found.failed
-
-
-def _with(values: dict, found: Optional[Guard], other: Optional[Guard] = None) -> dict:
-    extra = {} if other is None else {"reference_claimed": other.claimed, "reference_trivial": other.trivial}
-    return {**values, **(found.values() if found is not None else {}), **extra}
-
-
-def _no_arm(label: str, found: Guard, other_label: str = "", other: Optional[Guard] = None) -> str:
-    """No arm the claim reads beats the trivial baselines: the lab's attack does not work here."""
-    text = found.text(label) + ("" if other is None else "; " + other.text(other_label))
-    return "no arm beats the trivial baseline: " + text
-
-
-def _missing(name: str) -> str:
-    return (f"the cells record no trivial baseline for {name}, so whether any side works cannot be told and "
-            "nothing is reproduced")
-
-
-def _target(gap: Optional[float], scale: Scale) -> Optional[float]:
-    """The least change (on the scale's axis) that meets the paper's `gap` within the scale's band."""
-    return None if gap is None else abs(scale.to_axis(gap)) - scale.axis_band
-
-
-def _over_cells(rule, rows: Rows):
-    """(the selected cells, the metric's mean, low and high on the scale's axis, their count, the lab's words)
-    for the one-sample rules (Level, Fails), or the verdict where no cell holds the metric."""
-    chosen = rule.select.rows(rows)
-    found = level(chosen, rule.metric, rule.scale)
-    if found is None:
-        return Verdict("not attempted", "no results", "the sweep has no cells for this setting")
-    mean, low, high, n = found
-    return chosen, mean, low, high, n, f"{rule.select.label}: {shown(rule.scale, mean, low, high)} over {n} cells"
-
-
-def _paper(gap: Optional[float], scale: Scale) -> str:
-    if gap is None:
-        return "the paper's claim"
-    return f"the paper's {'x' if scale.log else ''}{gap:{'g' if scale.log else '+g'}}{scale.unit}"
 
 
 @dataclass(frozen=True)
@@ -121,7 +77,7 @@ class TwoSided(Paired):
         found = guard_of(working, self.metric, self.guard, up)
         other = guard_of(other_rows, self.metric, self.guard, up) if self.guard_side == "a" and not self.defended_b \
             else None
-        values = _with(dict(zip(("mean", "low", "high"), shown_values), n=n), found, other)
+        values = with_guards(dict(zip(("mean", "low", "high"), shown_values), n=n), found, other)
         return lab, values, mean, low, high, n, found, other, unguarded(working, self.metric, self.guard)
 
     @property
@@ -149,23 +105,23 @@ class Beats(TwoSided):
             return compared
         lab, values, mean, low, high, n, found, other, missing = compared
         s, (working, reference) = self.scale, self.labels
-        paper, target = _paper(self.gap, s), _target(self.gap, s)
+        paper, target = paper_words(self.gap, s), gap_target(self.gap, s)
         if n < 2:
             return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
-        if _failed(found) and (other is None or _failed(other)):
-            return Verdict("inconclusive", lab, _no_arm(working, found, reference, other), values)
+        if arm_failed(found) and (other is None or arm_failed(other)):
+            return Verdict("inconclusive", lab, no_arm_text(working, found, reference, other), values)
         if high < 0:
             return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
-        if _failed(found):
+        if arm_failed(found):
             return Verdict("inconclusive", lab, found.text(working) + ": the arm the claim needs working does "
                                                 "not work here", values)
         if low > 0:
-            if _failed(other):
+            if arm_failed(other):
                 return Verdict("partly", lab, f"the direction holds, but {other.text(reference)}: the gap is "
                                               "measured against a failed arm", values)
             if target is None or mean >= target:
                 if missing:
-                    return Verdict("inconclusive", lab, _missing(missing), values)
+                    return Verdict("inconclusive", lab, missing_text(missing), values)
                 return Verdict("reproduced", lab, "", values)
             return Verdict("partly", lab, f"the direction holds; the gap is short of {paper} by more than "
                                           f"{s.words()}", values)
@@ -207,7 +163,7 @@ class Trend(Paired):
         for r in self.select.rows(rows):
             if self.columns is not None:
                 for x, column in self.columns.items():
-                    found = [v for v in (value_of(r, c) for c in _columns(column)) if v is not None]
+                    found = [v for v in (value_of(r, c) for c in columns_of(column)) if v is not None]
                     if found:
                         points.setdefault(float(x), []).append({**r, self.metric: statistics.median(found)})
             else:
@@ -245,30 +201,30 @@ class Trend(Paired):
                 f"[{s.difference(min(d * low, d * high))}, {s.difference(max(d * low, d * high))}] (95%, {how})"))
         better = points[xs[-1]] if (d > 0) == self.higher_is_better else points[xs[0]]
         found = guard_of(better, self.metric, self.guard, self.higher_is_better)
-        values = _with({"first": s.from_axis(means[0]), "last": s.from_axis(means[-1]), "mean": mean, "low": low,
+        values = with_guards({"first": s.from_axis(means[0]), "last": s.from_axis(means[-1]), "mean": mean, "low": low,
                         "high": high, "n": n}, found)
         steps = [d * (b - a) for a, b in zip(means, means[1:])]
-        target = _target(self.gap, s)
+        target = gap_target(self.gap, s)
         if low is None:
             return Verdict("partly", lab, "no interval (the run kept only means); the ends move "
                                           + ("as claimed" if mean > 0 else "the other way"), values)
         if high < 0:
             return Verdict("contradicted", lab, "the ends move significantly the other way", values)
-        if _failed(found):
+        if arm_failed(found):
             return Verdict("inconclusive", lab, "no arm beats the trivial baseline: " + found.text("the better end")
                            + ", so the trend is among failed reconstructions", values)
         if low > 0:
             if target is not None and mean < target:
                 return Verdict("partly", lab, f"the direction holds; the change is short of "
-                                              f"{_paper(self.gap, s)} by more than {s.words()}", values)
+                                              f"{paper_words(self.gap, s)} by more than {s.words()}", values)
             if all(step >= 0 for step in steps):
                 missing = unguarded(better, self.metric, self.guard)
-                return Verdict("inconclusive", lab, _missing(missing), values) if missing else \
+                return Verdict("inconclusive", lab, missing_text(missing), values) if missing else \
                     Verdict("reproduced", lab, "", values)
             return Verdict("partly", lab, "the ends move as claimed, not every step", values)
         if target is not None and high < target:
             return Verdict("contradicted", lab, "no significant change, and the interval rules out "
-                                                f"{_paper(self.gap, s)}", {**values, "magnitude_only": True})
+                                                f"{paper_words(self.gap, s)}", {**values, "magnitude_only": True})
         return Verdict("partly", lab, "the ends' change is not significant", values)
 
 
@@ -294,26 +250,26 @@ class Level:
         return (self.select,)
 
     def __call__(self, rows: Rows) -> Verdict:
-        over = _over_cells(self, rows)
+        over = over_cells(self, rows)
         if isinstance(over, Verdict):
             return over
         chosen, mean, low, high, n, lab = over
         s = self.scale
         found = guard_of(chosen, self.metric, self.guard, self.higher_is_better)
-        values = _with({"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n},
+        values = with_guards({"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n},
                        found)
         sign = 1.0 if self.higher_is_better else -1.0
         paper = f"the paper's {self.value:g}{s.unit}"
         if found is not None and found.failed_outright and found.low != found.high:
             return Verdict("contradicted", lab, found.text(self.select.label) + " at either end of its interval: "
                                                 "the attack does not work here", values)
-        if _failed(found):
+        if arm_failed(found):
             return Verdict("inconclusive", lab, "no arm beats the trivial baseline on average: "
                            + found.text(self.select.label), values)
         target = s.to_axis(self.value)
         if sign * (mean - target) >= -s.axis_band:
             missing = unguarded(chosen, self.metric, self.guard)
-            return Verdict("inconclusive", lab, _missing(missing), values) if missing else \
+            return Verdict("inconclusive", lab, missing_text(missing), values) if missing else \
                 Verdict("reproduced", lab, "", values)
         best_end = high if self.higher_is_better else low
         if low != high and sign * (best_end - target) < -s.axis_band:
@@ -351,7 +307,7 @@ class Fails:
         return (self.select,)
 
     def __call__(self, rows: Rows) -> Verdict:
-        over = _over_cells(self, rows)
+        over = over_cells(self, rows)
         if isinstance(over, Verdict):
             return over
         chosen, mean, low, high, n, lab = over
@@ -401,19 +357,19 @@ class Close(TwoSided):
                 f"{f'a factor {self.margin:g}' if s.log else f'{self.margin:g}{s.unit}'}")
         if n < 2:
             return Verdict("partly", lab, f"one paired {self.by}: no interval", values)
-        if _failed(other):
-            reason = (_no_arm(self.a.label, found, self.b.label, other) if _failed(found) else
+        if arm_failed(other):
+            reason = (no_arm_text(self.a.label, found, self.b.label, other) if arm_failed(found) else
                       other.text(self.b.label) + f", so being {band} of it says nothing")
             return Verdict("inconclusive", lab, reason, values)
         if high < -m or (not self.one_sided and low > m):
             return Verdict("contradicted", lab, f"the interval lies outside the claim's margin ({band}): "
                                                 "significantly the other way", values)
-        if _failed(found):
+        if arm_failed(found):
             return Verdict("inconclusive", lab, found.text(self.a.label) + ": the arm the claim needs working does "
                                                 "not work here", values)
         if low > -m and (self.one_sided or high < m):
             if missing:
-                return Verdict("inconclusive", lab, _missing(missing), values)
+                return Verdict("inconclusive", lab, missing_text(missing), values)
             return Verdict("reproduced", lab, "", values)
         return Verdict("partly", lab, f"the interval straddles the claim's margin ({band})", values)
 
