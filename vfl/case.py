@@ -105,6 +105,12 @@ class SplitCase(Runtime):
         found = datasets.dataset_spec(self.dataset)
         image_shape = found.image_shape
         check_input_shape(spec, image_shape, self.dataset)
+        with torch.device("meta"):                  # nothing allocated, no random draw
+            wide = getattr(spec.build().layers[-1], "carry", 0)
+        if wide and self.classes != wide:
+            raise SplitlabError(f"--dataset {self.dataset} (--task {self.task}) has {self.classes} classes; "
+                                f"{self.arch}'s wide part sends {wide} logits beside its deep part: use tabular-embed "
+                                "or tabular-mlp, or --task binary")
         if spec.grouped and found.tabular is not None and not found.tabular.records_groups:
             raise SplitlabError(f"architecture {self.arch} embeds categorical columns, but dataset {self.dataset}'s "
                                 "reader does not record its one-hot groups; use --arch tabular-mlp")

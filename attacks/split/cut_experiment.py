@@ -67,7 +67,7 @@ class UnsplitConfig(SplitConfig):
         tabular = dataset is not None and datasets.dataset_spec(dataset).tabular is not None
         if tabular:
             self.check_tabular(dataset)
-        elif self.rows is not None:
+        elif self.checkpoint is None and self.rows is not None:
             raise SplitlabError(f"--rows {self.rows} picks tabular targets; on images UnSplit attacks the first test "
                                 "image of each class: drop --rows")
         if self.victim.get("aggregate") == "sum" or self.victim.get("top") == "none":
@@ -274,7 +274,8 @@ def tabular_evaluation(reconstruction, metrics: dict, truth: Truth) -> dict[str,
     accuracy, per_group = categorical_accuracy(answer, x, groups)
     majority, majority_per_group = categorical_accuracy(mean, x, groups)
     found = {"activation_mse": float(fit[kept].mean()) if bool(kept.any()) else None,
-             "categorical_accuracy": accuracy, "categorical_accuracy_per_group": per_group, "groups": list(groups),
+             "categorical_accuracy": accuracy, "categorical_accuracy_per_group": per_group,
+             "groups": [list(g) for g in groups],
              "baselines": {**metrics["baselines"],
                            "mean": {"feature_mse": float(per_feature.mean()),
                                     "feature_mse_per_feature": per_feature.tolist()},
