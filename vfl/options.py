@@ -208,7 +208,6 @@ class Runtime(Validated):
     device: str = option("auto", "auto (CUDA if present), cpu or cuda[:N].", text())
     data_root: str | None = option(None, "Folder with torchvision datasets (default $SPLITLAB_DATA or "
                                    "~/.cache/splitlab).", optional(text()))
-    data_draw: str = option("dataset", "The train/test split: dataset (its own: one fixed split for an image set, "
-                            "mnist5k's and photos' seed-0 permutation or torchvision's official one; drawn from --seed "
-                            "for a tabular set) or seed (every set's drawn from --seed, stratified, the same sizes, so "
-                            "runs over seeds vary the data).", choice(DATA_DRAWS))
+    data_draw: str = option("dataset", "The train/test split: dataset (the set's own: fixed for image sets, drawn "
+                            "from --seed for tabular ones) or seed (every set's drawn from --seed, stratified).",
+                            choice(DATA_DRAWS))
