@@ -94,6 +94,9 @@ def matrix_command(
         try:
             plan = start_ray_plan(address, concurrency, threads) if executor == "ray" and pending else None
             with locked(sweep_dir):
+                # again under the lock: another matrix command may have claimed the new directory since the check
+                # above (that one refuses before Ray starts; this one before anything is written)
+                check_same_matrix(sweep_dir, matrix)
                 atomic_write_text(sweep_dir / "matrix.toml", matrix.text)
                 atomic_write_text(sweep_dir / "matrix.json", dumps({
                     "matrix": matrix.name, "source": matrix.source, "paper_size": paper_size, "executor": executor,

@@ -127,19 +127,22 @@ def _csv_value(value: Any) -> list[str]:
 
 
 def _csv(records: list[dict], columns: list[str]) -> str:
+    """The records as CSV (the csv module quotes what needs it: commas, quotes, line breaks in a value); an
+    interval column is three (mean, low, high)."""
+    samples = {col: next((r[col] for r in records if r.get(col) is not None), None) for col in columns}
     header = []
     for col in columns:
-        sample = next((r[col] for r in records if r.get(col) is not None), None)
-        header += [col, f"{col}_low", f"{col}_high"] if isinstance(sample, Interval) else [col]
-    lines = [",".join(header)]
+        header += [col, f"{col}_low", f"{col}_high"] if isinstance(samples[col], Interval) else [col]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
     for r in records:
         cells = []
         for col in columns:
             value = r.get(col)
-            sample = next((x[col] for x in records if x.get(col) is not None), None)
-            cells += _csv_value(value) if value is not None or not isinstance(sample, Interval) else ["", "", ""]
-        lines.append(",".join(f'"{c}"' if "," in c else c for c in cells))
-    return "\n".join(lines) + "\n"
+            cells += _csv_value(value) if value is not None or not isinstance(samples[col], Interval) else ["", "", ""]
+        writer.writerow(cells)
+    return text.getvalue()
 
 
 def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:

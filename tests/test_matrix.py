@@ -198,3 +198,39 @@ def test_the_worst_case_rows_outlive_a_later_report_without_them(tmp_path):
     assert "## Worst case" in (tmp_path / "report.md").read_text()
     assert "--iterations 3, 4" in (tmp_path / "report.md").read_text()
     assert read_worst(tmp_path) == worst
+
+
+def test_another_matrix_claiming_the_new_directory_before_the_lock_is_refused_under_it(tmp_path, monkeypatch):
+    """Two matrix commands on one new directory: both pass the first check; the one that takes the lock second
+    finds the other's matrix there and refuses, leaving it whole."""
+    import contextlib
+
+    from splitlab import matrix as command
+
+    out, other = tmp_path / "out", _tiny(seeds=(0, 1, 2))
+    real = command.locked
+
+    @contextlib.contextmanager
+    def claimed_first(sweep_dir):                  # the other command wrote its matrix between check and lock
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / "matrix.toml").write_text(other)
+        (sweep_dir / "matrix.json").write_text(json.dumps({"matrix": "other", "paper_size": False}))
+        with real(sweep_dir):
+            yield
+
+    monkeypatch.setattr(command, "locked", claimed_first)
+    path = tmp_path / "grid.toml"
+    path.write_text(_tiny())
+    result = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert "holds another matrix (other)" in result.output
+    assert (out / "matrix.toml").read_text() == other and not (out / "cells").exists()
+
+
+def test_the_csv_quotes_what_needs_it(tmp_path):
+    from splitlab.matrix_report import _csv
+
+    records = [{"arm": 'mlp "client", wide', "c_dcs": Interval(0.5, 0.4, 0.6, 3)}, {"arm": "a\nb", "c_dcs": None}]
+    rows = list(csv.DictReader(_csv(records, ["arm", "c_dcs"]).splitlines(keepends=True)))
+    assert [r["arm"] for r in rows] == ['mlp "client", wide', "a\nb"]
+    assert (rows[0]["c_dcs"], rows[0]["c_dcs_low"], rows[1]["c_dcs_high"]) == ("0.5", "0.4", "")
