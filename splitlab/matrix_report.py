@@ -24,9 +24,10 @@ class Row(dict):
 
 
 def _bytes(metrics: dict[str, Any]) -> Optional[float]:
-    """The bytes the cell's run sent across the cut, where its metrics record them."""
-    found = [v for k, v in metrics.items() if k.rsplit(".", 1)[-1].endswith("bytes") and isinstance(v, (int, float))]
-    return float(sum(found)) if found else None
+    """The bytes the cell's victim sent across the cut in training, both ways (`cut_bytes` in its metrics: the
+    rounds' activations and cut gradients, the evaluations' queries and predictions); None where not recorded."""
+    found = [metrics.get(f"cut_bytes.{sender}") for sender in ("client", "server")]
+    return float(sum(found)) if all(isinstance(v, (int, float)) for v in found) else None
 
 
 def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], int]:
@@ -40,7 +41,7 @@ def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], int]:
                 continue
             metrics = found["metrics"]
             metric = attack_metric(metrics)
-            rows.append(Row(task=task, attack=attack, arm=matrix.arm_of(cell), seed=dict(cell.swept)["seed"],
+            rows.append(Row(task=task, attack=attack, arm=matrix.arm_of(task, cell), seed=dict(cell.swept)["seed"],
                             metric=metric, ap=metrics.get(metric) if metric else None,
                             ap_star=trivial(metrics, metric) if metric else None, mp=metrics.get(TASK_METRIC),
                             seconds=found["cell_seconds"], bytes=_bytes(metrics)))

@@ -117,7 +117,7 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.6, 0.85), ("marvell", 1): (0.55, 0.9), ("marvell", 2): (0.5, 0.8)}
     for _, _, cell in matrix.cells():
-        _fake_cell(tmp_path, cell, *values[matrix.arm_of(cell).defence, dict(cell.swept)["seed"]])
+        _fake_cell(tmp_path, cell, *values[matrix.arm_of("wdbc", cell).defence, dict(cell.swept)["seed"]])
     summary = write_report(matrix, tmp_path)
     assert summary["cells_ok"] == 6 and summary["figures"] == ["frontier-wdbc-label-norm.png"]
     for name in ("report.md", "matrix.csv", "scores.csv", "frontier-wdbc-label-norm.png"):
@@ -234,3 +234,67 @@ def test_the_csv_quotes_what_needs_it(tmp_path):
     rows = list(csv.DictReader(_csv(records, ["arm", "c_dcs"]).splitlines(keepends=True)))
     assert [r["arm"] for r in rows] == ['mlp "client", wide', "a\nb"]
     assert (rows[0]["c_dcs"], rows[0]["c_dcs_low"], rows[1]["c_dcs_high"]) == ("0.5", "0.4", "")
+
+
+TWO_TASKS = """
+seeds = [0, 1]
+attacks = ["unsplit", "label-norm"]
+defences = ["marvell"]
+[strengths]
+marvell = [1.0]
+[tasks.digits]
+dataset = "mnist5k"
+task = "binary"
+arch = "cnn"
+epochs = 1
+[tasks.digits.unsplit]
+iterations = 3
+[tasks.wdbc]
+dataset = "wdbc"
+arch = "tabular-mlp"
+cut-layer = 1
+epochs = 1
+attacks = ["label-norm"]
+[cases.mlp-client]
+arch = "mlp"
+tasks = ["digits"]
+"""
+
+
+def test_a_task_runs_its_own_attacks_with_their_own_options_and_a_case_row_changes_its_case():
+    matrix = parse_matrix(TWO_TASKS, "t", "t.toml")
+    assert set(matrix.sweeps()) == {("digits", "unsplit"), ("digits", "label-norm"), ("wdbc", "label-norm")}
+    assert matrix.size == len(matrix.cells()) == (2 * 3 + 1 * 2) * 2           # digits: 3 arms; wdbc: 2
+    for task, attack, cell in matrix.cells():
+        options, arm = dict(cell.options), matrix.arm_of(task, cell)
+        assert ("iterations" in options) == (attack == "unsplit") and "attacks" not in options
+        assert options["arch"] == {"mlp-client": "mlp"}.get(arm.defence, "cnn" if task == "digits" else
+                                                                         "tabular-mlp")
+        if arm.defence == "mlp-client":
+            assert (options["defence"], options["send-back"]) == ("none", "none") and arm.label == "mlp-client"
+    wdbc = matrix.sweeps()["wdbc", "label-norm"]
+    assert "arch" in wdbc.fixed and "arch" not in wdbc.zipped        # no case row there: cell names unchanged
+
+
+@pytest.mark.parametrize("change, says", [
+    (('tasks = ["digits"]', 'tasks = ["nope"]'), "[cases.mlp-client] tasks must be"),
+    (('arch = "mlp"\ntasks', 'lr = 0.1\ntasks'), "changes lr, which [tasks.digits] does not set"),
+    (("[cases.mlp-client]", "[cases.orthogonal]"), "named like a defence"),
+    (('attacks = ["label-norm"]', 'attacks = ["label-direction"]'), "attacks must be a non-empty list"),
+    (("[tasks.digits.unsplit]", "[tasks.digits.label-direction]"), "is not an attack this task runs"),
+])
+def test_a_bad_task_or_case_row_is_refused_in_one_line(tmp_path, change, says):
+    output = _refused(tmp_path, TWO_TASKS.replace(*change))
+    assert says in output and len(output.splitlines()) == 1, output
+
+
+def test_the_report_shows_the_bytes_across_the_cut_beside_the_time(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0, 1)), "t", "t.toml")
+    for _, _, cell in matrix.cells():
+        _fake_cell(tmp_path, cell, 0.7, 0.9)
+        path = tmp_path / "cells" / cell.dirname / "metrics.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "cut_bytes": {"client": 1000, "server": 800}}))
+    write_report(matrix, tmp_path)
+    for name in ("matrix.csv", "scores.csv"):
+        rows = list(csv.DictReader((tmp_path / name).open()))
+        assert {(r["seconds"], r["bytes"]) for r in rows} == {("2.0", "1800.0")}, name
