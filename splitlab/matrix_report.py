@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from splitlab.matrix_grid import NONE, Matrix
 from splitlab.matrix_score import ATTACK_METRICS, TASK_METRIC, Interval, attack_metric, dcs, interval, \
-    shared_ranks, trivial
+    scored_ap, shared_ranks, trivial
 from splitlab.sweep_report import collect
 from vfl.runs import atomic_write_bytes, atomic_write_text
 
@@ -60,7 +60,7 @@ def score(matrix: Matrix, rows: list[Row]) -> tuple[list[dict], list[dict]]:
     for r in rows:
         mp_star = undefended.get((r["task"], r["attack"], r["seed"]))
         if None not in (r["ap"], r["ap_star"], r["mp"], mp_star):
-            r["dcs"] = dcs(r["ap"], r["mp"], r["ap_star"], mp_star)
+            r["dcs"] = dcs(scored_ap(r["metric"], r["ap"], r["ap_star"]), r["mp"], r["ap_star"], mp_star)
         by_cell[r["task"], r["attack"], r["arm"]].append(r)
     cells = []
     for task in matrix.tasks:

@@ -4,7 +4,8 @@
     DCS = 1 / (1 + sqrt(b (AP - AP*)^2 + (1 - b) (MP* - MP)^2)),   b = 0.5
 
 AP is the attack's performance (its metric, `ATTACK_METRICS`), AP* the trivial baseline's on the same targets (the
-cell's own `baselines`: 0.5 leak AUC, or the best trivial image), MP the task accuracy and MP* the undefended
+cell's own `baselines`: 0.5 leak AUC, or the best trivial image; an SSIM below it is scored as AP*, `scored_ap`),
+MP the task accuracy and MP* the undefended
 task accuracy of the same task and seed. A seed pairs the defended cell with the undefended one trained on the same
 draw, so each seed gives one DCS and the interval is over seeds.
 """
@@ -14,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "dcs", "attack_metric", "trivial", "Interval", "interval",
-           "shared_ranks"]
+__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "TWO_SIDED", "scored_ap", "dcs", "attack_metric", "trivial",
+           "Interval", "interval", "shared_ranks"]
 
 B = 0.5
 """VFLAIR's weight of the attack term against the task term."""
@@ -28,6 +29,17 @@ ATTACK_METRICS: dict[str, str] = {
 task accuracy, so the two terms of the DCS are on one scale), and the attack type it stands for."""
 
 TASK_METRIC = "accuracy"
+
+TWO_SIDED = ("leak_auc",)
+"""Metrics an attacker can flip: a leak AUC as far below 0.5 as another is above it leaks as much (it reverses its
+rule). A reconstruction's SSIM below the best trivial image's is no leak at all: the trivial image does better."""
+
+
+def scored_ap(metric: str, ap: float, ap_star: float) -> float:
+    """The AP the DCS is computed with: AP itself where the attacker can flip its rule (the squared term counts a
+    shortfall as a leak), else no lower than AP*: a reconstruction worse than the best trivial image leaks nothing
+    that image does not."""
+    return ap if metric in TWO_SIDED else max(ap, ap_star)
 
 
 def dcs(ap: float, mp: float, ap_star: float, mp_star: float, b: float = B) -> float:

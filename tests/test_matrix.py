@@ -298,3 +298,11 @@ def test_the_report_shows_the_bytes_across_the_cut_beside_the_time(tmp_path):
     for name in ("matrix.csv", "scores.csv"):
         rows = list(csv.DictReader((tmp_path / name).open()))
         assert {(r["seconds"], r["bytes"]) for r in rows} == {("2.0", "1800.0")}, name
+
+
+def test_a_reconstruction_worse_than_the_trivial_image_leaks_nothing_but_a_flipped_auc_leaks():
+    from splitlab.matrix_score import scored_ap
+
+    assert scored_ap("ssim", 0.03, 0.12) == 0.12 and scored_ap("ssim", 0.4, 0.12) == 0.4
+    assert scored_ap("leak_auc", 0.1, 0.5) == 0.1                 # the DCS's square counts it as 0.9
+    assert dcs(scored_ap("ssim", 0.03, 0.12), 0.9, 0.12, 0.9) == 1.0
