@@ -42,7 +42,8 @@ from vfl.errors import SplitlabError
 
 __all__ = ["Arm", "Matrix", "parse_matrix", "load_matrix", "shipped", "NONE"]
 
-TOP_KEYS = ("description", "seeds", "attacks", "defences", "tasks", "cases", "strengths", "search", "paper")
+TOP_KEYS = ("description", "seeds", "attacks", "defences", "skip", "tasks", "cases", "strengths", "search",
+            "paper")
 PAPER_KEYS = ("seeds", "tasks", "cases", "strengths", "basis")
 
 
@@ -96,6 +97,8 @@ class Matrix:
     arms: list[Arm]
     text: str = ""
     paper_size: bool = False
+    skip: frozenset[tuple[str, str]] = frozenset()
+    """(attack, defence) pairs the defence matrix refuses that the file leaves out (the rest of the grid runs)."""
     search: dict[str, dict[str, list]] = field(default_factory=dict)
     """attack -> option -> [low, high]: narrower ranges for `--worst-case` (`splitlab.matrix_worst`)."""
 
@@ -105,7 +108,7 @@ class Matrix:
         out = {}
         for task in self.tasks:
             for attack in self.task_attacks(task):
-                arms = self.task_arms(task)
+                arms = self.task_arms(task, attack)
                 zipped = {key: [self.arm_options(task, arm)[key] for arm in arms]
                           for key in self.arm_options(task, NONE)}
                 fixed = {k: v for k, v in self.task_options(task, attack).items() if k not in zipped}
@@ -126,8 +129,9 @@ class Matrix:
         shared = {k: v for k, v in table.items() if k != "attacks" and not isinstance(v, dict)}
         return {**shared, **table.get(attack, {})}
 
-    def task_arms(self, task: str) -> list[Arm]:
-        return [a for a in self.arms if a.runs_on(task)]
+    def task_arms(self, task: str, attack: Optional[str] = None) -> list[Arm]:
+        """The arms of the task (and of one attack there: less the pairs the file skips)."""
+        return [a for a in self.arms if a.runs_on(task) and (attack, a.defence) not in self.skip]
 
     def arm_options(self, task: str, arm: Arm) -> dict[str, Any]:
         """What an arm's cells set: its defence at its party's flag and, where the task has case rows, the options
@@ -141,7 +145,7 @@ class Matrix:
 
     @property
     def size(self) -> int:
-        return sum(len(self.task_attacks(t)) * len(self.task_arms(t)) for t in self.tasks) * len(self.seeds)
+        return sum(len(self.task_arms(t, a)) for t in self.tasks for a in self.task_attacks(t)) * len(self.seeds)
 
     def arm_of(self, task: str, cell: Cell) -> Arm:
         swept = dict(cell.swept)
@@ -198,13 +202,28 @@ def _arms(source: str, names: list[str], strengths: dict[str, Any]) -> list[Arm]
 
 
 def _check_pairs(source: str, matrix: Matrix) -> None:
-    """Every (attack, defence) pair is one the defence matrix runs; what a pair needs of the task (--task binary) is
-    then checked cell by cell by the command's own checks, against the task's options and the attack's preset."""
+    """Every (attack, defence) pair is one the defence matrix runs, or one the file skips that it refuses; what a
+    pair needs of the task (--task binary) is then checked cell by cell by the command's own checks, against the
+    task's options and the attack's preset."""
     for attack in matrix.attacks:
         for name in matrix.defences:            # (a case row is no defence: its cells are checked as any cell)
             found = pair(attack, name)
-            if not found.runnable:
-                raise file_error(source, f"{attack} x {name} is refused by the defence matrix: {found.how}")
+            if (attack, name) in matrix.skip:
+                if found.runnable:
+                    raise file_error(source, f"skip names {attack} x {name}, which the defence matrix runs; skip "
+                                             "only a pair it refuses")
+            elif not found.runnable:
+                raise file_error(source, f"{attack} x {name} is refused by the defence matrix: {found.how} (or "
+                                         f"leave the pair out: skip = [[\"{attack}\", \"{name}\"]])")
+
+
+def _skip(source: str, value: Any, attacks_: list[str], chosen: list[str]) -> frozenset[tuple[str, str]]:
+    if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+        raise file_error(source, 'skip must be a list of [attack, defence] pairs, like [["label-direct", "mid"]]')
+    for attack, name in value:
+        if attack not in attacks_ or name not in chosen:
+            raise file_error(source, f"skip names {attack} x {name}; give an attack and a defence of the matrix")
+    return frozenset((a, d) for a, d in value)
 
 
 def _tasks(source: str, value: Any, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -303,6 +322,7 @@ def parse_matrix(text: str, name: str, source: str, paper_size: bool = False) ->
                     arms=_arms(source, chosen, strengths) + _cases(source, data.get("cases", {}), tasks), text=text,
                     paper_size=paper_size)
     matrix.search = _search(source, data.get("search", {}), names)
+    matrix.skip = _skip(source, data.get("skip", []), names, chosen)
     if matrix.size > MAX_CELLS:
         raise file_error(source, f"{matrix.size:,} cells; a matrix may have at most {MAX_CELLS:,}")
     _check_pairs(source, matrix)

@@ -243,7 +243,9 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
     lines = [f"# Matrix {matrix.name}", "", matrix.description, "",
              f"{len(rows)} cells finished, {failed} failed, of {matrix.size} "
              f"({len(matrix.tasks)} tasks x {len(matrix.attacks)} attacks x {len(matrix.arms)} arms x "
-             f"{len(matrix.seeds)} seeds).", "",
+             f"{len(matrix.seeds)} seeds)" + ("; left out, as the defence matrix refuses them: " + ", ".join(
+                 f"{a} x {d}" for a, d in sorted(matrix.skip)) + " (those arms' T-DCS averages the attacks they met)"
+                 if matrix.skip else "") + ".", "",
              "DCS = 1 / (1 + sqrt(0.5 (AP - AP*)^2 + 0.5 (MP* - MP)^2)): AP the attack's metric, AP* its trivial "
              "baseline's on the same targets, MP the task accuracy, MP* the undefended accuracy at the same seed. "
              "T-DCS averages the DCS over the attacks of one type, C-DCS over types; 95% Student-t intervals over "

@@ -306,3 +306,14 @@ def test_a_reconstruction_worse_than_the_trivial_image_leaks_nothing_but_a_flipp
     assert scored_ap("ssim", 0.03, 0.12) == 0.12 and scored_ap("ssim", 0.4, 0.12) == 0.4
     assert scored_ap("leak_auc", 0.1, 0.5) == 0.1                 # the DCS's square counts it as 0.9
     assert dcs(scored_ap("ssim", 0.03, 0.12), 0.9, 0.12, 0.9) == 1.0
+
+
+def test_a_pair_the_defence_matrix_refuses_may_be_skipped_and_only_such_a_pair():
+    text = _tiny(defences_=("mid", "marvell"), extra='skip = [["label-direct", "mid"]]').replace(
+        '"label-norm"', '"label-norm", "label-direct"')
+    matrix = parse_matrix(text, "t", "t.toml")
+    arms = {(attack, matrix.arm_of(task, cell).defence) for task, attack, cell in matrix.cells()}
+    assert ("label-norm", "mid") in arms and ("label-direct", "mid") not in arms and ("label-direct", "marvell") in arms
+    assert matrix.size == len(matrix.cells())
+    with pytest.raises(SplitlabError, match="which the defence matrix runs"):
+        parse_matrix(text.replace('["label-direct", "mid"]', '["label-norm", "mid"]'), "t", "t.toml")
