@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -88,7 +88,9 @@ def matrix_command(
             f"{', '.join(matrix.attacks)}; arms {', '.join(a.label for a in matrix.arms)}; seeds "
             f"{', '.join(map(str, matrix.seeds))}; nothing written", markup=False, highlight=False))
         return
-    pending = [(c, sweep_dir / "cells" / c.dirname) for c, f in zip(cells, finished) if not f]
+    # seed by seed: a matrix stopped early holds every pair at its first seeds, not some pairs at all of them
+    pending = sorted(((c, sweep_dir / "cells" / c.dirname) for c, f in zip(cells, finished) if not f),
+                     key=lambda pair: matrix.seeds.index(dict(pair[0].swept)["seed"]))
     started = time.time()
     with sigterm_stops():
         try:
@@ -103,7 +105,8 @@ def matrix_command(
                     "address": address, "cells": len(cells), "already_finished": sum(finished),
                     "worst_case": worst_case}) + "\n")
                 display = Display(len(pending), sum(finished), enabled=progress,
-                                  after_cell=lambda: write_report(matrix, sweep_dir))
+                                  after_cell=every(max(1, len(pending) // REPORTS),
+                                                   lambda: write_report(matrix, sweep_dir)))
                 interrupted = run_cells(plan, pending, threads, display)
                 worst = None
                 if worst_case and not interrupted:
@@ -132,6 +135,22 @@ def matrix_command(
         raise typer.Exit(130)
     if record["ok"] != len(cells):
         raise typer.Exit(1)
+
+
+REPORTS = 20
+"""How many times a run rewrites its report as cells finish (each reads every cell and draws every frontier: after
+every cell of a thousand-cell matrix that would cost more than the cells); the last report is written at the end."""
+
+
+def every(n: int, action: Callable[[], None]) -> Callable[[], None]:
+    """`action` on every n-th call."""
+    calls = [0]
+
+    def call() -> None:
+        calls[0] += 1
+        if calls[0] % n == 0:
+            action()
+    return call
 
 
 def check_same_matrix(sweep_dir: Path, matrix: Matrix) -> None:
