@@ -109,8 +109,8 @@ class Matrix:
         for task in self.tasks:
             for attack in self.task_attacks(task):
                 arms = self.task_arms(task, attack)
-                zipped = {key: [self.arm_options(task, arm)[key] for arm in arms]
-                          for key in self.arm_options(task, NONE)}
+                zipped = {key: [self.arm_options(task, attack, arm)[key] for arm in arms]
+                          for key in self.arm_options(task, attack, NONE)}
                 fixed = {k: v for k, v in self.task_options(task, attack).items() if k not in zipped}
                 out[task, attack] = Sweep(name=f"{self.name}-{task}-{attack}", source=self.source,
                                           command=("attack", attack), description=self.description,
@@ -133,12 +133,12 @@ class Matrix:
         """The arms of the task (and of one attack there: less the pairs the file skips)."""
         return [a for a in self.arms if a.runs_on(task) and (attack, a.defence) not in self.skip]
 
-    def arm_options(self, task: str, arm: Arm) -> dict[str, Any]:
+    def arm_options(self, task: str, attack: str, arm: Arm) -> dict[str, Any]:
         """What an arm's cells set: its defence at its party's flag and, where the task has case rows, the options
-        they change (a case row's own values; every other arm the task's)."""
+        they change (a case row's own values; every other arm the task's, or the attack's own there)."""
         changed = dict.fromkeys(k for a in self.task_arms(task) for k, _ in a.case)
-        shared = {k: v for k, v in self.tasks[task].items() if not isinstance(v, dict)}
-        return {**arm.flag_options, **{k: dict(arm.case).get(k, shared.get(k)) for k in changed}}
+        kept = self.task_options(task, attack)
+        return {**arm.flag_options, **{k: dict(arm.case).get(k, kept.get(k)) for k in changed}}
 
     def cells(self) -> list[tuple[str, str, Cell]]:
         return [(task, attack, cell) for (task, attack), sweep in self.sweeps().items() for cell in sweep.cells()]
@@ -147,10 +147,10 @@ class Matrix:
     def size(self) -> int:
         return sum(len(self.task_arms(t, a)) for t in self.tasks for a in self.task_attacks(t)) * len(self.seeds)
 
-    def arm_of(self, task: str, cell: Cell) -> Arm:
+    def arm_of(self, task: str, attack: str, cell: Cell) -> Arm:
         swept = dict(cell.swept)
-        return next(a for a in self.task_arms(task)
-                    if all(swept.get(k) == v for k, v in self.arm_options(task, a).items()))
+        return next(a for a in self.task_arms(task, attack)
+                    if all(swept.get(k) == v for k, v in self.arm_options(task, attack, a).items()))
 
 
 def _list(source: str, key: str, value: Any, kind: type) -> list:

@@ -41,7 +41,7 @@ def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], int]:
                 continue
             metrics = found["metrics"]
             metric = attack_metric(metrics)
-            rows.append(Row(task=task, attack=attack, arm=matrix.arm_of(task, cell), seed=dict(cell.swept)["seed"],
+            rows.append(Row(task=task, attack=attack, arm=matrix.arm_of(task, attack, cell), seed=dict(cell.swept)["seed"],
                             metric=metric, ap=metrics.get(metric) if metric else None,
                             ap_star=trivial(metrics, metric) if metric else None, mp=metrics.get(TASK_METRIC),
                             seconds=found["cell_seconds"], bytes=_bytes(metrics)))

@@ -97,7 +97,7 @@ def worst_case_search(matrix: Matrix, out: Path, trials: int, threads: Optional[
     try:
         for (task, attack), sweep in matrix.sweeps().items():
             space = search_space(attack, matrix.search.get(attack))
-            defaults = {matrix.arm_of(task, c): c for c in sweep.cells() if dict(c.swept)["seed"] == seed}
+            defaults = {matrix.arm_of(task, attack, c): c for c in sweep.cells() if dict(c.swept)["seed"] == seed}
             mp_star = _value(defaults[NONE], out)[1].get(TASK_METRIC)
             for arm, default in defaults.items():
                 study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))

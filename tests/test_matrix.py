@@ -117,7 +117,8 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.6, 0.85), ("marvell", 1): (0.55, 0.9), ("marvell", 2): (0.5, 0.8)}
     for _, _, cell in matrix.cells():
-        _fake_cell(tmp_path, cell, *values[matrix.arm_of("wdbc", cell).defence, dict(cell.swept)["seed"]])
+        arm = matrix.arm_of("wdbc", "label-norm", cell)
+        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
     summary = write_report(matrix, tmp_path)
     assert summary["cells_ok"] == 6 and summary["figures"] == ["frontier-wdbc-label-norm.png"]
     for name in ("report.md", "matrix.csv", "scores.csv", "frontier-wdbc-label-norm.png"):
@@ -245,9 +246,11 @@ marvell = [1.0]
 [tasks.digits]
 dataset = "mnist5k"
 task = "binary"
-arch = "cnn"
+arch = "small-mlp"
+cut-layer = 1
 epochs = 1
 [tasks.digits.unsplit]
+arch = "cnn"
 iterations = 3
 [tasks.wdbc]
 dataset = "wdbc"
@@ -266,10 +269,10 @@ def test_a_task_runs_its_own_attacks_with_their_own_options_and_a_case_row_chang
     assert set(matrix.sweeps()) == {("digits", "unsplit"), ("digits", "label-norm"), ("wdbc", "label-norm")}
     assert matrix.size == len(matrix.cells()) == (2 * 3 + 1 * 2) * 2           # digits: 3 arms; wdbc: 2
     for task, attack, cell in matrix.cells():
-        options, arm = dict(cell.options), matrix.arm_of(task, cell)
+        options, arm = dict(cell.options), matrix.arm_of(task, attack, cell)
         assert ("iterations" in options) == (attack == "unsplit") and "attacks" not in options
-        assert options["arch"] == {"mlp-client": "mlp"}.get(arm.defence, "cnn" if task == "digits" else
-                                                                         "tabular-mlp")
+        kept = {"digits": "cnn" if attack == "unsplit" else "small-mlp", "wdbc": "tabular-mlp"}[task]
+        assert options["arch"] == ("mlp" if arm.defence == "mlp-client" else kept)
         if arm.defence == "mlp-client":
             assert (options["defence"], options["send-back"]) == ("none", "none") and arm.label == "mlp-client"
     wdbc = matrix.sweeps()["wdbc", "label-norm"]
@@ -312,7 +315,7 @@ def test_a_pair_the_defence_matrix_refuses_may_be_skipped_and_only_such_a_pair()
     text = _tiny(defences_=("mid", "marvell"), extra='skip = [["label-direct", "mid"]]').replace(
         '"label-norm"', '"label-norm", "label-direct"')
     matrix = parse_matrix(text, "t", "t.toml")
-    arms = {(attack, matrix.arm_of(task, cell).defence) for task, attack, cell in matrix.cells()}
+    arms = {(attack, matrix.arm_of(task, attack, cell).defence) for task, attack, cell in matrix.cells()}
     assert ("label-norm", "mid") in arms and ("label-direct", "mid") not in arms and ("label-direct", "marvell") in arms
     assert matrix.size == len(matrix.cells())
     with pytest.raises(SplitlabError, match="which the defence matrix runs"):
