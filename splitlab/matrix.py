@@ -77,7 +77,12 @@ def matrix_command(
     sweeps = matrix.sweeps()
     for sweep in sweeps.values():                 # every cell through its command's parser and checks
         check_cells(sweep, sweep.cells(), sweep_dir)
-    cells = [c for s in sweeps.values() for c in s.cells()]
+    # task by task, each seed by seed: a matrix stopped early holds its first tasks whole at their first seeds (a
+    # ranking with intervals), not every pair at some seeds
+    tasks = list(matrix.tasks)
+    order = [((tasks.index(task), matrix.seeds.index(dict(c.swept)["seed"])), c)
+             for (task, _), s in sweeps.items() for c in s.cells()]
+    cells = [c for _, c in sorted(order, key=lambda pair: pair[0])]
     finished = [is_finished(sweep_dir / "cells" / c.dirname) for c in cells]
     if dry_run:
         record = {"command": "matrix", "dry_run": True, "matrix": matrix.name, "cells": len(cells),
@@ -88,9 +93,7 @@ def matrix_command(
             f"{', '.join(matrix.attacks)}; arms {', '.join(a.label for a in matrix.arms)}; seeds "
             f"{', '.join(map(str, matrix.seeds))}; nothing written", markup=False, highlight=False))
         return
-    # seed by seed: a matrix stopped early holds every pair at its first seeds, not some pairs at all of them
-    pending = sorted(((c, sweep_dir / "cells" / c.dirname) for c, f in zip(cells, finished) if not f),
-                     key=lambda pair: matrix.seeds.index(dict(pair[0].swept)["seed"]))
+    pending = [(c, sweep_dir / "cells" / c.dirname) for c, f in zip(cells, finished) if not f]
     started = time.time()
     with sigterm_stops():
         try:

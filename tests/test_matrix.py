@@ -322,17 +322,21 @@ def test_a_pair_the_defence_matrix_refuses_may_be_skipped_and_only_such_a_pair()
         parse_matrix(text.replace('["label-direct", "mid"]', '["label-norm", "mid"]'), "t", "t.toml")
 
 
-def test_cells_run_seed_by_seed_and_the_report_is_rewritten_twenty_times_at_most(tmp_path, monkeypatch):
+def test_cells_run_task_by_task_seed_by_seed_and_the_report_is_rewritten_twenty_times_at_most(tmp_path,
+                                                                                               monkeypatch):
     from splitlab import matrix as command
 
     seen = []
     monkeypatch.setattr(command, "run_cells", lambda plan, pending, threads, display: seen.extend(pending) or False)
     path = tmp_path / "grid.toml"
-    path.write_text(_tiny(seeds=(2, 0, 1), defences_=("marvell", "max-norm"), extra=""))
+    text = _tiny(seeds=(2, 0, 1), defences_=("marvell", "max-norm"), extra="").replace(
+        '"label-norm"', '"label-norm", "label-direction"')
+    path.write_text(text + '[tasks.wine]\ndataset = "wine"\narch = "tabular-mlp"\ncut-layer = 1\ntask = "binary"\n')
     result = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(tmp_path / "o"),
                                  "--no-progress"])
     assert result.exit_code == 1, result.output                   # nothing ran: no cell ok
-    assert [dict(c.swept)["seed"] for c, _ in seen] == [2] * 5 + [0] * 5 + [1] * 5
+    order = [(dict(c.options)["dataset"], dict(c.swept)["seed"]) for c, _ in seen]
+    assert order == [(task, seed) for task in ("wdbc", "wine") for seed in (2, 0, 1) for _ in range(2 * 5)]
     calls = []
     action = command.every(3, lambda: calls.append(1))
     for _ in range(10):
