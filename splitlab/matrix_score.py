@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 __all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "TWO_SIDED", "scored_ap", "dcs", "attack_metric", "trivial",
-           "Interval", "interval", "shared_ranks"]
+           "Interval", "interval", "shared_ranks", "worst_ranking"]
 
 B = 0.5
 """VFLAIR's weight of the attack term against the task term."""
@@ -93,3 +93,28 @@ def shared_ranks(scores: dict[str, Interval]) -> dict[str, int]:
     """Rank by mean (higher first); an entry's rank is 1 + the number of entries whose interval lies wholly above
     its own, so entries whose intervals overlap share a rank unless a third separates them."""
     return {name: 1 + sum(other.low > mine.high for other in scores.values()) for name, mine in scores.items()}
+
+
+def worst_ranking(worst: list[dict]) -> list[dict]:
+    """Per task, each arm's mean DCS over the attacks searched against the default options and against the
+    strongest found (`--worst-case` rows, one seed), the rank each gives (1 + the arms with a higher mean: one seed
+    has no interval to share a rank by) and the change (positive: the arm falls that many places under the worst
+    case). An arm missing a score for one of the task's attacks is left out."""
+    out = []
+    for task in dict.fromkeys(r["task"] for r in worst):
+        mine = [r for r in worst if r["task"] == task]
+        attacks = set(r["attack"] for r in mine)
+        arms: dict[str, list[dict]] = {}
+        for r in mine:
+            arms.setdefault(r["arm"], []).append(r)
+        means = {arm: {key: sum(r[key] for r in got) / len(got) for key in ("default_dcs", "worst_dcs")}
+                 for arm, got in arms.items() if {r["attack"] for r in got} == attacks
+                 and all(r[key] is not None for r in got for key in ("default_dcs", "worst_dcs"))}
+        ranks = {key: shared_ranks({arm: Interval(m[key], m[key], m[key], 1) for arm, m in means.items()})
+                 for key in ("default_dcs", "worst_dcs")}
+        for arm, m in sorted(means.items(), key=lambda kv: (ranks["worst_dcs"][kv[0]], -kv[1]["worst_dcs"])):
+            out.append({"task": task, "arm": arm, "attacks": len(attacks), "default_dcs": m["default_dcs"],
+                        "default_rank": ranks["default_dcs"][arm], "worst_dcs": m["worst_dcs"],
+                        "worst_rank": ranks["worst_dcs"][arm],
+                        "rank_change": ranks["worst_dcs"][arm] - ranks["default_dcs"][arm]})
+    return out

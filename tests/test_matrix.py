@@ -133,6 +133,41 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     assert "## Ranking" in (tmp_path / "report.md").read_text()
 
 
+def test_an_arm_whose_cell_failed_is_not_ranked_and_the_report_names_the_cell(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0, 1, 2), defences_=("marvell", "max-norm")), "t", "t.toml")
+    for _, _, cell in matrix.cells():
+        arm, seed = matrix.arm_of("wdbc", "label-norm", cell), dict(cell.swept)["seed"]
+        _fake_cell(tmp_path, cell, 0.5 if arm.defence == "marvell" else 0.9, 0.9)
+        if arm.defence == "marvell" and seed == 1:            # its training diverged at one seed
+            (tmp_path / "cells" / cell.dirname / "cell.json").write_text(json.dumps({
+                "cell": cell.key, "status": "failed", "error": "training diverged: the loss became non-finite\nmore"}))
+    summary = write_report(matrix, tmp_path)
+    assert summary["cells_failed"] == 1
+    scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
+    assert scores["marvell:scale=1.0"]["rank"] == "" and scores["marvell:scale=1.0"]["failed"] == "1"
+    assert float(scores["marvell:scale=1.0"]["c_dcs"]) == 1.0     # the seeds it survived, shown but not ranked
+    assert (scores["no defence"]["rank"], scores["max-norm"]["rank"], scores["max-norm"]["failed"]) == ("1", "1", "0")
+    report = (tmp_path / "report.md").read_text()
+    assert "## Failed cells" in report
+    assert "| wdbc | label-norm | marvell:scale=1.0 | 1 | training diverged: the loss became non-finite |" in report
+
+
+def test_the_worst_case_ranking_gives_each_arms_place_against_default_and_strongest_attack():
+    from splitlab.matrix_score import worst_ranking
+
+    def row(attack, arm, default, worst):
+        return {"task": "wdbc", "attack": attack, "arm": arm, "default_dcs": default, "worst_dcs": worst}
+
+    ranking = worst_ranking([row("a", "x", 0.9, 0.6), row("b", "x", 0.9, 0.6),       # best by default, falls
+                             row("a", "y", 0.8, 0.8), row("b", "y", 0.8, 0.8),
+                             row("a", "z", 0.7, 0.7), row("b", "z", 0.6, 0.7),
+                             row("a", "w", 0.95, None), row("b", "w", 0.9, 0.9)])     # a failed search: left out
+    got = {r["arm"]: (r["default_rank"], r["worst_rank"], r["rank_change"]) for r in ranking}
+    assert got == {"x": (1, 3, 2), "y": (2, 1, -1), "z": (3, 2, -1)}
+    assert [r["arm"] for r in ranking] == ["y", "z", "x"]
+    assert ranking[0]["default_dcs"] == pytest.approx(0.8) and ranking[1]["default_dcs"] == pytest.approx(0.65)
+
+
 def test_the_worst_case_space_comes_from_the_attacks_declarations():
     space = search_space("label-norm")
     assert space == {"iterations": ("int", 0, 10_000_000, False)}
