@@ -210,6 +210,10 @@ CELL_COLUMNS = ["task", "attack", "arm", "defence", "strength", "value", "metric
 
 WORST_COLUMNS = ["task", "attack", "arm", "seed", "default_ap", "default_dcs", "worst_ap", "worst_dcs",
                  "worst_options"]
+SEED_COLUMNS = ["task", "attack", "arm", "seed", "metric", "ap", "ap_star", "mp", "dcs", "seconds", "bytes"]
+"""seeds.csv: one row per finished cell, what every mean and interval is computed from (kept where the cells are
+not)."""
+
 WORST_RANK_COLUMNS = ["task", "arm", "attacks", "default_dcs", "default_rank", "worst_dcs", "worst_rank",
                       "rank_change"]
 WORST_NUMBERS = {"seed": int, "default_ap": float, "default_dcs": float, "worst_ap": float, "worst_dcs": float}
@@ -245,6 +249,7 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
     rows, failed = rows_of(matrix, out)
     cells, composite = score(matrix, rows, failed)
     atomic_write_text(out / "matrix.csv", _csv(cells, CELL_COLUMNS))
+    atomic_write_text(out / "seeds.csv", _csv([{**r, "arm": r["arm"].label} for r in rows], SEED_COLUMNS))
     t_columns = sorted({k for r in composite for k in r if k.startswith("t_dcs_")})
     score_columns = ["task", "rank", "arm", "defence", *t_columns, "c_dcs", "failed", "seconds", "bytes"]
     atomic_write_text(out / "scores.csv", _csv(composite, score_columns))
@@ -258,8 +263,8 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
                 figures.append(name)
     lines = [f"# Matrix {matrix.name}", "", matrix.description, "",
              f"{len(rows)} cells finished, {len(failed)} failed, of {matrix.size} "
-             f"({len(matrix.tasks)} tasks x {len(matrix.attacks)} attacks x {len(matrix.arms)} arms x "
-             f"{len(matrix.seeds)} seeds)" + ("; left out, as the defence matrix refuses them: " + ", ".join(
+             f"({len(matrix.tasks)} tasks, {len(matrix.attacks)} attacks, {len(matrix.arms)} arms, "
+             f"{len(matrix.seeds)} seeds; a task runs the attacks and case rows it names)" + ("; left out, as the defence matrix refuses them: " + ", ".join(
                  f"{a} x {d}" for a, d in sorted(matrix.skip)) + " (those arms' T-DCS averages the attacks they met)"
                  if matrix.skip else "") + ".", "",
              "DCS = 1 / (1 + sqrt(0.5 (AP - AP*)^2 + 0.5 (MP* - MP)^2)): AP the attack's metric, AP* its trivial "

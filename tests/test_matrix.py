@@ -128,6 +128,8 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     assert float(rows["marvell:scale=1.0"]["dcs"]) == pytest.approx(sum(expected) / 3)
     scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
     assert float(scores["marvell:scale=1.0"]["c_dcs"]) == pytest.approx(sum(expected) / 3)
+    per_seed = [r for r in csv.DictReader((tmp_path / "seeds.csv").open()) if r["arm"] == "marvell:scale=1.0"]
+    assert sorted(float(r["dcs"]) for r in per_seed) == pytest.approx(sorted(expected))
     assert scores["marvell:scale=1.0"]["rank"] == "1"          # intervals apart: marvell above no defence
     assert scores["no defence"]["rank"] == "2"
     assert "## Ranking" in (tmp_path / "report.md").read_text()
@@ -377,3 +379,13 @@ def test_cells_run_task_by_task_seed_by_seed_and_the_report_is_rewritten_twenty_
     for _ in range(10):
         action()
     assert len(calls) == 3
+
+
+def test_the_shipped_cpu_results_are_the_shipped_cpu_matrixs():
+    from splitlab.claims.results import RESULTS
+
+    shipped_dir = RESULTS / "matrix-cpu"
+    assert (shipped_dir / "matrix.toml").read_text() == shipped()["cpu"]
+    ranked = list(csv.DictReader((shipped_dir / "scores.csv").open()))
+    assert {r["task"] for r in ranked} == {"wdbc", "mnist5k"}
+    assert all(r["rank"] == "" for r in ranked if r["failed"] != "0")     # an arm with a failed cell: unranked
