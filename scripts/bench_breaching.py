@@ -22,9 +22,15 @@ compiles again, a new objective per attack call, and the compile seconds are lef
     python scripts/bench_breaching.py --quick            # a few steps: checks both sides run
     python scripts/bench_breaching.py --dataset photos   # a 32x32 colour photo in place of the digit
 
-breaching 0.1.2 was installed for this with its own dependencies (hydra-core, lpips) in that environment
-and the project's torch and torchvision made visible to it through a .pth file, so both sides run the same
-torch build; breaching is not a dependency of the lab.
+breaching 0.1.2 runs in its own environment beside the lab's, with the project's torch and torchvision made
+visible to it through a .pth file, so both sides run the same torch build (breaching is not a dependency of
+the lab). Without `--no-deps` pip would bring a second torch; the pins are those of the lab's environment:
+
+    python3.11 -m venv /work/breaching-venv
+    /work/breaching-venv/bin/pip install --no-deps breaching==0.1.2 hydra-core==1.3.8 omegaconf==2.3.0 \
+        antlr4-python3-runtime==4.9.3 lpips==0.1.4 scipy==1.17.1 numpy==2.4.6 pyyaml packaging tqdm
+    echo /work/main/.venv/lib/python3.11/site-packages \
+        > /work/breaching-venv/lib/python3.11/site-packages/splitlab-torch.pth
 """
 from __future__ import annotations
 
@@ -168,7 +174,7 @@ def run_breaching(python: str, path: str, name: str, threads: int) -> dict:
 def breaching_available(python: str) -> str | None:
     """None when `python` imports breaching 0.1.2, else why not (one line)."""
     if not Path(python).exists():
-        return f"no breaching environment at {python} (python3 -m venv there, then pip install breaching==0.1.2)"
+        return f"no breaching environment at {python} (this script's docstring says how to make one)"
     done = subprocess.run([python, "-c", "import breaching, importlib.metadata as m; print(m.version('breaching'))"],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if done.returncode != 0:
