@@ -16,11 +16,12 @@ from torch import nn
 
 import attacks.engine.compilation as policy
 import attacks.engine.compiled as compiled
-from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, EngineOptions, Hook,
+from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, EngineOptions,
+                            FedSGDGradient, Hook,
                             MeanSquared, Objective, Prior, Schedule, SignedGradients, SquaredL2, StepDecay, Sum, l2, run,
                             tv_l1, tv_squared)
 from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
-from test_engine import _gradient_problem
+from test_engine import _gradient_problem, _small_net
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -46,8 +47,10 @@ def _agreement(eager, other) -> float:
 
 @pytest.fixture
 def traced(monkeypatch):
-    """Compile with dynamo's aot_eager backend: every step traced into one program, no C++ build."""
+    """Compile with dynamo's aot_eager backend: every step traced into one program, no C++ build; each test
+    starts with no program kept from another (programs of one signature share their graphs in a process)."""
     monkeypatch.setattr(compiled, "BACKEND", "aot_eager")
+    monkeypatch.setattr(compiled, "_SHARED_CODES", {})
 
 
 def _on(objective, variables, target, schedule, **kwargs):
@@ -205,6 +208,34 @@ def test_two_blocks_on_dict_variables_and_a_second_run_reuses_the_programs(trace
     assert sequential.extra["compile"]["recompiles"] == 0 and sequential.extra["compile"]["graph_breaks"] == 0
 
 
+def _problem_on_other_weights(seed: int, trials: int = 2):
+    """`_gradient_problem` with the model and the image drawn from `seed`: same shapes, other numbers."""
+    net, params = _small_net(torch.float64, seed=seed)
+    sim = FedSGDGradient(net)
+    x_true = torch.rand(1, 1, 14, 14, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    context = {"params": params, "labels": torch.tensor([3])}
+    target = {"observed": sim({"x": x_true}, context), "context": context}
+    variables = {"x": torch.rand(trials, 1, 1, 14, 14, generator=torch.Generator().manual_seed(1), dtype=torch.float64)}
+    return Objective(sim, Cosine(), priors=(Prior("tv", "x", tv_l1, 0.01),)), variables, target
+
+
+@pytest.mark.parametrize("optimizer", [Adam(0.05), pytest.param(LBFGS(max_iter=3), marks=pytest.mark.slow)],
+                         ids=["adam", "lbfgs"])
+def test_a_later_attack_call_on_other_weights_reuses_the_graph_untraced(traced, optimizer):
+    # the next attack call builds a new objective (a new model object, other weights, another image): its
+    # program runs the graph the first call compiled, and follows its own eager run, not the first call's
+    schedule = Schedule((Block(("x",), optimizer, 3, hooks=(BoxClamp(),)),))
+    first = run(*_problem_on_other_weights(0), schedule, EngineOptions(compile="on"))
+    _clean(first.extra["compile"])
+    problem = _problem_on_other_weights(5)
+    eager = run(*problem, schedule)
+    later = run(*problem, schedule, EngineOptions(compile="on"))
+    assert later.extra["compile"]["compiled"] and later.extra["compile"]["compiles"] == 0, later.extra["compile"]
+    assert later.extra["compile"]["recompiles"] == 0 and later.extra["compile"]["graph_breaks"] == 0
+    assert _rel(first.trace["match"], eager.trace["match"]) > 1e-3          # the two problems differ
+    assert _agreement(eager, later) < 1e-9
+
+
 @pytest.mark.slow
 def test_a_consensus_that_resets_lbfgs_between_rounds(traced):
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=3)
@@ -222,7 +253,7 @@ def test_a_recompile_is_counted(traced):
         return x.sin() * 2
 
     program = compiled._Program(body, "engine_test_program", torch.device("cpu"))
-    compilation.programs[id(program)] = (program, 0)
+    compilation.programs[id(program)] = (program, 0, 1)
     for dtype in (torch.float32, torch.float32, torch.float64):        # the dtype changes once: one recompile
         compilation.call(program, torch.ones(3, dtype=dtype))
     report = compilation.finish()
@@ -238,7 +269,7 @@ def test_a_graph_break_is_counted(traced):
         return y * 2
 
     program = compiled._Program(body, "engine_test_break", torch.device("cpu"))
-    compilation.programs[id(program)] = (program, 0)
+    compilation.programs[id(program)] = (program, 0, 1)
     compilation.call(program, torch.ones(3))
     assert compilation.finish()["graph_breaks"] >= 1
 
@@ -338,7 +369,7 @@ def test_a_compiled_run_on_the_cpu_records_its_pace_per_step(traced, monkeypatch
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     compilation = policy.Compilation("on", 10, torch.device("cpu"))
     program = compiled._Program(lambda x: x.sin() * 2, "engine_test_pace", torch.device("cpu"))
-    compilation.programs[id(program)] = (program, 0)
+    compilation.programs[id(program)] = (program, 0, 1)
     compilation.signatures.append("a signature")
     for _ in range(1 + policy.PACE_MIN_STEPS):                          # the first call compiles: not a step
         compilation.call(program, torch.ones(3))

@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_traced, _overrides, _Program,
-                                     signature_text)
+                                     compiled_in_process, signature_text)
 from attacks.engine.optim import LBFGS
 from attacks.engine.trials import Trials
 from vfl.errors import SplitlabError
@@ -158,7 +158,7 @@ class Compilation:
         self.reason = {"off": "not asked", "on": "asked", "auto": "deciding"}[mode]
         self.compile_seconds = 0.0
         self.compiles = self.graph_breaks = 0
-        self.programs: dict[int, tuple[_Program, int]] = {}      # id -> (program, frames before this run)
+        self.programs: dict[int, tuple[_Program, int, int]] = {}   # id -> (program, frames before, first compiles)
         self.signatures: list[str] = []
         self.steps_done = 0
         self.probe_start: float | None = None
@@ -180,8 +180,10 @@ class Compilation:
             return None
         step = CompiledStep(self, objective, state, run)
         if id(step.program) not in self.programs:
-            frames = 0 if step.new else _frames(step.program.code)
-            self.programs[id(step.program)] = (step.program, frames)
+            # a program's code may hold graphs of earlier programs (`compiled._shared_code`): only the frames
+            # this run adds count, and a new program's first one (or a program never run) is no recompile
+            frames = _frames(step.program.code)
+            self.programs[id(step.program)] = (step.program, frames, 1 if step.new or not frames else 0)
             self.signatures.append(signature_text(objective, step.signature))
         return step
 
@@ -262,15 +264,16 @@ class Compilation:
     @staticmethod
     def expected_compile_seconds(objective, signatures: list[tuple]) -> float:
         """What compiling these steps should cost: nothing for a program this objective already has (an
-        earlier run with it compiled it); a warm compile for a step this cache has compiled before (its
+        earlier run with it compiled it) or whose signature has a graph in this process (an earlier attack
+        call's, which a new objective of the same shapes and settings reuses untraced); a warm compile for a step this cache has compiled before (its
         measured warm time, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
         programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE, {})
         known = _read_costs()
         total = 0.0
         for signature in signatures:
-            if signature in programs:
-                continue
             text = signature_text(objective, signature)
+            if signature in programs or compiled_in_process(text):
+                continue
             entry = known.get(text, {})
             if "warm" in entry:
                 total += entry["warm"]
@@ -292,9 +295,8 @@ class Compilation:
 
     def finish(self) -> dict[str, Any]:
         recompiles = 0
-        for program, before in self.programs.values():
-            frames = _frames(program.code)
-            recompiles += max(frames - max(before, 1), 0)
+        for program, before, first in self.programs.values():
+            recompiles += max(_frames(program.code) - before - first, 0)
         new = [s for s in self.signatures if s not in _IN_PROCESS]
         if self.compiles and new:
             _record_costs(new, self.compile_seconds / len(new))
