@@ -391,7 +391,14 @@ def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, t
     assert auto.extra["compile"]["compiled"] and "auto" in auto.extra["compile"]
     assert _agreement(eager, auto) < 1e-9
     monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 1e9)
-    objective, variables, target, schedule = _clone_problem()          # no programs of its own yet
+    objective, variables, target, schedule = _clone_problem()          # no programs of its own, but the graphs
+    reused = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True,
+                 keep=())                                               # compiled above serve it: nothing to pay
+    assert reused.extra["compile"]["compiled"] and reused.extra["compile"]["compiles"] == 0, reused.extra["compile"]
+    assert reused.extra["compile"]["auto"]["expected_compile_seconds"] == 0
+    assert _agreement(eager, reused) < 1e-9
+    monkeypatch.setattr(compiled, "_SHARED_CODES", {})                 # as in a new process: nothing compiled yet
+    objective, variables, target, schedule = _clone_problem()
     never = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
     assert not never.extra["compile"]["compiled"]
     for k in eager.trace:
@@ -468,3 +475,45 @@ def test_the_cache_directory_is_inductors_without_loading_inductor(monkeypatch):
     ours = policy.cache_dir()
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     assert ours == os.path.abspath(default_cache_dir()) == policy.cache_dir()
+
+
+def test_torch_source_keys_are_filed_once_and_given_back_to_a_new_process(monkeypatch, tmp_path):
+    # a warm compile's one-off hashing of torch's and triton's sources: filed beside the cache under the
+    # installation's fingerprint, handed to torch by a later process, computed anew for another installation
+    from torch._inductor import codecache
+    from torch.utils._functools import prefetchable_cache
+    from attacks.engine import source_keys
+
+    computed = []
+
+    def fresh_keys():
+        @prefetchable_cache
+        def torch_key():
+            computed.append("torch")
+            return b"\x01\x02"
+
+        @prefetchable_cache
+        def triton_key():
+            computed.append("triton")
+            return "triton-key"
+        monkeypatch.setattr(codecache, "torch_key", torch_key)
+        monkeypatch.setattr(codecache, "triton_key", triton_key)
+        monkeypatch.setattr(source_keys, "_DONE", False)                 # as in a new process
+
+    monkeypatch.setattr(source_keys, "fingerprint", lambda: "install-a")
+    fresh_keys()
+    source_keys.reuse(str(tmp_path))
+    assert computed == ["triton", "torch"]
+    source_keys.reuse(str(tmp_path))                                     # once per process
+    assert computed == ["triton", "torch"]
+    fresh_keys()
+    source_keys.reuse(str(tmp_path))
+    assert (codecache.torch_key(), codecache.triton_key()) == (b"\x01\x02", "triton-key")
+    assert computed == ["triton", "torch"]                              # given, not computed
+    monkeypatch.setattr(source_keys, "fingerprint", lambda: "install-b")  # an upgrade: computed anew
+    fresh_keys()
+    source_keys.reuse(str(tmp_path))
+    assert computed == ["triton", "torch"] * 2
+    assert source_keys.fingerprint() == "install-b"
+    monkeypatch.undo()
+    assert source_keys.fingerprint() is None or len(source_keys.fingerprint()) == 64

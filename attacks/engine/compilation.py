@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from attacks.engine import compiled, source_keys
 from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_traced, _overrides, _Program,
                                      compiled_in_process, signature_text)
 from attacks.engine.optim import LBFGS
@@ -99,8 +100,6 @@ def cache_problem() -> str | None:
 def check_can_compile() -> None:
     """Refuse, in one line and before anything is written, a run asked to compile (`compile="on"`) that could
     not: no C++ compiler for inductor's CPU code, or an inductor cache it cannot write."""
-    from attacks.engine import compiled
-
     if compiled.BACKEND != "inductor":          # a test's backend builds no C++ and keeps no cache
         return
     if cxx_compiler() is None:
@@ -178,6 +177,8 @@ class Compilation:
             if self.mode == "on":
                 _notice(f"block on {', '.join(run.block.update)} runs eagerly: hook {refused[0]} keeps state")
             return None
+        if compiled.BACKEND == "inductor":
+            source_keys.reuse(cache_dir())      # before the first compile: torch's hashing skipped when known
         step = CompiledStep(self, objective, state, run)
         if id(step.program) not in self.programs:
             # a program's code may hold graphs of earlier programs (`compiled._shared_code`): only the frames
@@ -329,7 +330,6 @@ def _read_costs() -> dict:
 def _pace_key(device: torch.device) -> str:
     """Where a compiled step's pace is kept: per backend (a test's `aot_eager` is not inductor), device kind and
     torch thread count, which set it."""
-    from attacks.engine import compiled
     return f"step_seconds_{compiled.BACKEND}_{device.type}_{torch.get_num_threads()}t"
 
 
