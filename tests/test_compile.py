@@ -517,3 +517,32 @@ def test_torch_source_keys_are_filed_once_and_given_back_to_a_new_process(monkey
     assert source_keys.fingerprint() == "install-b"
     monkeypatch.undo()
     assert source_keys.fingerprint() is None or len(source_keys.fingerprint()) == 64
+
+
+def test_building_a_compiled_step_counts_towards_the_compile_seconds(traced, monkeypatch):
+    # loading the compiler and building the step are paid on that call: auto learns what a compile costs from them
+    clock = [0.0]
+    monkeypatch.setattr(policy.time, "perf_counter", lambda: clock[0])
+    build = policy.CompiledStep
+
+    def slow_build(*args, **kwargs):
+        clock[0] += 5.0
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "CompiledStep", slow_build)
+    sim, target, variables, _ = _gradient_problem(torch.float32, trials=1)
+    objective, schedule = Objective(sim, SquaredL2()), Schedule((Block(("x",), Adam(0.1), 3),))
+    report = run(objective, variables, target, schedule, EngineOptions(compile="on")).extra["compile"]
+    assert report["compile_seconds"] == 5.0 and report["compiles"] == 1, report
+
+
+def test_the_metrics_keep_every_runs_reason():
+    def result(reason, compiled):
+        from types import SimpleNamespace
+        return SimpleNamespace(extra={"compile": {"mode": "auto", "compiled": compiled, "reason": reason,
+                                                  "compiles": int(compiled), "recompiles": 0, "graph_breaks": 0,
+                                                  "compile_seconds": 1.0 if compiled else 0.0}})
+
+    total = policy.compile_extras(result("a", False), result("b", True), result("a", False))["compile"]
+    assert total["reasons"] == ["a", "b"] and total["runs"] == 3 and total["runs_compiled"] == 1
+    assert total["compiled"] and total["compiles"] == 1 and total["compile_seconds"] == 1.0

@@ -177,9 +177,13 @@ class Compilation:
             if self.mode == "on":
                 _notice(f"block on {', '.join(run.block.update)} runs eagerly: hook {refused[0]} keeps state")
             return None
+        # building the step is part of the compile's cost (auto learns from it): loading dynamo and inductor
+        # the first time, torch's source keys, the eager evaluation that leaves the taps the trace reads
+        start = time.perf_counter()
         if compiled.BACKEND == "inductor":
             source_keys.reuse(cache_dir())      # before the first compile: torch's hashing skipped when known
         step = CompiledStep(self, objective, state, run)
+        self.compile_seconds += time.perf_counter() - start
         if id(step.program) not in self.programs:
             # a program's code may hold graphs of earlier programs (`compiled._shared_code`): only the frames
             # this run adds count, and a new program's first one (or a program never run) is no recompile
@@ -362,8 +366,9 @@ def _write_costs(known: dict) -> None:
 
 
 def compile_extras(*results) -> dict[str, Any]:
-    """`{"compile": report}` for a Reconstruction's extras, the reports of several engine runs summed; nothing
-    when compiling was off, so an eager run's metrics.json is what it was before the option existed."""
+    """`{"compile": report}` for a Reconstruction's extras, the reports of several engine runs summed (the first
+    run's reason and estimate, with every run's distinct reason under `reasons`); nothing when compiling was
+    off, so an eager run's metrics.json is what it was before the option existed."""
     reports = [r.extra["compile"] for r in results if "compile" in r.extra]
     if not reports or all(r["mode"] == "off" for r in reports):
         return {}
@@ -373,6 +378,8 @@ def compile_extras(*results) -> dict[str, Any]:
             total[k] += r[k]
         total["compile_seconds"] = round(total["compile_seconds"] + r["compile_seconds"], 3)
         total["compiled"] = total["compiled"] or r["compiled"]
-    if len(reports) > 1:
+    if len(reports) > 1:                # every run decides for itself (UnSplit: one per target): each reason kept
         total["runs"] = len(reports)
+        total["runs_compiled"] = sum(bool(r["compiled"]) for r in reports)
+        total["reasons"] = list(dict.fromkeys(r["reason"] for r in reports))
     return {"compile": total}
