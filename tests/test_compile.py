@@ -46,11 +46,13 @@ def _agreement(eager, other) -> float:
 
 
 @pytest.fixture
-def traced(monkeypatch):
+def traced(monkeypatch, tmp_path):
     """Compile with dynamo's aot_eager backend: every step traced into one program, no C++ build; each test
-    starts with no program kept from another (programs of one signature share their graphs in a process)."""
+    starts with no program kept from another (programs of one signature share their graphs in a process),
+    and records its compile times in a folder of its own, not in the user's cache."""
     monkeypatch.setattr(compiled, "BACKEND", "aot_eager")
     monkeypatch.setattr(compiled, "_SHARED_CODES", {})
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
 
 
 def _on(objective, variables, target, schedule, **kwargs):
@@ -342,6 +344,9 @@ def test_auto_expects_a_warm_cache_to_cost_what_it_cost_last_time(monkeypatch, t
     assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 50.0 * policy.WARM_FRACTION
     policy._record_costs([text], 2.0)
     assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 2.0
+    monkeypatch.setattr(compiled, "BACKEND", "aot_eager")                # another backend's times are not these
+    assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == policy.COLD_COMPILE_SECONDS
+    monkeypatch.setattr(compiled, "BACKEND", "inductor")
     assert _decide(monkeypatch, pace=0.01, total=1_000).active            # 10 s left against 3 x 2 s
 
 

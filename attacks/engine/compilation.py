@@ -280,10 +280,11 @@ class Compilation:
             if signature in programs or compiled_in_process(text):
                 continue
             entry = known.get(text, {})
-            if "warm" in entry:
-                total += entry["warm"]
-            elif "cold" in entry or text in _IN_PROCESS:
-                total += entry.get("cold", COLD_COMPILE_SECONDS) * WARM_FRACTION
+            warm, cold = _cost_key("warm"), _cost_key("cold")
+            if warm in entry:
+                total += entry[warm]
+            elif cold in entry or text in _IN_PROCESS:
+                total += entry.get(cold, COLD_COMPILE_SECONDS) * WARM_FRACTION
             else:
                 total += COLD_COMPILE_SECONDS
         return total
@@ -337,12 +338,18 @@ def _pace_key(device: torch.device) -> str:
     return f"step_seconds_{compiled.BACKEND}_{device.type}_{torch.get_num_threads()}t"
 
 
+def _cost_key(kind: str) -> str:
+    """Where a cold or warm compile's seconds are kept: per backend, as a test's `aot_eager` traces without
+    inductor's code generation and C++ build, so its compile times say nothing of inductor's."""
+    return f"{kind}_{compiled.BACKEND}"
+
+
 def _record_costs(signatures: list[str], seconds: float) -> None:
     """Remember what compiling these steps cost, as cold (first) or warm (later) compiles into this cache."""
     known = _read_costs()
     for s in signatures:
         entry = known.setdefault(s, {})
-        entry["warm" if "cold" in entry else "cold"] = round(seconds, 3)
+        entry[_cost_key("warm" if _cost_key("cold") in entry else "cold")] = round(seconds, 3)
     _write_costs(known)
 
 
