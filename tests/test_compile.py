@@ -551,3 +551,16 @@ def test_the_metrics_keep_every_runs_reason():
     total = policy.compile_extras(result("a", False), result("b", True), result("a", False))["compile"]
     assert total["reasons"] == ["a", "b"] and total["runs"] == 3 and total["runs_compiled"] == 1
     assert total["compiled"] and total["compiles"] == 1 and total["compile_seconds"] == 1.0
+
+
+def test_a_run_of_another_length_shares_the_signature_text_and_other_settings_do_not():
+    # the loop applies the step count and the decay, so compile costs and shared code carry over between lengths
+    objective = Objective(lambda v, c: [v["x"]], MeanSquared())
+
+    def text(block):
+        return compiled.signature_text(objective, ("step", (hash(block), block)) + SIGNATURE[2:])
+
+    short, long = Block(("x",), Adam(0.1), 8), Block(("x",), Adam(0.1), 500, decay=StepDecay())
+    assert text(short) == text(long)
+    assert text(short) != text(Block(("x",), Adam(0.1, amsgrad=True), 8))
+    assert text(short) != text(Block(("x",), Adam(0.1), 8, hooks=(SignedGradients(),)))

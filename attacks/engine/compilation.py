@@ -271,7 +271,7 @@ class Compilation:
         """What compiling these steps should cost: nothing for a program this objective already has (an
         earlier run with it compiled it) or whose signature has a graph in this process (an earlier attack
         call's, which a new objective of the same shapes and settings reuses untraced); a warm compile for a step this cache has compiled before (its
-        measured warm time, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
+        measured warm time with this backend, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
         programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE, {})
         known = _read_costs()
         total = 0.0

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import types
+from dataclasses import replace
 from typing import Any, Callable, Protocol, Sequence
 
 import torch
@@ -416,9 +417,12 @@ class CompiledStep:
 
 
 def signature_text(objective, signature: tuple) -> str:
-    """A signature as text that is the same in another process (no hashes, no ids), for the costs file."""
+    """A signature as text that is the same in another process (no hashes, no ids), for the costs file and the
+    code objects programs share. A block's step count and decay are left out: the loop applies them (the
+    learning rate enters the program as a tensor), so a run of another length compiles the same graph and
+    costs what it cost before."""
     block = signature[1][1]
     parts = (type(objective.simulator).__name__, type(objective.match).__name__,
              tuple(p.name for p in objective.priors))
-    return repr((torch.__version__, parts, signature[0], repr(block) if block is not None else "a block")
-                + signature[2:])
+    shown = repr(replace(block, steps=0, decay=None)) if block is not None else "a block"
+    return repr((torch.__version__, parts, signature[0], shown) + signature[2:])
