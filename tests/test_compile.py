@@ -390,6 +390,9 @@ def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, t
     # the first steps run eagerly, then the same Adam moments and step count go on in the compiled step
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 0.0)
+    # aot_eager's steps are no faster than eager, so a measured pace would keep these runs eager: this test is
+    # about the state and what is expected to be paid, not about paces, so none is read (no clock decides)
+    monkeypatch.setattr(policy.Compilation, "measured_compiled_pace", lambda self, objective, signatures: None)
     objective, variables, target, schedule = _clone_problem()
     eager = run(objective, variables, target, schedule, per_trial_target=True, keep=())
     auto = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
@@ -402,7 +405,9 @@ def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, t
     assert reused.extra["compile"]["compiled"] and reused.extra["compile"]["compiles"] == 0, reused.extra["compile"]
     assert reused.extra["compile"]["auto"]["expected_compile_seconds"] == 0
     assert _agreement(eager, reused) < 1e-9
-    monkeypatch.setattr(compiled, "_SHARED_CODES", {})                 # as in a new process: nothing compiled yet
+    monkeypatch.setattr(compiled, "_SHARED_CODES", {})                 # a new process on a new cache: nothing
+    monkeypatch.setattr(policy, "_IN_PROCESS", set())                  # compiled, no cost measured
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "new"))
     objective, variables, target, schedule = _clone_problem()
     never = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
     assert not never.extra["compile"]["compiled"]
