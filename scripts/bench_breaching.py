@@ -257,8 +257,8 @@ def main() -> None:
     for (name, steps, whole, lab, first, theirs, lab_cpu, their_cpu, lab_loss, their_loss, lab_psnr, their_psnr,
          _) in rows:
         ratio = "-" if math.isnan(lab_cpu) else f"{their_cpu / lab_cpu:.2f}x"
-        print(f"{name:<16} {steps:>6} {whole:>12.2f} {lab:>8.2f} {first:>8.2f} {theirs:>12.2f} {theirs / whole:>21.2f}x "
-              f"{lab_cpu:>11.2f} {their_cpu:>10.2f} {ratio:>7}  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
+        print(f"{name:<16} {steps:>6} {whole:>12.2f} {lab:>8.2f} {first:>8.2f} {theirs:>12.2f} "
+              f"{theirs / whole:>21.2f}x {lab_cpu:>11.2f} {their_cpu:>10.2f} {ratio:>7}  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
               f"{lab_loss:.3g} / {their_loss if their_loss is None else f'{their_loss:.3g}'}")
     print(f"lab compile: {args.compile}; hardware after: {hardware(torch.device('cpu'))}")
     for name, *_, reports in rows:

@@ -270,8 +270,9 @@ class Compilation:
     def expected_compile_seconds(objective, signatures: list[tuple]) -> float:
         """What compiling these steps should cost: nothing for a program this objective already has (an
         earlier run with it compiled it) or whose signature has a graph in this process (an earlier attack
-        call's, which a new objective of the same shapes and settings reuses untraced); a warm compile for a step this cache has compiled before (its
-        measured warm time with this backend, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
+        call's, which a new objective of the same shapes and settings reuses untraced); a warm compile for a
+        step this cache has compiled before (its measured warm time with this backend, or WARM_FRACTION of
+        its cold one); else COLD_COMPILE_SECONDS."""
         programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE, {})
         known = _read_costs()
         total = 0.0
