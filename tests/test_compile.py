@@ -569,3 +569,37 @@ def test_a_run_of_another_length_shares_the_signature_text_and_other_settings_do
     assert text(short) == text(long)
     assert text(short) != text(Block(("x",), Adam(0.1, amsgrad=True), 8))
     assert text(short) != text(Block(("x",), Adam(0.1), 8, hooks=(SignedGradients(),)))
+
+
+SOURCE_KEYS_CHILD = """
+import sys, torch
+from torch._inductor import codecache
+from attacks.engine import source_keys
+from attacks.engine.compilation import cache_dir
+hashed = []
+build_code_hash = codecache.build_code_hash
+codecache.build_code_hash = lambda *a, **k: (hashed.append(1), build_code_hash(*a, **k))[1]
+source_keys.reuse(cache_dir())
+torch.compile(lambda x: x.sin() * 2 + 1, backend="inductor")(torch.ones(5))
+from torch._dynamo.utils import counters
+print(bool(hashed), counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+"""
+
+
+@pytest.mark.slow
+def test_a_process_given_the_filed_source_keys_hashes_no_source_and_hits_inductors_cache(tmp_path):
+    # the keys torch would compute are the ones filed: a second process skips the hashing and still finds the graph
+    import subprocess
+    if policy.cxx_compiler() is None:
+        pytest.skip("inductor needs a C++ compiler")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "PYTHONPATH": root}
+
+    def child():
+        done = subprocess.run([sys.executable, "-c", SOURCE_KEYS_CHILD], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split()
+
+    assert child() == ["True", "0", "1"]             # a new cache: torch hashes its source, the graph is built
+    assert child() == ["False", "1", "0"]            # the keys handed over: no hashing, the same graph found
