@@ -59,11 +59,22 @@ CLAIMS: list[Claim] = [
                   "per-feature MSE on the standardised scale, mean over shares 20-80% and seeds 0-2, against each "
                   "feature's training mean"),
           reduced=LUO_REDUCED),
+    Claim("vflbench.grn.digits", PAPER, "Luo et al., the generative regression network",
+          "The same on the digits: GRN infers the pixels of the passive parties' columns better than each pixel's "
+          "training mean.",
+          f"the abstract: the attacks infer the passive party's features; {UNSOURCED}",
+          Measure("grn-digits", Fails(Select({}, "25% and 75% held"), "feature_mse", higher_is_better=False,
+                                      scale=PLAIN, fails=False),
+                  "per-pixel MSE on [0, 1] of the columns the attacker does not hold, 200 test digits, mean over "
+                  "shares 25% and 75% and seeds 0-2 (each its own draw), against each pixel's training mean"),
+          reduced="mnist5k, the small MLP over four parties by columns, 2 epochs, 200 predictions"),
     Claim("vflbench.esa.exact", PAPER, "Luo et al., the equality-solving attack",
           "ESA recovers the features exactly when the passive party has no more of them than the classes less one.",
           f"the paper's condition for an exact solution; {UNSOURCED}",
           reason="the grid's binary dataset gives one equation a sample for six or more unknowns; the exact case is "
-                 "checked by the tests (tests/test_newattacks.py, wine, one unknown column), not by a grid"),
+                 "checked by the tests (tests/test_newattacks.py, wine, one unknown column), not by a grid; ESA has "
+                 "no digits grid: it solves a logistic regression's equations, and the lab's image victims are "
+                 "neural networks, which esa refuses"),
     _backdoor("vflbench.gr-backdoor.plants", "gr-backdoor-tabular", "Liu, Yi, Chen, abstract",
               "A feature party with a few labelled target samples plants a backdoor by gradient replacement.",
               BACKDOOR_REDUCED),
