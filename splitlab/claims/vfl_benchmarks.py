@@ -10,7 +10,7 @@ would go that it is not sourced. The grids are CPU-sized: mnist5k (each seed its
 (each seed its own split), the lab's small models, seeds 0-2.
 """
 from splitlab.claims.model import Claim, Measure, Select
-from splitlab.claims.rules import Beats, Fails
+from splitlab.claims.rules import AtLeast, Beats, Fails
 from splitlab.claims.stats import PLAIN, SHARE
 
 PAPER = "vflbench"
@@ -37,6 +37,20 @@ def _backdoor(claim_id: str, sweep: str, where: str, words: str, reduced: str) -
     return Claim(claim_id, PAPER, where, words, f"the abstract; {UNSOURCED}",
                  Measure(sweep, Fails(Select(NONE, "undefended"), "backdoor_success", scale=SHARE, fails=False),
                          f"{SUCCESS}, against the same model trained unpoisoned on the same inputs"),
+                 reduced=reduced)
+
+
+HIGH = ("the abstract: 'achieving high accuracy on both main and backdoor tasks' (the backdoor's read here as within "
+        "5 points of 1, as the batch label inference paper's 'high accuracy' is); ")
+
+
+def _high(claim_id: str, sweep: str, where: str, reduced: str) -> Claim:
+    return Claim(claim_id, PAPER, "Liu, Yi, Chen, abstract",
+                 f"The backdoor reaches high accuracy on the backdoor task ({where}), the main task's kept.",
+                 f"{HIGH}{UNSOURCED}",
+                 Measure(sweep, AtLeast(Select(NONE, "undefended"), "backdoor_success", 1.0, SHARE),
+                         f"{SUCCESS}; the clean accuracy it keeps beside the unpoisoned model's is in "
+                         f"splitlab/results/{sweep}.csv"),
                  reduced=reduced)
 
 
@@ -80,6 +94,8 @@ CLAIMS: list[Claim] = [
               BACKDOOR_REDUCED),
     _backdoor("vflbench.gr-backdoor.plants-digits", "gr-backdoor-digits", "Liu, Yi, Chen, abstract",
               "The same on the digits: the trigger calls up the target digit.", DIGITS_BACKDOOR_REDUCED),
+    _high("vflbench.gr-backdoor.high-accuracy", "gr-backdoor-tabular", "a tabular task", BACKDOOR_REDUCED),
+    _high("vflbench.gr-backdoor.high-accuracy-digits", "gr-backdoor-digits", "the digits", DIGITS_BACKDOOR_REDUCED),
     Claim("vflbench.gr-backdoor.blocked", PAPER, "Liu, Yi, Chen, abstract",
           "A combination of defences blocks the backdoor (here: noise on the returned gradient and its "
           "sparsification at once).",
