@@ -178,6 +178,8 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
     found = {} if victim.trained is None else trained_report(victim.trained)
     if found:                                        # what the defences did in training (NoPeek's DCOR, ...)
         facts["defence_report"] = found
+    if victim.trained is not None and victim.trained.cut_bytes is not None:
+        facts["cut_bytes"] = victim.trained.cut_bytes
     title = f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}"
     truth = targets
     if config.parties > 1:
