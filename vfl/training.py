@@ -14,7 +14,8 @@ from vfl import data as datasets
 from vfl.case import MAX_BATCH_SIZE, MAX_EPOCHS, SplitCase
 from vfl.defences import parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
-from vfl.parties import CutLayout, Parties, SumScores, bottom_model, score_model, strip_shape, take_strip, top_model
+from vfl.parties import (CutLayout, Parties, SumScores, bottom_model, party_groups, score_model, strip_shape, take_strip,
+                         top_model)
 from vfl.progress import progress_bar
 from vfl.protocol import (Client, ClientSession, CuriousServer, Prediction, Role, Server, Transcript, ask, evaluate,
                           make_optimizer, train_epoch)
@@ -92,12 +93,14 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
         train_images = take_strip(train_images, config.parties, party, config.partition, config.seed,
                                   config.dataset, config.data_root)
     defences = parse_defences(config.defence, shape, train_images)
+    groups = party_groups(config.arch, config.dataset, config.parties, party, config.partition, config.seed,
+                          config.data_root)
     if config.aggregate == "sum":
         model = score_model(config.arch, config.seed, config.parties, party, transformed_shape(defences, shape),
-                            config.classes).to(device)
+                            config.classes, groups).to(device)
     else:
         model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
-                             transformed_shape(defences, shape)).to(device)
+                             transformed_shape(defences, shape), groups).to(device)
     params = list(model.parameters())
     return Client(model, optimiser(params, config.lr) if optimiser else make_optimizer(config.optimizer, params,
                                                                                          config.lr), defences)
