@@ -28,7 +28,6 @@ class BackdoorSettings(AttackSettings):
                               "the last one received).", flag="--same-round/--any-round")
 
 
-
 DIGITS_BACKDOOR_VICTIM = {"top": "model", "task": "multiclass", "arch": "small-mlp", "cut_layer": 1, "epochs": 5}
 """The digits victim of both backdoors' `.digits` presets: the small MLP cut 1 for 5 epochs, cheap enough for
 three seeds on a CPU and long enough to plant (the CNN cut 6 for 2 epochs planted nothing there)."""
