@@ -31,7 +31,7 @@ def observation(victim, attack: FSHA) -> FshaObservation:
 
 def bench(preset: str, arch: str, device: str, iterations: int, warmup: int, level: int) -> dict:
     s = registry_preset(preset, "fsha").settings()
-    victim = victim_for(s, arch=arch, device=device, level=level)
+    victim = victim_for(s, arch=arch, device=device, cut_layer=level)
     attack = FSHA(replace(s, iterations=warmup, log_every=max(warmup, 1)))
     attack(observation(victim, attack), seed=0)        # warm-up: allocator, kernels, caches
     timed = FSHA(replace(s, iterations=iterations, log_every=iterations))
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--presets", nargs="+", default=["quick", "paper"])
     parser.add_argument("--archs", nargs="+", default=["resnet", "mlp"])
-    parser.add_argument("--level", type=int, default=4)
+    parser.add_argument("--cut-layer", "--level", dest="level", type=int, default=4, help="FSHA's split level")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from attacks.driver import Outcome, Truth, attack_and_score
 from attacks.registry import spec as registered
@@ -21,7 +21,8 @@ from attacks.split.session.victim import FshaVictim, load_split, victim_side
 from vfl import data as datasets
 from vfl.cli_output import table
 from vfl.errors import SplitlabError
-from vfl.options import choice, option
+from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, NOT_FSHA, RENAMED
+from vfl.options import choice, option, take_renamed
 from vfl.protocol import Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device, terminate_as_interrupt
@@ -30,12 +31,13 @@ __all__ = ["FshaConfig", "victim_for", "run_fsha", "prepare", "execute", "summar
 
 
 def victim_for(settings, **given: Any) -> FshaVictim:
-    """The victim the settings' preset was written against (its dataset and client learning rate), sharing the
-    attack's batch size and width, with the given fields (None: not given) replaced; checked."""
+    """The victim the settings' preset was written against (its dataset and client learning rate) over FSHA's
+    defaults (`vfl.fsha_victim.FSHA_DEFAULTS`), sharing the attack's batch size and width, with the given fields
+    (None: not given; FSHA's earlier names `level` and `lr_client` taken as aliases) replaced; checked."""
     preset = next((p for p in registered("fsha").presets if p.name == settings.preset), None)
     base = dict(preset.experiment) if preset is not None else {}
     return FshaVictim(**{**base, "batch_size": settings.batch_size, "width": settings.width,
-                         **{k: v for k, v in given.items() if v is not None}})
+                         **take_renamed({k: v for k, v in given.items() if v is not None}, RENAMED)})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +45,10 @@ class FshaConfig(SplitConfig):
     """`splitlab attack fsha`: the malicious server's preset and settings, and the victim's options."""
     attack: ClassVar[str] = "fsha"
     victim_options: ClassVar[type] = FshaVictim
+    victim_defaults: ClassVar[Mapping[str, Any]] = FSHA_DEFAULTS
+    victim_hidden: ClassVar[tuple[str, ...]] = (*NOT_FSHA, "optimizer")
+    victim_help: ClassVar[Mapping[str, str]] = FSHA_MEANING
+    renamed: ClassVar[Mapping[str, str]] = RENAMED
     transport: str = option("local", "local (the honest client in this process) or tcp (the malicious server here, "
                             "the honest client a `splitlab client --kind fsha` process on 127.0.0.1; the gradients "
                             "go over the wire).", choice(("local", "tcp")))
@@ -95,7 +101,7 @@ def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: i
     side = victim_side(victim, private, public, transcript)
     s = attack.settings
     log = run.log if run is not None else (lambda line: None)
-    label = f"fsha {victim.arch} L{victim.level}"
+    label = f"fsha {victim.arch} L{victim.cut_layer}"
     rounds = RoundLog(side.batches, s.log_every, s.iterations, side.device, log, label)
     log(f"{label} on {victim.dataset} ({private.provenance}); {len(private)} private / {len(public)} public images; "
         f"device {side.device}; preset {s.preset}")
@@ -103,8 +109,8 @@ def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: i
     truth = Truth(side.targets, context={"side": side, "rounds": rounds})
     return attack_and_score(registered("fsha"), attack, observation, truth, run=run, seed=seed, progress=progress,
                             lpips=lpips, fid=fid,
-                            facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
-                            title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}",
+                            facts={"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset},
+                            title=f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}",
                             call={"monitor": rounds, "interruptible": interruptible})
 
 
@@ -130,7 +136,7 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
     e = m["extras"]
 
     def show(console) -> None:
-        console.print(table(f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}"
+        console.print(table(f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}"
                             f"{', over TCP' if prepared.config.transport == 'tcp' else ''} "
                             "(MSE on [-1,1]; means over each log interval)", e["log"],
                             ["iteration", "encoder_decoder_mse", "reconstruction_mse", "discriminator_loss",

@@ -10,9 +10,9 @@ import torch
 from attacks.registry import spec as registered
 from vfl import data as datasets
 from vfl.errors import SplitlabError
-from vfl.fsha_victim import BatchStream, FshaClientConfig, honest_client
+from vfl.fsha_victim import BatchStream, FshaCase, honest_client
 from vfl.models.fsha import build_client, feature_shape
-from vfl.options import integer, option, text
+from vfl.options import integer, option
 from vfl.protocol import Client, ClientSession, Transcript
 from vfl.training import malicious_session
 from vfl.runtime import resolve_device
@@ -26,12 +26,10 @@ Adam's moments): a width beyond it is refused before anything is allocated."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class FshaVictim(FshaClientConfig):
-    """The honest client under attack and its data (`vfl.fsha_victim.FshaClientConfig`, which a client process
-    takes too), with what the evaluation scores; checked when built, before anything is written. Its seed
-    initialises the client and orders its private batches (the attack has its own)."""
-    dataset: str = option("mnist5k", "Dataset: private = its train split (the client's), public = its test split "
-                          "(the server's); disjoint.", text())
+class FshaVictim(FshaCase):
+    """The honest client under attack and its data (`vfl.fsha_victim.FshaCase`, the split case with FSHA's defaults,
+    which a client process takes too), with what the evaluation scores; checked when built, before anything is
+    written. Its seed initialises the client and orders its private batches (the attack has its own)."""
     batch_size: int = 64
     """Private images per protocol round (the attack's batch size)."""
     width: float = 1.0
@@ -39,18 +37,11 @@ class FshaVictim(FshaClientConfig):
     eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
                               "control on them.", integer(low=1, high=10_000_000))
 
-    send_back: str = option("none", "none only: FSHA's server is the attacker and sends back the gradients it "
-                            "chooses.", text())
-
     def check(self) -> None:
-        if self.send_back.strip().lower() != "none":
-            raise SplitlabError("FSHA's server is the attacker: it sends back the gradients it chooses, so no honest "
-                                "label party is there to run --send-back "
-                                f"{self.send_back}; give the client's defences with --defence")
         check_int("--batch-size", self.batch_size, low=1, high=1_000_000)
         check_number("--width", self.width, low=0, low_open=True, high=16)
         super().check()
-        count = parameter_count(self.arch, self.level, self.width)
+        count = parameter_count(self.arch, self.cut_layer, self.width)
         if count > MAX_PARAMETERS:
             raise SplitlabError(f"--width {self.width:g} gives the {self.arch} client and the server's networks "
                                 f"{count:,} parameters, more than the {MAX_PARAMETERS:,} this lab allocates; "

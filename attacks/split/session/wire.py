@@ -60,7 +60,7 @@ class _EndsAfterTargets:
 
 def _final_client(victim: FshaVictim, folder: Path, device: torch.device) -> Client:
     """The referee's copy of the victim's final model (its architecture, the weights it saved at the end)."""
-    model = build_client(victim.arch, victim.level, victim.width).to(device)
+    model = build_client(victim.arch, victim.cut_layer, victim.width).to(device)
     model.load_state_dict(load_bottom(folder / "bottom.pt"))
     return Client(model, None)
 
@@ -72,7 +72,7 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: Any, run: Run, *, seed: int = 
     as `experiment.run_fsha` does in process. Ctrl-C, `kill` or a failing peer end both sides with one line."""
     device = resolve_device(victim.device)
     s = attack.settings
-    label = f"fsha {victim.arch} L{victim.level}"
+    label = f"fsha {victim.arch} L{victim.cut_layer}"
     mirror = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
     rounds = RoundLog(mirror, s.log_every, s.iterations, device, run.log, label)
     targets, _ = datasets.first_of_each_class(private)
@@ -119,8 +119,8 @@ def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClien
         return attack_and_score(
             registered("fsha"), attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run,
             seed=seed, progress=progress, lpips=lpips, fid=fid,
-            facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
-            title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
+            facts={"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset},
+            title=f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}, over TCP",
             call={"monitor": monitor})
     except KeyboardInterrupt:
         _abort(parties if open_ else None, "the server was interrupted")
