@@ -1,23 +1,26 @@
-"""FSHA's experiment, the victim's side of its run (not the attack, `attacks.split.fsha`, taken from its registered
-spec): build the honest client on the private split, let the malicious server (the attack) run protocol rounds with
-it through a `ClientSession` (`vfl.training.malicious_session`), score the decoded targets through the one driver,
-and evaluate against the ground truth (the spec's evaluation). `--transport tcp` puts the honest client in a process
-of its own and the rounds on the wire (`wire.py`).
+"""FSHA in the one split experiment (`attacks.split.run_split`): what is FSHA's own on the victim's side (not the
+attack, `attacks.split.fsha`, taken from its registered spec). The family loads the private and public splits,
+builds the honest client and lets the malicious server (the attack) run protocol rounds with it through a
+`ClientSession` (the case's training in the malicious role, `vfl.training.malicious_session`); the one experiment
+scores the decoded targets through the one driver, with the spec's evaluation against the ground truth.
+`--transport tcp` puts the honest client in a process of its own and the rounds on the wire (`wire.py`).
 
 Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
 """
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
-from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.driver import Outcome, Truth
 from attacks.registry import spec as registered
-from attacks.split.experiment import Experiment, SplitConfig
+from attacks.split.experiment import SplitConfig
+from attacks.split.run_split import Observed, Prepared, attack_observed, split_experiment
 from attacks.split.observations import FshaObservation
 from attacks.split.session.rounds import RoundLog
-from attacks.split.session.victim import FshaVictim, load_split, victim_side
+from attacks.split.session.victim import FshaVictim, facts, load_split, title, victim_side
 from vfl import data as datasets
 from vfl.cli_output import table
 from vfl.errors import SplitlabError
@@ -27,7 +30,7 @@ from vfl.protocol import Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device, terminate_as_interrupt
 
-__all__ = ["FshaConfig", "victim_for", "run_fsha", "prepare", "execute", "summary", "FSHA_EXPERIMENT"]
+__all__ = ["FshaConfig", "FshaFamily", "victim_for", "observe_local", "run_fsha", "summary", "FSHA_EXPERIMENT"]
 
 
 def victim_for(settings, **given: Any) -> FshaVictim:
@@ -65,31 +68,10 @@ class FshaConfig(SplitConfig):
         return victim_for(self.settings, seed=self.seed, device=self.device, data_root=self.data_root, **self.victim)
 
 
-@dataclass(frozen=True, eq=False)
-class Prepared:
-    config: Any
-    attack: Any
-    victim: FshaVictim
-    private: Any
-    public: Any
-
-    def record(self) -> dict[str, Any]:
-        return {"settings": self.attack.settings, "victim": self.victim, "transport": self.config.transport,
-                "seed": self.victim.seed,
-                "device": str(resolve_device(self.victim.device)), "dataset_provenance": self.private.provenance,
-                "private_images": len(self.private), "public_images": len(self.public)}
-
-
-def prepare(config: FshaConfig) -> Prepared:
-    attack = type(config).bound_spec.attack(config.settings)
-    private, public = load_split(config.victim_config, attack.settings.batch_size)
-    return Prepared(config, attack, config.victim_config, private, public)
-
-
-def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,
-             progress: bool = True, interruptible: bool = False, transcript: Transcript | None = None,
-             private=None, public=None) -> Outcome:
-    """FSHA against an honest client: observe -> attack -> score, evaluate and write (the one driver).
+def observe_local(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0,
+                  interruptible: bool = False, transcript: Transcript | None = None, private=None,
+                  public=None) -> Observed:
+    """The honest client in this process and the malicious server's session with it: what FSHA observes.
 
     The victim (client initialisation and private batch order from `victim.seed`) trains with the malicious
     server `attack` (its networks, public batch order and penalty draws from `seed`). The targets are the
@@ -106,25 +88,50 @@ def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: i
     log(f"{label} on {victim.dataset} ({private.provenance}); {len(private)} private / {len(public)} public images; "
         f"device {side.device}; preset {s.preset}")
     observation = FshaObservation(public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
-    truth = Truth(side.targets, context={"side": side, "rounds": rounds})
-    return attack_and_score(registered("fsha"), attack, observation, truth, run=run, seed=seed, progress=progress,
-                            lpips=lpips, fid=fid,
-                            facts={"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset},
-                            title=f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}",
-                            call={"monitor": rounds, "interruptible": interruptible})
+    return Observed(observation, Truth(side.targets, context={"side": side, "rounds": rounds}), facts(victim),
+                    title(victim), seed, call={"monitor": rounds, "interruptible": interruptible})
 
 
-def execute(prepared: Prepared, run: Run | None, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
-    if prepared.config.transport == "tcp":
-        if run is None:
-            raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
-        from attacks.split.session.wire import run_fsha_over_tcp
+def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,
+             progress: bool = True, interruptible: bool = False, transcript: Transcript | None = None,
+             private=None, public=None) -> Outcome:
+    """FSHA against an honest client in this process (`observe_local`): attack, score, evaluate and write."""
+    observed = observe_local(victim, attack, run, seed=seed, interruptible=interruptible, transcript=transcript,
+                             private=private, public=public)
+    return attack_observed(registered("fsha"), attack, observed, run, lpips=lpips, fid=fid, progress=progress)
 
-        return run_fsha_over_tcp(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips,
-                                 fid=fid, progress=progress, private=prepared.private, public=prepared.public)
-    with terminate_as_interrupt():
-        return run_fsha(prepared.victim, prepared.attack, run, seed=prepared.victim.seed, lpips=lpips, fid=fid,
-                        progress=progress, interruptible=True, private=prepared.private, public=prepared.public)
+
+class FshaFamily:
+    """What FSHA keeps of its own in the one split experiment: its victim's private and public splits, the honest
+    client's session with the malicious server (in process or over TCP), its record and its table."""
+
+    def load(self, config: FshaConfig, attack: Any) -> tuple[FshaVictim, tuple]:
+        return config.victim_config, load_split(config.victim_config, attack.settings.batch_size)
+
+    @contextmanager
+    def observe(self, prepared: Prepared, run: Run | None, progress: bool) -> Iterator[Observed]:
+        victim, (private, public) = prepared.victim, prepared.data
+        if prepared.config.transport == "tcp":
+            if run is None:
+                raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
+            from attacks.split.session.wire import observed_over_tcp
+
+            with observed_over_tcp(victim, prepared.attack, run, private=private, public=public) as observed:
+                yield observed
+            return
+        with terminate_as_interrupt():
+            yield observe_local(victim, prepared.attack, run, seed=victim.seed, interruptible=True, private=private,
+                                public=public)
+
+    def record(self, prepared: Prepared) -> dict[str, Any]:
+        private, public = prepared.data
+        return {"settings": prepared.attack.settings, "victim": prepared.victim,
+                "transport": prepared.config.transport, "seed": prepared.victim.seed,
+                "device": str(resolve_device(prepared.victim.device)), "dataset_provenance": private.provenance,
+                "private_images": len(private), "public_images": len(public)}
+
+    def summary(self, prepared: Prepared, outcome: Outcome, run: Run):
+        return summary(prepared, outcome, run)
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -155,6 +162,6 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
     return show
 
 
-FSHA_EXPERIMENT = Experiment(FshaConfig, prepare, execute, summary)
+FSHA_EXPERIMENT = split_experiment(FshaConfig, FshaFamily())
 """How `splitlab attack fsha` runs: the honest client's session with the malicious server (in process or over TCP)
 and the attack through the one driver."""

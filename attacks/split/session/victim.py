@@ -18,7 +18,7 @@ from vfl.training import malicious_session
 from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
 
-__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "MAX_PARAMETERS"]
+__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "facts", "title", "MAX_PARAMETERS"]
 
 MAX_PARAMETERS = 2**28
 """Parameters of client, pilot, decoder and critic together (1 GiB of float32, about 4 GiB with gradients and
@@ -94,3 +94,12 @@ def victim_side(victim: FshaVictim, private: datasets.ImageData, public: dataset
     transcript = transcript if transcript is not None else Transcript()
     session = malicious_session(honest.client, honest.batches, honest.targets, transcript)
     return VictimSide(victim, device, private, public, honest.client, honest.batches, targets, transcript, session)
+
+
+def facts(victim: FshaVictim) -> dict[str, object]:
+    """What metrics.json records of the victim (`level`: its cut layer, FSHA's split level, under the paper's name)."""
+    return {"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset}
+
+
+def title(victim: FshaVictim) -> str:
+    return f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}"

@@ -13,16 +13,17 @@ for the evaluation on more private images. Nothing of it is sent to the victim o
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
-from attacks.driver import Outcome, Truth, attack_and_score
-from attacks.registry import spec as registered
+from attacks.driver import Truth
 from attacks.split.observations import FshaObservation
+from attacks.split.run_split import Observed
+from attacks.split.session.victim import FshaVictim, VictimSide, facts, title
 from attacks.split.session.rounds import RoundLog
-from attacks.split.session.victim import FshaVictim, VictimSide
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import BatchStream
@@ -36,7 +37,7 @@ from vfl.wire.launch import LocalClients, fsha_client_command
 from vfl.runtime import terminate_as_interrupt
 from vfl.wire.victim_session import open_victim_session
 
-__all__ = ["run_fsha_over_tcp"]
+__all__ = ["observed_over_tcp"]
 
 CLIENT_RUN = "client"
 """The victim process's run directory, inside the attack's."""
@@ -65,11 +66,12 @@ def _final_client(victim: FshaVictim, folder: Path, device: torch.device) -> Cli
     return Client(model, None)
 
 
-def run_fsha_over_tcp(victim: FshaVictim, attack: Any, run: Run, *, seed: int = 0, lpips=None, fid=None,
-                      progress: bool = True, private: datasets.ImageData, public: datasets.ImageData,
-                      timeout: float = 60.0) -> Outcome:
-    """FSHA against the victim in its own process: observe -> attack -> score, evaluate and write (the one driver),
-    as `experiment.run_fsha` does in process. Ctrl-C, `kill` or a failing peer end both sides with one line."""
+@contextmanager
+def observed_over_tcp(victim: FshaVictim, attack: Any, run: Run, *, private: datasets.ImageData,
+                      public: datasets.ImageData, timeout: float = 60.0) -> Iterator[Observed]:
+    """The victim in its own process and the attack's session with it, open while the attack runs (the one split
+    experiment's `observe` over TCP), as `experiment.observe_local` in process. Ctrl-C, `kill` or a failing peer
+    end both sides with one line."""
     device = resolve_device(victim.device)
     s = attack.settings
     label = f"fsha {victim.arch} L{victim.cut_layer}"
@@ -82,19 +84,19 @@ def run_fsha_over_tcp(victim: FshaVictim, attack: Any, run: Run, *, seed: int = 
     try:
         with terminate_as_interrupt(), LocalClients(timeout) as local:
             local.start(fsha_client_command(victim, local.address, local.secret, run.file(CLIENT_RUN), timeout))
-            return _attack_session(victim, attack, run, local, device, mirror, rounds, targets, transcript, seed=seed,
-                                   lpips=lpips, fid=fid, progress=progress, private=private, public=public,
-                                   timeout=timeout)
+            with _session(victim, attack, run, local, device, mirror, rounds, targets, transcript, private=private,
+                          public=public, timeout=timeout) as observed:
+                yield observed
     except KeyboardInterrupt:
         raise SplitlabError("interrupted; FSHA over TCP keeps nothing of an unfinished session") from None
 
 
-def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClients, device: torch.device,
-                    mirror: BatchStream, rounds: RoundLog, targets: torch.Tensor, transcript: Transcript, *, seed: int,
-                    lpips, fid, progress: bool, private: datasets.ImageData, public: datasets.ImageData,
-                    timeout: float) -> Outcome:
-    """The session with the victim `local` started, and the attack through it; the victim is told why when it
-    ends early."""
+@contextmanager
+def _session(victim: FshaVictim, attack: Any, run: Run, local: LocalClients, device: torch.device,
+             mirror: BatchStream, rounds: RoundLog, targets: torch.Tensor, transcript: Transcript, *,
+             private: datasets.ImageData, public: datasets.ImageData, timeout: float) -> Iterator[Observed]:
+    """The session with the victim `local` started, and what the attack observes through it; the victim is told
+    why when it ends early."""
     parties, open_ = None, False
     try:
         parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
@@ -116,12 +118,8 @@ def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClien
 
         observation = FshaObservation(public.images.to(device), victim.feature_shape,
                                       _EndsAfterTargets(session, end), victim.arch)
-        return attack_and_score(
-            registered("fsha"), attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run,
-            seed=seed, progress=progress, lpips=lpips, fid=fid,
-            facts={"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset},
-            title=f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}, over TCP",
-            call={"monitor": monitor})
+        yield Observed(observation, Truth(targets, context={"side": side, "rounds": rounds}), facts(victim),
+                       f"{title(victim)}, over TCP", victim.seed, call={"monitor": monitor})
     except KeyboardInterrupt:
         _abort(parties if open_ else None, "the server was interrupted")
         raise
