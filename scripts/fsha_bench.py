@@ -3,9 +3,9 @@
     python scripts/fsha_bench.py                          # resnet and mlp, quick and paper presets, --device auto
     python scripts/fsha_bench.py --device cpu --threads 1 --iterations 10 --warmup 3
 
-Each row builds the victim's client session and the attacker's observation (as `run_fsha` does), runs the
-attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh
-session for `--iterations` rounds, and reports the second run's loop time (`Reconstruction.seconds`: the rounds only, the device's queued work included,
+Each row builds the victim's client session and the attacker's observation (`attacks.split.session.victim.observed`,
+as `run_fsha` does), runs the attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh session for
+`--iterations` rounds, and reports the second run's loop time (`Reconstruction.seconds`: the rounds only, the device's queued work included,
 networks built before the clock starts). The public PyTorch port of FSHA runs about 4 it/s on a GPU
 (10,000 iterations in 39.5 min, with `set_detect_anomaly` in every step).
 """
@@ -20,13 +20,13 @@ import torch
 from attacks.registry import preset as registry_preset
 from attacks.split.fsha import FSHA, FshaObservation
 from attacks.split.session.experiment import victim_for
-from attacks.split.session.victim import load_split, victim_side
+from attacks.split.session.victim import load_split, observed, victim_side
 from vfl.runtime import resolve_device
 
 
 def observation(victim, attack: FSHA) -> FshaObservation:
     side = victim_side(victim, *load_split(victim, attack.settings.batch_size))
-    return FshaObservation(side.public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
+    return observed(side, attack, lambda line: None, seed=0).observation
 
 
 def bench(preset: str, arch: str, device: str, iterations: int, warmup: int, level: int) -> dict:

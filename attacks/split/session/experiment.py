@@ -10,17 +10,15 @@ Used by `splitlab attack fsha`, `splitlab compare` and the Python API.
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, ContextManager, Iterator, Mapping
 
-from attacks.driver import Outcome, Truth
+from attacks.driver import Outcome
 from attacks.registry import spec as registered
 from attacks.split.experiment import SplitConfig
 from attacks.split.run_split import Observed, Prepared, attack_observed, split_experiment
-from attacks.split.observations import FshaObservation
-from attacks.split.session.rounds import RoundLog
-from attacks.split.session.victim import FshaVictim, facts, load_split, title, victim_side
+from attacks.split.session.victim import FshaVictim, VictimSide, load_split, observed, victim_side
 from vfl import data as datasets
 from vfl.cli_output import table
 from vfl.errors import SplitlabError
@@ -71,7 +69,8 @@ class FshaConfig(SplitConfig):
 def observe_local(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0,
                   interruptible: bool = False, transcript: Transcript | None = None, private=None,
                   public=None) -> Observed:
-    """The honest client in this process and the malicious server's session with it: what FSHA observes.
+    """The honest client in this process and the malicious server's session with it: what FSHA observes
+    (`victim.observed`).
 
     The victim (client initialisation and private batch order from `victim.seed`) trains with the malicious
     server `attack` (its networks, public batch order and penalty draws from `seed`). The targets are the
@@ -80,16 +79,9 @@ def observe_local(victim: FshaVictim, attack: Any, run: Run | None = None, *, se
     (`splitlab compare`) stops as a whole."""
     if private is None:
         private, public = load_split(victim, attack.settings.batch_size)
-    side = victim_side(victim, private, public, transcript)
-    s = attack.settings
     log = run.log if run is not None else (lambda line: None)
-    label = f"fsha {victim.arch} L{victim.cut_layer}"
-    rounds = RoundLog(side.batches, s.log_every, s.iterations, side.device, log, label)
-    log(f"{label} on {victim.dataset} ({private.provenance}); {len(private)} private / {len(public)} public images; "
-        f"device {side.device}; preset {s.preset}")
-    observation = FshaObservation(public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
-    return Observed(observation, Truth(side.targets, context={"side": side, "rounds": rounds}), facts(victim),
-                    title(victim), seed, call={"monitor": rounds, "interruptible": interruptible})
+    return observed(victim_side(victim, private, public, transcript), attack, log, seed=seed,
+                    interruptible=interruptible)
 
 
 def run_fsha(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0, lpips=None, fid=None,
@@ -110,18 +102,25 @@ class FshaFamily:
 
     @contextmanager
     def observe(self, prepared: Prepared, run: Run | None, progress: bool) -> Iterator[Observed]:
-        victim, (private, public) = prepared.victim, prepared.data
-        if prepared.config.transport == "tcp":
-            if run is None:
-                raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
-            from attacks.split.session.wire import observed_over_tcp
+        """The victim side, in this process or in a client process of its own over TCP, and what the attack
+        observes of it (`victim.observed`, the same either way); Ctrl-C in process ends the rounds early and
+        what was reached is written, over TCP it ends both sides."""
+        log = run.log if run is not None else (lambda line: None)
+        with terminate_as_interrupt(), self._side(prepared, run) as side:
+            yield observed(side, prepared.attack, log, seed=prepared.victim.seed,
+                           interruptible=prepared.config.transport == "local")
 
-            with observed_over_tcp(victim, prepared.attack, run, private=private, public=public) as observed:
-                yield observed
-            return
-        with terminate_as_interrupt():
-            yield observe_local(victim, prepared.attack, run, seed=victim.seed, interruptible=True, private=private,
-                                public=public)
+    @staticmethod
+    def _side(prepared: Prepared, run: Run | None) -> ContextManager[VictimSide]:
+        victim, (private, public) = prepared.victim, prepared.data
+        if prepared.config.transport == "local":
+            return nullcontext(victim_side(victim, private, public))
+        if run is None:
+            raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
+        from attacks.split.session.wire import victim_over_tcp      # the wire's modules, only when it is used
+
+        return victim_over_tcp(victim, run, private=private, public=public,
+                               iterations=prepared.attack.settings.iterations)
 
     def record(self, prepared: Prepared) -> dict[str, Any]:
         private, public = prepared.data

@@ -4,10 +4,15 @@ the size of the attacker's networks, which a width is checked against, is asked 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
+from attacks.driver import Truth
 from attacks.registry import spec as registered
+from attacks.split.observations import FshaObservation
+from attacks.split.run_split import Observed
+from attacks.split.session.rounds import RoundLog
 from vfl import data as datasets
 from vfl.errors import SplitlabError
 from vfl.fsha_victim import BatchStream, FshaCase, honest_client
@@ -18,7 +23,7 @@ from vfl.training import malicious_session
 from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
 
-__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "facts", "title", "MAX_PARAMETERS"]
+__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "observed", "MAX_PARAMETERS"]
 
 MAX_PARAMETERS = 2**28
 """Parameters of client, pilot, decoder and critic together (1 GiB of float32, about 4 GiB with gradients and
@@ -81,6 +86,9 @@ class VictimSide:
     """The first private image of each class, [0,1], the dataset's shape: what the attack is scored on."""
     transcript: Transcript
     session: ClientSession
+    replayed: bool = False
+    """The client trains in another process (over TCP): `batches` is the referee's replay of its batch order and
+    `client` its final model, read back once the session has ended (None until then)."""
 
 
 def victim_side(victim: FshaVictim, private: datasets.ImageData, public: datasets.ImageData,
@@ -96,10 +104,20 @@ def victim_side(victim: FshaVictim, private: datasets.ImageData, public: dataset
     return VictimSide(victim, device, private, public, honest.client, honest.batches, targets, transcript, session)
 
 
-def facts(victim: FshaVictim) -> dict[str, object]:
-    """What metrics.json records of the victim (`level`: its cut layer, FSHA's split level, under the paper's name)."""
-    return {"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset}
-
-
-def title(victim: FshaVictim) -> str:
-    return f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}"
+def observed(side: VictimSide, attack: Any, log: Callable[[str], None], *, seed: int,
+             interruptible: bool = False) -> Observed:
+    """What FSHA observes of the victim side, in process or over TCP alike: the public images and the session,
+    with the targets as its truth and the referee's round monitor (`RoundLog`, fed the client's batches or their
+    replay) passed to the attack and kept for the evaluation. `interruptible`: Ctrl-C ends the rounds early and
+    what was reached is scored and written; otherwise Ctrl-C propagates."""
+    victim, s = side.victim, attack.settings
+    over = " over TCP" if side.replayed else ""
+    label = f"fsha {victim.arch} L{victim.cut_layer}"
+    rounds = RoundLog(side.batches, s.log_every, s.iterations, side.device, log, label, replay=side.replayed)
+    log(f"{label} on {victim.dataset}{over} ({side.private.provenance}); {len(side.private)} private / "
+        f"{len(side.public)} public images; device {side.device}; preset {s.preset}")
+    observation = FshaObservation(side.public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
+    facts = {"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset}   # level: FSHA's name
+    title = f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}{',' * bool(over)}{over}"
+    return Observed(observation, Truth(side.targets, context={"side": side, "rounds": rounds}), facts, title, seed,
+                    call={"monitor": rounds, "interruptible": interruptible})
