@@ -10,7 +10,8 @@ family it belongs to.
   driver (`attacks.driver.attack_and_score`), then the family writes what is its own (`Observed.after`).
 - `summary`: the family's human line.
 
-A family (the label attacks, UnSplit, FSHA) keeps only what is its own: a `SplitFamily`.
+A family (the label attacks and the backdoors, UnSplit, FSHA, feature inference) keeps only what is its own: a
+`SplitFamily`, which a plug-in writes from the kit.
 """
 from __future__ import annotations
 
