@@ -116,7 +116,7 @@ def _run_fsha(attack: FSHA, base: TrainConfig, setup: str, run: Run, progress: b
     paper = PAPER_FSHA.get((PAPER_DATASET.get(base.dataset, base.dataset), setup))
     run.log(f"fsha {setup}: MSE X (min-max) {m['image_mse_minmax']}; training-interval MSE on [-1,1] final "
             f"{extras['training_interval_mse_pm1_final']}, best {extras['training_interval_mse_pm1_best']}")
-    return {"arch": setup, "level": victim.level, "iterations": m["steps"], "preset": attack.settings.preset,
+    return {"arch": setup, "level": victim.cut_layer, "iterations": m["steps"], "preset": attack.settings.preset,
             "image_mse_minmax": m["image_mse_minmax"], "image_mse": m["image_mse"], "psnr": m["psnr"],
             "interval_pm1_final": extras["training_interval_mse_pm1_final"],
             "interval_pm1_best": extras["training_interval_mse_pm1_best"], "log": extras["log"], "paper": paper,

@@ -58,8 +58,10 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     from vfl.data import ImageData
     from vfl.defences.upload import Defence as UploadDefence, NoDefence as NoUploadDefence
     from vfl.hfl_training import pretrain, MAX_EPOCHS as MAX_HFL_EPOCHS
-    # a split-learning attack's own experiment (`splitlab attack NAME`)
+    # a split-learning attack's own experiment (`splitlab attack NAME`): the one split experiment over a family's own
+    # part (its victim's data, what the attack observes of the trained case, its record and summary line)
     from attacks.split.experiment import Experiment, SplitConfig
+    from attacks.split.run_split import split_experiment, SplitFamily, Observed, Prepared as SplitPrepared
     # an attack's own experiment that trains the VFL model through the protocol (feature inference from predictions):
     # the training and its data (the case records its parties' columns), the device, the one driver's attack-and-score, a per-feature score
     from vfl.training import TrainConfig, load_data, train_split, training_curves_figure

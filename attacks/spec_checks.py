@@ -118,8 +118,8 @@ def _experiment(fail: Callable, experiment: Any) -> None:
     from attacks.split.experiment import Experiment, SplitConfig
 
     if not isinstance(experiment, Experiment):
-        fail("a split attack needs experiment=attacks.split.experiment.Experiment(config, prepare, execute, "
-             "summary): it builds the victim `splitlab attack NAME` runs")
+        fail("a split attack needs experiment=split_experiment(config, family) (attacks.kit; a label attack's "
+             "label_experiment(config)): it builds the victim `splitlab attack NAME` runs")
     if not (isinstance(experiment.config, type) and issubclass(experiment.config, SplitConfig)):
         fail("experiment.config must be a SplitConfig subclass (attacks.split.experiment)")
 

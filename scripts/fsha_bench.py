@@ -3,9 +3,9 @@
     python scripts/fsha_bench.py                          # resnet and mlp, quick and paper presets, --device auto
     python scripts/fsha_bench.py --device cpu --threads 1 --iterations 10 --warmup 3
 
-Each row builds the victim's client session and the attacker's observation (as `run_fsha` does), runs the
-attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh
-session for `--iterations` rounds, and reports the second run's loop time (`Reconstruction.seconds`: the rounds only, the device's queued work included,
+Each row builds the victim's client session and the attacker's observation (`attacks.split.session.victim.observed`,
+as `run_fsha` does), runs the attack (`attacks.split.fsha.FSHA`) for `--warmup` rounds, then on a fresh session for
+`--iterations` rounds, and reports the second run's loop time (`Reconstruction.seconds`: the rounds only, the device's queued work included,
 networks built before the clock starts). The public PyTorch port of FSHA runs about 4 it/s on a GPU
 (10,000 iterations in 39.5 min, with `set_detect_anomaly` in every step).
 """
@@ -20,18 +20,18 @@ import torch
 from attacks.registry import preset as registry_preset
 from attacks.split.fsha import FSHA, FshaObservation
 from attacks.split.session.experiment import victim_for
-from attacks.split.session.victim import load_split, victim_side
+from attacks.split.session.victim import load_split, observed, victim_side
 from vfl.runtime import resolve_device
 
 
 def observation(victim, attack: FSHA) -> FshaObservation:
     side = victim_side(victim, *load_split(victim, attack.settings.batch_size))
-    return FshaObservation(side.public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
+    return observed(side, attack, lambda line: None, seed=0).observation
 
 
 def bench(preset: str, arch: str, device: str, iterations: int, warmup: int, level: int) -> dict:
     s = registry_preset(preset, "fsha").settings()
-    victim = victim_for(s, arch=arch, device=device, level=level)
+    victim = victim_for(s, arch=arch, device=device, cut_layer=level)
     attack = FSHA(replace(s, iterations=warmup, log_every=max(warmup, 1)))
     attack(observation(victim, attack), seed=0)        # warm-up: allocator, kernels, caches
     timed = FSHA(replace(s, iterations=iterations, log_every=iterations))
@@ -46,7 +46,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--presets", nargs="+", default=["quick", "paper"])
     parser.add_argument("--archs", nargs="+", default=["resnet", "mlp"])
-    parser.add_argument("--level", type=int, default=4)
+    parser.add_argument("--cut-layer", "--level", dest="level", type=int, default=4, help="FSHA's split level")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

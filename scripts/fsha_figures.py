@@ -34,7 +34,8 @@ def _load(run_dir: Path) -> tuple[str, list[dict], dict]:
             if " iteration=" in line:
                 fields = dict(item.split("=", 1) for item in line.split()[1:] if "=" in item)
                 log.append({k: (int(v) if k == "iteration" else float(v)) for k, v in fields.items()})
-        label = f"{victim['arch']} L{victim['level']} (running)"
+        level = victim.get("cut_layer", victim.get("level"))      # runs before the case named it `level`
+        label = f"{victim['arch']} L{level} (running)"
     grid_file = run_dir / "reconstruction.pt"
     grid = torch.load(grid_file, map_location="cpu", weights_only=True) if grid_file.exists() else {}
     return label, log, grid

@@ -1,5 +1,6 @@
 """FSHA: networks per level, the protocol boundary, the gradient penalty, the attack contract, runs and the CLI."""
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -19,7 +20,7 @@ from attacks.result import Reconstruction
 from attacks.split.fsha import FSHA, FshaObservation
 from attacks.split.fsha.attack import HISTORY_FIELDS, _Server, gradient_penalty, penalty_from_gradient
 from attacks.split.session.rounds import LOG_FIELDS
-from attacks.split.session.experiment import run_fsha, victim_for
+from attacks.split.session.experiment import FshaConfig, run_fsha, victim_for
 from vfl.runtime import terminate_as_interrupt
 from attacks.split.fsha.images import BatchStream, from_fsha_images, to_dataset_images, to_fsha_images
 from attacks.split.fsha.networks import build_attacker, discriminator_cnn
@@ -27,6 +28,8 @@ from attacks.split.session.victim import FshaVictim, load_split
 from vfl import data as datasets
 from splitlab.cli import app
 from vfl.errors import SplitlabError
+from vfl.case import SplitCase
+from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, RENAMED, FshaCase
 from vfl.models.fsha import LEVELS, SETUPS, build_client, feature_shape
 from vfl.protocol import Client, ClientSession, CutGradient, MaliciousServer, Transcript
 from vfl.runtime import generator, stream_seed
@@ -103,7 +106,7 @@ def test_presets_carry_the_papers_numbers():
     assert paper.iterations == 3000 and paper.preset == "fsha.paper"
     assert paper.width == 1.0 and paper.adam_eps == 1e-7 and paper.gp_norm == "full"
     victim = victim_for(paper)
-    assert (victim.level, victim.lr_client, victim.batch_size, victim.adam_eps) == (4, 1e-5, 64, 1e-7)
+    assert (victim.cut_layer, victim.lr, victim.batch_size, victim.adam_eps) == (4, 1e-5, 64, 1e-7)
     fashion = settings("fsha.paper-fashion", "fsha")
     assert fashion.iterations == 5000 and victim_for(fashion).dataset == "fashion-mnist"
     quick = settings("quick", "fsha")
@@ -111,11 +114,11 @@ def test_presets_carry_the_papers_numbers():
             quick.log_every) == ("fsha.quick", 1000, 32, 0.25, 1e-4, 1e-3, 50)
     assert quick.loss == "wgan" and quick.gp_weight == 500.0
     v = victim_for(quick, arch="mlp")
-    assert (v.arch, v.level, v.batch_size, v.width, v.lr_client) == ("mlp", 4, 32, 0.25, 1e-4)
+    assert (v.arch, v.cut_layer, v.batch_size, v.width, v.lr) == ("mlp", 4, 32, 0.25, 1e-4)
     for field in ("iterations", "batch_size", "lr_pilot", "lr_discriminator", "adam_eps", "loss", "gp_weight",
                   "gp_norm", "width", "discriminator_entry", "log_every"):
         assert field in type(quick).__dataclass_fields__          # the attack's settings only
-    assert not {"arch", "level", "dataset", "lr_client", "seed", "device"} & set(type(quick).__dataclass_fields__)
+    assert not {"arch", "cut_layer", "dataset", "lr", "seed", "device"} & set(type(quick).__dataclass_fields__)
 
 
 def test_images_become_3x32x32_in_minus_one_one_and_back():
@@ -458,17 +461,21 @@ def test_cli_help_lists_every_option_and_the_defaults_that_do_not_depend_on_the_
     text = _fsha_help()
     assert "(default fsha.quick)" in text                       # the preset run without --preset
     assert re.search(r"--arch [^│]*\[default: \(?resnet\)?\]", text)
-    assert re.search(r"--level [^│]*\[default: \(?4\)?\]", text)
+    assert re.search(r"--cut-layer [^│]*\[default: \(?4\)?\]", text)
+    hidden = ("seed", "device", "data_root", *FshaConfig.victim_hidden)
     for cls in (FshaSettings, FshaVictim):
         for field, opt in options_of(cls):
-            if field.name not in ("seed", "device", "data_root"):
-                assert flag_of(field, opt) in text and " ".join(opt.help.split()) in text, field.name
+            if field.name not in hidden:
+                shown = FSHA_MEANING.get(field.name, opt.help) if cls is FshaVictim else opt.help
+                assert flag_of(field, opt) in text and " ".join(shown.split()) in text, field.name
+    for old in RENAMED:                                          # earlier names: taken, not shown
+        assert f"--{old.replace('_', '-')} " not in text
 
 
 def test_cli_help_shows_the_client_learning_rate_each_preset_runs():
     text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", _fsha_help()).split())
     for preset in ("quick", "paper"):
-        assert f"{preset} {victim_for(settings(preset, 'fsha')).lr_client:g}" in text
+        assert f"{preset} {victim_for(settings(preset, 'fsha')).lr:g}" in text
 
 
 @pytest.mark.parametrize("args,message", [
@@ -476,14 +483,18 @@ def test_cli_help_shows_the_client_learning_rate_each_preset_runs():
     (["--preset", "unsplit.jast"], "preset unsplit.jast is for attack unsplit, not fsha"),
     (["--arch", "vit"], "--arch must be one of resnet, mlp"),
     (["--dataset", "imagenet"], "unknown dataset"),
-    (["--level", "5"], "--level must be >= 1 and <= 4, got 5"),
-    (["--level", "0"], "--level must be >= 1 and <= 4, got 0"),
+    (["--cut-layer", "5"], "--cut-layer must be >= 1 and <= 4, got 5"),
+    (["--cut-layer", "0"], "--cut-layer must be >= 1 and <= 4, got 0"),
+    (["--level", "5"], "--cut-layer must be >= 1 and <= 4, got 5"),          # its earlier name, still taken
+    (["--level", "4", "--cut-layer", "4"], "--level is the earlier name of --cut-layer: give only one of them"),
+    (["--optimizer", "sgd"], "No such option"),
     (["--loss", "hinge"], "--loss must be one of wgan, bce"),
     (["--gp-norm", "l1"], "--gp-norm must be one of full, spatial"),
     (["--iterations", "0"], "--iterations must be >= 1"),
     (["--width", "-1"], "--width must be > 0"),
     (["--lr-pilot", "nan"], "--lr-pilot must be finite"),
-    (["--lr-client", "inf"], "--lr-client must be finite"),
+    (["--lr", "inf"], "--lr must be finite"),
+    (["--lr-client", "inf"], "--lr must be finite"),
     (["--gp-weight", "-1"], "--gp-weight must be >= 0"),
     (["--eval-images", "0"], "--eval-images must be >= 1"),
     (["--batch-size", "5000"], "fewer than --batch-size 5000"),
@@ -497,9 +508,28 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, mess
     assert not out.exists()
 
 
+def test_the_client_is_the_split_case_with_fshas_defaults():
+    """One vocabulary: FSHA's client is the case (its cut layer is FSHA's split level, its lr the client's Adam
+    rate), FSHA's own field is its model family's width; the defaults are FSHA's, the earlier names aliases."""
+    case = {f.name for f in dataclasses.fields(SplitCase)}
+    assert issubclass(FshaVictim, SplitCase) and set(f.name for f in dataclasses.fields(FshaCase)) - case == \
+        {"width", "adam_eps"}
+    client = FshaCase()
+    assert {k: getattr(client, k) for k in FSHA_DEFAULTS} == {"arch": "resnet", "cut_layer": 4, "lr": 1e-5,
+                                                               "optimizer": "adam"}
+    assert SplitCase().cut_layer == 1 and SplitCase().lr == 1e-3            # the case's own defaults unchanged
+    quick = settings("quick", "fsha")
+    assert victim_for(quick, level=2, lr_client=3e-4) == victim_for(quick, cut_layer=2, lr=3e-4)
+    assert FshaConfig.of(preset="fsha.quick", level=2).victim_config.cut_layer == 2
+    with pytest.raises(SplitlabError, match="--lr-client is the earlier name of --lr: give only one of them"):
+        victim_for(quick, lr_client=1e-4, lr=1e-4)
+
+
 def test_victim_and_settings_refuse_bad_numbers_when_built():
-    with pytest.raises(SplitlabError, match="--lr-client must be finite"):
-        FshaVictim(lr_client=float("nan"))
+    with pytest.raises(SplitlabError, match="--lr must be finite"):
+        FshaVictim(lr=float("nan"))
+    with pytest.raises(SplitlabError, match="--epochs 3: FSHA's client does not take it"):
+        FshaVictim(epochs=3)
     with pytest.raises(SplitlabError, match="--log-every must be an integer"):
         settings("quick", "fsha", log_every=2.5)
 

@@ -42,8 +42,10 @@ CASES = [
     (UNSPLIT + ["--iterations", "0"], "must be >= 1"),
     (FSHA + ["--gp-weight", NAN], "gp-weight"),
     (FSHA + ["--width", "0"], "width"),
-    (FSHA + ["--lr-client", "-1"], "lr-client"),
-    (FSHA + ["--level", "7"], "level"),
+    (FSHA + ["--lr", "-1"], "--lr"),
+    (FSHA + ["--lr-client", "-1"], "--lr"),                # its earlier name, still taken
+    (FSHA + ["--cut-layer", "7"], "--cut-layer"),
+    (FSHA + ["--level", "7"], "--cut-layer"),
     (FSHA + ["--iterations", "0"], "iterations"),
     (HFL + ["--tv", NAN], "--tv must be finite"),
     (HFL + ["--local-lr", NAN], "--local-lr must be finite"),

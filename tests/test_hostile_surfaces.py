@@ -85,8 +85,8 @@ REFUSED = {    # name: (argv, a stable part of the one error line); "{tmp}" is t
     "gaussian-clip-nan": (["hfl", "--attack", "dlg", "--defence", "gaussian:sigma=1e-3,clip=nan"], "clip=nan is not"),
     "upload-dp-epsilon-inf": (["hfl", "--attack", "fedleak", "--arch", "convnet", "--defence", "upload-dp:epsilon="
                                "inf"], "epsilon=inf is not finite"),
-    "fsha-client-lr-nan": (["client", "--kind", "fsha", "--secret-file", "{tmp}/secret", "--lr-client", "nan"],
-                           "--lr-client must be finite"),
+    "fsha-client-lr-nan": (["client", "--kind", "fsha", "--secret-file", "{tmp}/secret", "--lr", "nan"],
+                           "--lr must be finite"),
     "fsha-client-width-inf": (["client", "--kind", "fsha", "--secret-file", "{tmp}/secret", "--width", "inf"],
                               "--width must be finite"),
     "serve-lr-inf": (["serve", "--secret-file", "{tmp}/secret", "--lr", "inf"], "--lr must be finite, got inf"),

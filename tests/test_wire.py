@@ -345,10 +345,16 @@ def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_k
     (["client", "--secret-file", "{secret}", "--resume", "--overwrite", "--out", "{out}"],
      "cannot be combined with --overwrite"),
     (["client", "--secret-file", "{secret}", "--resume"], "--resume needs --out"),
-    (["client", "--secret-file", "{secret}", "--level", "3", "--out", "{out}"],
-     "--level is an option of FSHA's victim; give --kind fsha or drop it"),
-    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--cut-layer", "2", "--out", "{out}"],
-     "--cut-layer is an option of a split-learning client (--kind split); FSHA's victim does not take it"),
+    (["client", "--secret-file", "{secret}", "--width", "0.5", "--out", "{out}"],
+     "--width is an option of FSHA's victim; give --kind fsha or drop it"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--parties", "2", "--out", "{out}"],
+     "--parties is an option of a split-learning client (--kind split); FSHA's victim does not take it"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--cut-layer", "5", "--out", "{out}"],
+     "--cut-layer must be >= 1 and <= 4, got 5"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--level", "3", "--cut-layer", "3", "--out", "{out}"],
+     "--level is the earlier name of --cut-layer: give only one of them"),
+    (["client", "--kind", "fsha", "--secret-file", "{secret}", "--optimizer", "sgd", "--out", "{out}"],
+     "--optimizer sgd: FSHA's client trains with adam"),
     (["client", "--kind", "fsha", "--secret-file", "{secret}", "--resume", "--out", "{out}"],
      "--resume is an option of a split-learning client"),
     (["client", "--kind", "fsha", "--secret-file", "{secret}", "--arch", "cnn", "--out", "{out}"],
@@ -380,23 +386,23 @@ def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
 # --- client kinds ---------------------------------------------------------------------------------------------
 
 def _fsha_body(**changes) -> dict:
-    body = {"kind": "fsha", "dataset": "mnist5k", "arch": "resnet", "level": 4, "batch_size": 8,
+    body = {"kind": "fsha", "dataset": "mnist5k", "arch": "resnet", "cut_layer": 4, "batch_size": 8,
             "activation_shape": [16, 4, 4], "targets": 10, "resume": False, "epochs": []}
     return {**body, **changes}
 
 
 def test_fshas_server_admits_only_the_victim_it_expects():
-    from vfl.fsha_victim import FshaClientConfig
+    from vfl.fsha_victim import FshaCase
     from vfl.wire.remote import Limits
     from vfl.wire.victim_session import VictimTerms
 
-    terms = VictimTerms(FshaClientConfig(batch_size=8, width=0.0625), 100, Limits(0, 0, 8, 10, query_rows=10))
+    terms = VictimTerms(FshaCase(batch_size=8, width=0.0625), 100, Limits(0, 0, 8, 10, query_rows=10))
     assert terms(0, _fsha_body()) == {"rounds": 100, "epochs": 0, "start_epoch": 0,
                                       "limits": {"train_size": 0, "test_size": 0, "batch_size": 8, "classes": 10,
                                                  "query_rows": 10}}
     for body, message in [
         ({"kind": "split", "arch": "cnn"}, "party 0 is a --kind split client; this server expects FSHA's victim"),
-        (_fsha_body(level=3), "party 0 runs --level 3, the server expects --level 4"),
+        (_fsha_body(cut_layer=3), "party 0 runs --cut-layer 3, the server expects --cut-layer 4"),
         (_fsha_body(batch_size=64), "party 0 runs --batch-size 64, the server expects --batch-size 8"),
         (_fsha_body(activation_shape=[64, 4, 4]), "smashed data shaped [64, 4, 4], the server expects [16, 4, 4]"),
         (_fsha_body(targets=11), "declares 11 evaluation targets; at most one per class (10)"),
@@ -424,14 +430,14 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     from attacks.split.session.experiment import victim_for
     from attacks.split.session.victim import load_split, victim_side
     from vfl.data import first_of_each_class
-    from vfl.fsha_victim import FshaClientConfig, to_fsha_images
+    from vfl.fsha_victim import FshaCase, to_fsha_images
     from vfl.wire.kinds import FshaParty
 
     settings = registry.preset("quick", "fsha").settings(width=0.0625, batch_size=8)
     victim = victim_for(settings, device="cpu", seed=3)
     side = victim_side(victim, *load_split(victim))
     private(tmp_path / "secret", "0123456789abcdef" * 2)
-    config = FshaClientConfig(seed=3, device="cpu", lr_client=victim.lr_client, batch_size=8, width=0.0625)
+    config = FshaCase(seed=3, device="cpu", lr=victim.lr, batch_size=8, width=0.0625)
     wire = FshaParty(ClientSettings(kind="fsha", fsha=config, secret_file=str(tmp_path / "secret")),
                      torch.device("cpu"))
     ours, theirs = wire.client.model.state_dict(), side.client.model.state_dict()

@@ -18,8 +18,9 @@ The label party's model (`top`) is
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from torch import nn
@@ -36,7 +37,7 @@ from vfl.runtime import resolve_device
 from vfl.tasks import TASKS, check_task, task_classes
 from vfl.validate import check_int
 
-__all__ = ["SplitCase", "TOPS", "MAX_EPOCHS", "MAX_BATCH_SIZE"]
+__all__ = ["SplitCase", "TOPS", "MAX_EPOCHS", "MAX_BATCH_SIZE", "with_defaults"]
 
 MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
 """Far above any run here; they catch a typo (an extra digit) before hours of training are queued."""
@@ -166,3 +167,19 @@ class SplitCase(Runtime):
             record["groups_rule"] = ("[start, stop) of each categorical column's one-hot columns within the party's "
                                      "own columns (the argmax of a group is the category's index), each embedded")
         return record
+
+
+def with_defaults(case: type, defaults: Mapping[str, Any]) -> type:
+    """`case` with a family's defaults in place of its own, for the family's class to subclass: the same fields
+    (options, checks, help, order), only other default values, so a family's defaults stay a mapping over the
+    case's fields and its class is built with them when a field is not given."""
+    fields = {f.name: f for f in dataclasses.fields(case)}
+    unknown = sorted(set(defaults) - set(fields))
+    if unknown:
+        raise ValueError(f"{case.__name__} has no field {unknown[0]!r}")
+    namespace: dict[str, Any] = {"__annotations__": {}, "__module__": case.__module__,
+                                 "__doc__": f"{case.__name__} with other defaults: {dict(defaults)}."}
+    for name, value in defaults.items():
+        namespace["__annotations__"][name] = fields[name].type
+        namespace[name] = dataclasses.field(default=value, metadata=fields[name].metadata)
+    return dataclass(frozen=True, kw_only=True)(type(f"{case.__name__}Defaults", (case,), namespace))

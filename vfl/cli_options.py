@@ -17,9 +17,9 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from vfl.options import Runtime, Validated, flag_of, option, options_of, optional, text
+from vfl.options import Runtime, Validated, flag_of, flag_text, option, options_of, optional, text
 
-__all__ = ["Output", "parameters", "values", "option_help", "shown_value",
+__all__ = ["Output", "parameters", "renamed_parameters", "values", "option_help", "shown_value",
            "command_from", "RunOptions", "RUN", "METRIC_WEIGHTS",
            "shared_parameters", "splice_parameters", "with_run_options", "run_options"]
 
@@ -84,6 +84,16 @@ def parameters(cls: type, *, panel: str | None = None, show_defaults: bool = Tru
     class defaults (which would mislead: an attack's settings take their preset's)."""
     return [_parameter(f, o, panel, show_defaults and preset is None, preset) for f, o in options_of(cls)
             if f.name not in skip and (only is None or f.name in only)]
+
+
+def renamed_parameters(generated: list[inspect.Parameter], renamed: dict[str, str]) -> list[inspect.Parameter]:
+    """Hidden options for the earlier names in `renamed` (old -> field) of the `generated` options: each takes the
+    field's type and is given under the field's name (`vfl.options.take_renamed`), so an old command line still
+    runs while the help names one spelling."""
+    by_name = {p.name: p for p in generated}
+    return [inspect.Parameter(old, inspect.Parameter.KEYWORD_ONLY, annotation=by_name[new].annotation,
+                              default=typer.Option(None, flag_text(old), hidden=True))
+            for old, new in renamed.items()]
 
 
 def values(cls: type, given: dict[str, Any]) -> dict[str, Any]:

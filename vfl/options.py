@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import MISSING, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from vfl.errors import SplitlabError
 from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["Check", "Option", "Runtime", "option", "checked",
            "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
-           "validate", "Validated", "build", "route", "DATA_DRAWS"]
+           "validate", "Validated", "build", "route", "DATA_DRAWS", "take_renamed", "flag_text"]
 
 
 @dataclass(frozen=True)
@@ -183,6 +183,25 @@ def route(cls: type, what: str, groups: dict[str, type | None], **values: Any) -
             raise SplitlabError(f"unknown option {key!r} for {what}; its own options are {', '.join(known) or 'none'}")
         buckets[group][key] = values.pop(key)
     return cls(**values, **buckets)
+
+
+def take_renamed(values: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+    """`values` with each earlier name in `renamed` (old -> field) given under its field's name: an alias kept so
+    that what users wrote before still runs; the two names given together are refused in one line."""
+    values = dict(values)
+    for old, new in renamed.items():
+        if values.get(old) is None:
+            values.pop(old, None)
+            continue
+        if values.get(new) is not None:
+            raise SplitlabError(f"{flag_text(old)} is the earlier name of {flag_text(new)}: give only one of them")
+        values[new] = values.pop(old)
+    return values
+
+
+def flag_text(name: str) -> str:
+    """A field's name as its flag is spelled (cut_layer -> --cut-layer)."""
+    return "--" + name.replace("_", "-")
 
 
 class Validated:

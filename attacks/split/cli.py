@@ -15,9 +15,10 @@ import typer
 from typer.core import TyperGroup
 
 from attacks import registry
-from vfl.cli_options import METRIC_WEIGHTS, Output, command_from, parameters, shared_parameters, values
+from vfl.cli_options import (METRIC_WEIGHTS, Output, command_from, parameters, renamed_parameters, shared_parameters,
+                              values)
 from vfl.cli_output import emit, handles_errors
-from vfl.options import Runtime, options_of
+from vfl.options import Runtime, options_of, take_renamed
 from vfl.preflight import inputs_checked
 from vfl.runs import Run
 
@@ -32,6 +33,7 @@ def _run(name: str, given: dict[str, Any]) -> None:
     spec = registry.spec(name)
     experiment = spec.experiment
     output = Output(**values(Output, given))
+    given = take_renamed(given, experiment.config.renamed)
     victim = {k: v for k, v in values(experiment.config.victim_options, given).items() if k not in RUNTIME}
     config = experiment.config.of(**values(experiment.config, given), victim=victim,
                                   options=values(spec.settings, given))
@@ -55,6 +57,9 @@ def split_command(name: str):
                          + experiment.config.victim_hidden),
               shared_parameters(("out", "overwrite", "as_json", *METRIC_WEIGHTS), panel="Output"),
               parameters(spec.settings, panel=f"{name} options", preset=(spec.default, spec.preset().settings()))]
+    for p in groups[1]:                         # what a victim field means for this family, where it is its own
+        p.default.help = experiment.config.victim_help.get(p.name, p.default.help)
+    groups.append(renamed_parameters(groups[1], dict(experiment.config.renamed)))
     for p in groups[0]:
         if p.name == "preset":
             p.default.help = f"Preset: {', '.join(x.name for x in spec.presets)} (default {spec.default})."

@@ -1,6 +1,7 @@
-"""UnSplit's experiment, the victim's side of its run (not the attack: `attacks.split.unsplit`): get a trained split
-model (train it, or load a checkpoint), let the curious server observe the first test image of each class, attack
-through the one driver, and evaluate per class.
+"""UnSplit in the one split experiment (`attacks.split.run_split`), the victim's side of its run (not the attack:
+`attacks.split.unsplit`): get a trained split model (train it, or load a checkpoint) and let the curious server
+observe the first test image of each class; the one experiment attacks through the one driver, and the spec's
+evaluation scores per class.
 
 `--transport tcp` trains the victim with the curious server in this process and the honest client(s) in
 `splitlab client` processes; UnSplit then reads the targets' activations from what the server received
@@ -14,17 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import torch
 
-from attacks.driver import Outcome, Truth, attack_and_score, shown
+from attacks.driver import Outcome, Truth, shown
 from attacks.figures import image_grid, per_class_bars
 from attacks.metrics import FidMetric, LpipsMetric, Unavailable, categorical_accuracy, feature_mse
 from attacks.registry import spec as registered
-from attacks.split.experiment import Experiment, SplitConfig
+from attacks.split.experiment import SplitConfig
+from attacks.split.run_split import Observed, Prepared, attack_observed, split_experiment
 from attacks.split.observations import CutObservation, observe_cut as observe, party_view
 from vfl import data as datasets
 from vfl.case import SplitCase
@@ -41,8 +44,9 @@ TRANSPORTS = ("local", "tcp")
 TABULAR_ROWS = 64
 """Tabular targets: the first so many test rows (a feature's error is a mean over rows; images use one a class)."""
 
-__all__ = ["UnsplitConfig", "Victim", "load_victim", "train_victim", "observe_over_tcp", "attack_victim",
-           "attack_observation", "evaluation", "write_figures", "prepare", "execute", "summary", "UNSPLIT"]
+__all__ = ["UnsplitConfig", "UnsplitFamily", "Victim", "load_victim", "train_victim", "observe_over_tcp",
+           "observe_trained", "observed_from", "attack_victim", "attack_observation", "evaluation", "write_figures",
+           "summary", "UNSPLIT"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,18 +171,16 @@ def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[C
         metrics["accuracy"]
 
 
-def attack_victim(victim: Victim, attack: Any, run: Run | None = None, *, seed: int = 0,
-                  lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                  progress: bool = True, target_party: int = 0, rows: int | None = None) -> Outcome:
-    """UnSplit on the first test image of each class, as the curious server receives them from the trained
-    client (`attack_observation`)."""
+def observe_trained(victim: Victim, *, seed: int = 0, target_party: int = 0, rows: int | None = None) -> Observed:
+    """What the curious server receives of the targets (the first test image of each class, or the first `rows`
+    test rows of a tabular set) from the trained client (`observed_from`)."""
     config = victim.config
     device = next(victim.trained.client.model.parameters()).device
     targets, _ = targets_of(victim, rows)
     observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer,
                           victim.trained.server.model)
-    return attack_observation(victim, observation, victim.trained.accuracy, attack, run, seed=seed, lpips=lpips,
-                              fid=fid, progress=progress, target_party=target_party, rows=rows)
+    return observed_from(victim, observation, victim.trained.accuracy, seed=seed, target_party=target_party,
+                         rows=rows)
 
 
 def targets_of(victim: Victim, rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -209,14 +211,12 @@ def tabular_truth(victim: Victim, targets: torch.Tensor, classes: torch.Tensor, 
         "classes": classes, "groups": groups, "train_mean": victim.train.images[:, columns].double().mean(0)})
 
 
-def attack_observation(victim: Victim, observation: CutObservation, accuracy: float, attack: Any,
-                       run: Run | None = None, *, seed: int = 0, lpips: LpipsMetric | Unavailable | None = None,
-                       fid: FidMetric | Unavailable | None = None, progress: bool = True,
-                       target_party: int = 0, rows: int | None = None) -> Outcome:
-    """UnSplit on what the server received of the targets (the first test image of each class), through the one
-    driver: metrics on [0,1] against the clean targets (with K parties, the target party's strip of each), the
-    victim's accuracy, and the spec's evaluation (clone fit, per-class errors)."""
-    spec = registered("unsplit")
+def observed_from(victim: Victim, observation: CutObservation, accuracy: float, *, seed: int = 0,
+                  target_party: int = 0, rows: int | None = None) -> Observed:
+    """UnSplit's observation of the targets (with K parties, the target party's slice), its truth on [0,1] (the
+    clean targets, or the target party's strip of each; on tabular data the attacked party's columns), the
+    victim's accuracy and what its defences did in training; with K image parties the strips figure is written
+    after the attack."""
     config = victim.config
     check_target_party(target_party, config.parties)
     targets, classes = targets_of(victim, rows)
@@ -237,6 +237,7 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
     truth = Truth(targets, context={"classes": classes})
     if tabular:
         truth = tabular_truth(victim, targets, classes, target_party)
+    after = None
     if config.parties > 1:
         start, stop = strip_bounds(targets.shape[-1], config.parties)[target_party]
         if not tabular:
@@ -245,11 +246,34 @@ def attack_observation(victim: Victim, observation: CutObservation, accuracy: fl
         title += f", party {target_party} of {config.parties} (columns {start}-{stop - 1})"
     if tabular:
         facts.update(partition=config.partition, attacked_columns=attacked_columns(config, target_party))
-    outcome = attack_and_score(spec, attack, observation, truth, run=run, seed=seed, progress=progress, lpips=lpips,
-                               fid=fid, facts=facts, title=title)
-    if run is not None and config.parties > 1 and not tabular:
-        run.save_figure("strips.png", strips_figure(targets, outcome, config.parties, target_party))
-    return outcome
+    if config.parties > 1 and not tabular:
+
+        def after(outcome: Outcome, run: Run | None) -> None:
+            if run is not None:
+                run.save_figure("strips.png", strips_figure(targets, outcome, config.parties, target_party))
+    return Observed(observation, truth, facts, title, seed, after=after)
+
+
+def attack_victim(victim: Victim, attack: Any, run: Run | None = None, *, seed: int = 0,
+                  lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
+                  progress: bool = True, target_party: int = 0, rows: int | None = None) -> Outcome:
+    """UnSplit on the first test image of each class (or the first `rows` tabular test rows), as the curious
+    server receives them from the trained client, through the one driver (`observe_trained`)."""
+    return attack_observed(registered("unsplit"), attack,
+                           observe_trained(victim, seed=seed, target_party=target_party, rows=rows),
+                           run, lpips=lpips, fid=fid, progress=progress)
+
+
+def attack_observation(victim: Victim, observation: CutObservation, accuracy: float, attack: Any,
+                       run: Run | None = None, *, seed: int = 0, lpips: LpipsMetric | Unavailable | None = None,
+                       fid: FidMetric | Unavailable | None = None, progress: bool = True,
+                       target_party: int = 0, rows: int | None = None) -> Outcome:
+    """UnSplit on what the server received of the targets, through the one driver (`observed_from`): metrics on
+    [0,1] against the clean targets, the victim's accuracy, and the spec's evaluation (clone fit, per-class
+    errors)."""
+    return attack_observed(registered("unsplit"), attack, observed_from(victim, observation, accuracy, seed=seed,
+                                                                        target_party=target_party, rows=rows),
+                           run, lpips=lpips, fid=fid, progress=progress)
 
 
 def strips_figure(targets, outcome: Outcome, parties: int, party: int):
@@ -327,48 +351,46 @@ def write_figures(run: Run, outcome: Outcome) -> None:
                 f"in {outcome.reconstruction.seconds:.1f} s")
 
 
-@dataclass(frozen=True, eq=False)
-class Prepared:
-    config: UnsplitConfig
-    attack: Any
-    victim: Victim
+class UnsplitFamily:
+    """What UnSplit keeps of its own in the one split experiment (`attacks.split.run_split`): its victim (the case
+    to train, or a checkpoint), the case trained with the curious server (in process or over TCP) observing the
+    targets, its record and its summary line."""
 
-    def record(self) -> dict[str, Any]:
-        c = self.config
-        return {"train": self.victim.config, "checkpoint": c.checkpoint, "transport": c.transport,
-                "target_party": c.target_party, "settings": c.settings, "seed": c.seed,
-                "device": str(resolve_device(c.device)), "dataset_provenance": self.victim.test.provenance}
-
-
-def prepare(config: UnsplitConfig) -> Prepared:
-    """The victim's data (or its checkpoint) and the attack; nothing written."""
-    attack = type(config).bound_spec.attack(config.settings)
-    if config.checkpoint is not None:
-        victim = load_victim(Path(config.checkpoint), config.device, config.data_root)
-        check_target_party(config.target_party, victim.config.parties)
-        if datasets.dataset_spec(victim.config.dataset).tabular is not None:
-            config.check_tabular(victim.config.dataset)
-        elif config.rows is not None:
-            raise SplitlabError(f"--rows {config.rows} picks tabular targets; the checkpoint's dataset "
-                                f"{victim.config.dataset} has images: drop --rows")
-    else:
+    def load(self, config: UnsplitConfig, attack: Any) -> tuple[Victim, None]:
+        """The victim's data (or its checkpoint); nothing written."""
+        if config.checkpoint is not None:
+            victim = load_victim(Path(config.checkpoint), config.device, config.data_root)
+            check_target_party(config.target_party, victim.config.parties)
+            if datasets.dataset_spec(victim.config.dataset).tabular is not None:
+                config.check_tabular(victim.config.dataset)
+            elif config.rows is not None:
+                raise SplitlabError(f"--rows {config.rows} picks tabular targets; the checkpoint's dataset "
+                                    f"{victim.config.dataset} has images: drop --rows")
+            return victim, None
         train, test = load_data(config.training)
-        victim = Victim(config.training, train, test)
-    return Prepared(config, attack, victim)
+        return Victim(config.training, train, test), None
 
+    @contextmanager
+    def observe(self, prepared: Prepared, run: Run | None, progress: bool) -> Iterator[Observed]:
+        victim, c = prepared.victim, prepared.config
+        if c.transport == "tcp":
+            if run is None:
+                raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
+            observation, accuracy = observe_over_tcp(victim, run, progress)
+            yield observed_from(victim, observation, accuracy, seed=c.seed, target_party=c.target_party)
+            return
+        if victim.trained is None:
+            victim = train_victim(victim, run, progress)
+        yield observe_trained(victim, seed=c.seed, target_party=c.target_party, rows=c.rows)
 
-def execute(prepared: Prepared, run: Run | None, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
-    victim, c = prepared.victim, prepared.config
-    if c.transport == "tcp":
-        if run is None:
-            raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
-        observation, accuracy = observe_over_tcp(victim, run, progress)
-        return attack_observation(victim, observation, accuracy, prepared.attack, run, seed=c.seed, lpips=lpips,
-                                  fid=fid, progress=progress, target_party=c.target_party)
-    if victim.trained is None:
-        victim = train_victim(victim, run, progress)
-    return attack_victim(victim, prepared.attack, run, seed=c.seed, lpips=lpips, fid=fid, progress=progress,
-                         target_party=c.target_party, rows=c.rows)
+    def record(self, prepared: Prepared) -> dict[str, Any]:
+        c = prepared.config
+        return {"train": prepared.victim.config, "checkpoint": c.checkpoint, "transport": c.transport,
+                "target_party": c.target_party, "settings": c.settings, "seed": c.seed,
+                "device": str(resolve_device(c.device)), "dataset_provenance": prepared.victim.test.provenance}
+
+    def summary(self, prepared: Prepared, outcome: Outcome, run: Run):
+        return summary(prepared, outcome, run)
 
 
 def summary(prepared: Prepared, outcome: Outcome, run: Run):
@@ -404,6 +426,6 @@ def _tabular_headline(m: dict) -> str:
             f"{m['activation_mse']:.3g}")
 
 
-UNSPLIT = Experiment(UnsplitConfig, prepare, execute, summary)
+UNSPLIT = split_experiment(UnsplitConfig, UnsplitFamily())
 """How `splitlab attack unsplit` runs: the case trained (or loaded), the targets' activations observed, UnSplit
 through the one driver."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
 from vfl.errors import SplitlabError
-from vfl.options import Runtime, option, options_of, optional, route, text
+from vfl.options import Runtime, option, options_of, optional, route, take_renamed, text
 
 __all__ = ["SplitConfig", "Experiment", "family_victim"]
 
@@ -41,6 +41,10 @@ class SplitConfig(Runtime):
     neither the user nor the preset gives one: presets of the family over the one case, not fields declared again."""
     victim_hidden: ClassVar[tuple[str, ...]] = ()
     """Victim fields the family's command does not offer (the API refuses them in the victim's check)."""
+    victim_help: ClassVar[Mapping[str, str]] = {}
+    """The family's help for victim fields whose meaning is its own (FSHA's `cut_layer` is its split level)."""
+    renamed: ClassVar[Mapping[str, str]] = {}
+    """Earlier names of victim fields (old -> field), still taken by the command and `of` as aliases."""
     preset: str | None = option(None, "The attack's preset (default: its own default).", optional(text()))
     options: Mapping[str, Any] = field(default_factory=dict)
     """The attack's settings fields to override; None keeps the preset's."""
@@ -92,7 +96,7 @@ class SplitConfig(Runtime):
         """The config from flat values: the attack's settings fields go to `options`, the victim's to `victim`;
         None means not given."""
         return route(cls, cls.attack, {"options": cls.bound_spec.settings, "victim": cls.victim_options},
-                     **values)
+                     **take_renamed(values, cls.renamed))
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def scaled(channels: int, width: float) -> int:
 
 def check_level(level: int) -> None:
     if level not in LEVELS:
-        raise SplitlabError(f"FSHA has no split level {level}; use --level 1, 2, 3 or 4")
+        raise SplitlabError(f"FSHA has no split level {level}; use --cut-layer 1, 2, 3 or 4")
 
 
 def feature_shape(level: int, width: float = 1.0) -> tuple[int, int, int]:

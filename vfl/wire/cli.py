@@ -18,23 +18,24 @@ from typing import Any
 import typer
 
 from vfl import data as datasets
-from vfl.cli_options import RUN, RunOptions, command_from, parameters, run_options, shared_parameters, values
+from vfl.cli_options import (RUN, RunOptions, command_from, parameters, renamed_parameters, run_options,
+                             shared_parameters, shown_value, values)
 from vfl.cli_output import emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run, to_jsonable
 from vfl.runtime import resolve_device
-from vfl.fsha_victim import FshaClientConfig
+from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, RENAMED, FshaCase
 from vfl.training import TrainConfig
 from vfl.validate import check_int
 from vfl.wire.client import run_client
 from vfl.wire.keys import party_key_text, read_secret, write_keys
 from vfl.wire.server import listen, serve as serve_program
-from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, SERVER_TRAIN, ClientSettings, ServeSettings
+from vfl.options import take_renamed
+from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, FSHA_SHARED, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("cut_layer", "lr", "optimizer", "defence", "parties", "partition", "aggregate", "party", "resume", "task",
-              "positive", "keep_received")
-"""Options FSHA's victim (`--kind fsha`) does not take: it has no cut layer or defence, one optimiser of its own
-and one party, and keeps no checkpoints."""
+SPLIT_ONLY = ("parties", "partition", "aggregate", "party", "resume", "task", "positive", "keep_received")
+"""Options FSHA's victim (`--kind fsha`) does not take: it is one party, trains on the dataset's classes and keeps
+no checkpoints."""
 
 UNCHANGEABLE = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed",
                 "defence", "send_back", "parties", "partition", "aggregate", "party", "role", "choose_gradient")
@@ -94,6 +95,7 @@ def _flag(name: str) -> str:
 def _client_settings(given: dict[str, Any]) -> tuple[ClientSettings, RunOptions]:
     """The client's settings: a split-learning feature party's, or with --kind fsha FSHA's victim's (its dataset
     and architecture from the shared --dataset and --arch); an option of the other kind is refused."""
+    given = take_renamed(given, RENAMED)
     if (given.get("kind") or "split") != "fsha":
         stray = [k for k in FSHA_CLIENT if given.get(k) is not None]
         if stray:
@@ -104,10 +106,8 @@ def _client_settings(given: dict[str, Any]) -> tuple[ClientSettings, RunOptions]
         raise SplitlabError(f"{_flag(stray[0])} is an option of a split-learning client (--kind split); FSHA's "
                             "victim does not take it")
     opts = run_options({k: given[k] for k in RUN if k in given})
-    shared = {k: given[k] for k in ("dataset", "arch") if given.get(k) is not None}
-    fsha = FshaClientConfig(seed=opts.seed, device=opts.device, data_root=opts.root, data_draw=opts.data_draw,
-                            **shared,
-                            **values(FshaClientConfig, {k: given.get(k) for k in FSHA_CLIENT}))
+    fsha = FshaCase(seed=opts.seed, device=opts.device, data_root=opts.root, data_draw=opts.data_draw,
+                    **values(FshaCase, {k: given.get(k) for k in FSHA_SHARED + FSHA_CLIENT}))
     return ClientSettings(fsha=fsha, **values(ClientSettings, given)), opts
 
 
@@ -151,12 +151,26 @@ def _client(given: dict[str, Any]) -> None:
         f"{t['bytes_received'] / 2**20:.1f} MiB in {t['frames_received']}; run {run.path}"))
 
 
+def _per_kind(generated: list) -> list:
+    """The client's training options, with FSHA's meaning and default beside a split client's where they differ
+    (`--cut-layer` is FSHA's split level, 4 unless given; `vfl.fsha_victim.FSHA_MEANING`)."""
+    for p in generated:
+        if p.name in FSHA_DEFAULTS:
+            split = p.default.show_default
+            meaning = f" With --kind fsha: {FSHA_MEANING[p.name]}" if p.name in FSHA_MEANING else ""
+            p.default.help += f"{meaning} Default: {split} (--kind split), {shown_value(FSHA_DEFAULTS[p.name])} " \
+                              "(--kind fsha)."
+            p.default.show_default = False
+    return generated
+
+
+_CLIENT_TRAINING = _per_kind(parameters(TrainConfig, only=CLIENT_TRAIN, panel="Training"))
 serve = command_from(_serve, [parameters(ServeSettings), parameters(TrainConfig, only=SERVER_TRAIN, panel="Training"),
                               shared_parameters(RUN)], name="serve", doc=_serve.__doc__)
-client = command_from(_client, [parameters(ClientSettings), parameters(TrainConfig, only=CLIENT_TRAIN,
-                                                                        panel="Training"),
-                                parameters(FshaClientConfig, only=FSHA_CLIENT, panel="FSHA victim (--kind fsha)"),
-                                shared_parameters(RUN)], name="client", doc=_client.__doc__)
+client = command_from(_client, [parameters(ClientSettings), _CLIENT_TRAINING,
+                                parameters(FshaCase, only=FSHA_CLIENT, panel="FSHA victim (--kind fsha)"),
+                                renamed_parameters(_CLIENT_TRAINING, RENAMED), shared_parameters(RUN)],
+                      name="client", doc=_client.__doc__)
 
 
 def keys(

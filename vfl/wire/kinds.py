@@ -146,11 +146,11 @@ class FshaParty:
         private = datasets.load(config.dataset, "train", config.data_root, seed=config.seed, draw=config.data_draw)
         self.honest = honest_client(config, private, device)
         self.client: Client = self.honest.client
-        self.title = f"fsha victim: {config.arch} level {config.level}"
+        self.title = f"fsha victim: {config.arch} level {config.cut_layer}"
 
     def introduction(self, saved_epochs: list[int] | None) -> dict[str, Any]:
         c = self.config
-        return {"kind": "fsha", "dataset": c.dataset, "arch": c.arch, "level": c.level, "batch_size": c.batch_size,
+        return {"kind": "fsha", "dataset": c.dataset, "arch": c.arch, "cut_layer": c.cut_layer, "batch_size": c.batch_size,
                 "activation_shape": list(c.feature_shape), "targets": len(self.honest.targets),
                 "resume": saved_epochs is not None, "epochs": saved_epochs or []}
 

@@ -27,7 +27,7 @@ import torch
 import vfl
 from vfl.defences import feature_reports
 from vfl.errors import SplitlabError
-from vfl.fsha_victim import FshaClientConfig
+from vfl.fsha_victim import FshaCase
 from vfl.parties import Parties
 from vfl.protocol import Role
 from vfl.runs import Run
@@ -86,16 +86,16 @@ def client_command(config: TrainConfig, party: int, address: str, secret: Path, 
         (["--keep-received"] if keep_received else [])
 
 
-def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, out: Path, timeout: float) -> list[str]:
+def fsha_client_command(config: FshaCase, address: str, secret: Path, out: Path, timeout: float) -> list[str]:
     """`splitlab client --kind fsha`: FSHA's honest victim of `config`, as its own process runs it."""
-    if config.adam_eps != FshaClientConfig.adam_eps:
+    if config.adam_eps != FshaCase.adam_eps:
         raise SplitlabError(f"the victim's Adam epsilon {config.adam_eps:g} is not the client program's "
-                            f"{FshaClientConfig.adam_eps:g}; run it in process")
+                            f"{FshaCase.adam_eps:g}; run it in process")
     command = [sys.executable, "-m", "splitlab", "client", "--kind", "fsha", "--connect", address, "--secret-file",
-               str(secret), "--dataset", config.dataset, "--arch", config.arch, "--level", str(config.level),
-               "--lr-client", repr(config.lr_client), "--batch-size", str(config.batch_size), "--width",
-               repr(config.width), "--seed", str(config.seed), "--data-draw", config.data_draw, "--device", config.device,
-               "--timeout", repr(timeout),
+               str(secret), "--dataset", config.dataset, "--arch", config.arch, "--cut-layer",
+               str(config.cut_layer), "--lr", repr(config.lr), "--defence", config.defence, "--batch-size",
+               str(config.batch_size), "--width", repr(config.width), "--seed", str(config.seed), "--data-draw",
+               config.data_draw, "--device", config.device, "--timeout", repr(timeout),
                "--out", str(out), "--json"]
     return command + (["--data-root", config.data_root] if config.data_root else [])
 

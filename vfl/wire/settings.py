@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from vfl.defences import parse_spec
 from vfl.errors import SplitlabError
-from vfl.fsha_victim import FshaClientConfig
+from vfl.fsha_victim import FshaCase
 from vfl.options import Validated, choice, integer, number, option, optional, text
 from vfl.training import TrainConfig
 from vfl.wire.handshake import parse_address
@@ -16,7 +16,8 @@ from vfl.wire.roles import ROLES, check_role
 from vfl.wire.tls import TlsFiles, client_context, server_context
 from vfl.validate import check_int
 
-__all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN", "CLIENT_KINDS", "FSHA_CLIENT"]
+__all__ = ["Peer", "ServeSettings", "ClientSettings", "SERVER_TRAIN", "CLIENT_TRAIN", "CLIENT_KINDS", "FSHA_CLIENT",
+           "FSHA_SHARED"]
 
 SERVER_TRAIN = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer",
                 "send_back", "parties", "partition", "aggregate")
@@ -26,8 +27,12 @@ CLIENT_TRAIN = ("dataset", "task", "positive", "arch", "cut_layer", "lr", "optim
                 "partition", "aggregate")
 """The training options a client takes (its defence is its own; the task tells it how many classes to expect)."""
 CLIENT_KINDS = ("split", "fsha")
-FSHA_CLIENT = ("level", "lr_client", "batch_size", "width")
-"""The options only FSHA's victim takes (`--kind fsha`; its --dataset and --arch are the shared ones)."""
+FSHA_CLIENT = ("batch_size", "width")
+"""The options only FSHA's victim takes (`--kind fsha`): its own batch size and its model family's width. The
+training options it shares with a split client (`FSHA_SHARED`) mean for it what `vfl.fsha_victim.FSHA_MEANING`
+says, with FSHA's defaults (`vfl.fsha_victim.FSHA_DEFAULTS`)."""
+FSHA_SHARED = ("dataset", "arch", "cut_layer", "lr", "optimizer", "defence")
+"""The training options of a client that FSHA's victim takes too (the case's fields; its cut layer is its level)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +90,7 @@ class ClientSettings(Peer):
     kind: str = option("split", "split (a feature party of split learning, an architecture of `splitlab models`) or "
                        "fsha (FSHA's honest victim: --arch resnet or mlp, its own private batches; the options of "
                        "its panel).", choice(CLIENT_KINDS))
-    fsha: FshaClientConfig | None = None
+    fsha: FshaCase | None = None
     """FSHA's victim's configuration (`--kind fsha`)."""
     keep_received: bool = option(False, "Also write what this party received and knows of each round (the sample ids "
                                  "the server named, the cut gradient it returned) to received.pt: a curious feature "

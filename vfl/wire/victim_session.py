@@ -20,7 +20,7 @@ import torch
 
 from vfl import data as datasets
 from vfl.errors import SplitlabError
-from vfl.fsha_victim import FshaClientConfig
+from vfl.fsha_victim import FshaCase
 from vfl.parties import CutLayout
 from vfl.protocol import CutGradient, MaliciousServer, Prediction, Transcript, exchange
 from vfl.wire.handshake import Listener
@@ -33,9 +33,9 @@ __all__ = ["VictimTerms", "open_victim_session", "OwnBatchSession"]
 
 class VictimTerms:
     """Checks the victim's declared configuration against `expected` (what the server prepared for: dataset,
-    client family, level, batch size, so the smashed data's shape); answers with the session's terms."""
+    client family, split level (cut layer), batch size, so the smashed data's shape); answers with the session's terms."""
 
-    def __init__(self, expected: FshaClientConfig, rounds: int, limits: Limits):
+    def __init__(self, expected: FshaCase, rounds: int, limits: Limits):
         self.expected, self.rounds, self.limits = expected, rounds, limits
 
     def __call__(self, party: int, body: Any) -> dict[str, Any]:
@@ -45,7 +45,7 @@ class VictimTerms:
         if body.get("kind") != "fsha":
             raise SplitlabError(f"party {party} is a --kind {body.get('kind')} client; this server expects FSHA's "
                                 "victim (`splitlab client --kind fsha`)")
-        for key, flag in (("dataset", "--dataset"), ("arch", "--arch"), ("level", "--level"),
+        for key, flag in (("dataset", "--dataset"), ("arch", "--arch"), ("cut_layer", "--cut-layer"),
                           ("batch_size", "--batch-size")):
             if body.get(key) != getattr(e, key):
                 raise SplitlabError(f"party {party} runs {flag} {body.get(key)}, the server expects {flag} "
@@ -63,7 +63,7 @@ class VictimTerms:
         return {"rounds": self.rounds, "epochs": 0, "start_epoch": 0, "limits": self.limits.as_dict()}
 
 
-def open_victim_session(listener: Listener, secret: Secret, expected: FshaClientConfig, rounds: int,
+def open_victim_session(listener: Listener, secret: Secret, expected: FshaCase, rounds: int,
                         device: torch.device, transcript: Transcript | None = None) -> tuple[RemoteParties,
                                                                                               "OwnBatchSession"]:
     """Admit the victim (the handshake), connect it, and return it as the server sees it with the session over

@@ -6,7 +6,7 @@ regression network on any model (`grn.py`); their experiment is `experiment.py`,
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.kit import AttackSpec, Deviation, Experiment, Preset
+from attacks.kit import AttackSpec, Deviation, Preset, split_experiment
 from attacks.split.feature_inference import experiment
 from attacks.split.feature_inference.esa import EqualitySolving
 from attacks.split.feature_inference.experiment import FeatureConfig, mean_baseline
@@ -49,7 +49,7 @@ SPEC = AttackSpec(
           "party's features",
     paper=PAPER, observes=("bottom-model",), settings=EsaSettings, attack=EqualitySolving, default="esa.luo",
     evaluate=mean_baseline,
-    experiment=Experiment(EsaConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=split_experiment(EsaConfig, experiment.FEATURES),
     presets=(
         Preset("esa.luo", "Luo et al.'s ESA on a logistic regression: the attacker holds half the columns "
                           "(ours: wdbc, two parties, 20 epochs)", experiment=LR),
@@ -67,7 +67,7 @@ GRN_SPEC = AttackSpec(
           "reproduce the model's predictions",
     paper=PAPER, observes=("bottom-model",), settings=GrnSettings, attack=GenerativeRegression, default="grn.luo",
     evaluate=mean_baseline,
-    experiment=Experiment(GrnConfig, experiment.prepare, experiment.execute, experiment.summary),
+    experiment=split_experiment(GrnConfig, experiment.FEATURES),
     presets=(
         Preset("grn.luo", "Luo et al.'s GRN on a neural network: the tabular MLP split over two parties "
                           "(ours: wdbc, 20 epochs; 2000 Adam steps at 1e-3)",

@@ -1,21 +1,23 @@
-"""Feature inference from model predictions as an experiment: train the VFL model through the protocol (K feature
-parties, `--parties`, the attacker holding the first `--held` parties' features), deploy it on the prediction
-samples (the first of the test split), give the label party what it has (`view.PredictionView`), and score its
-guess of the other parties' features against them, beside the training mean of each feature (the trivial
-baseline: what the attacker would guess knowing only the features' distribution)."""
+"""Feature inference from model predictions in the one split experiment (`split_experiment`, from the kit): what is
+this family's own. Train the VFL model through the protocol (K feature parties, `--parties`, the attacker holding
+the first `--held` parties' features), deploy it on the prediction samples (the first of the test split) and give
+the label party what it has (`view.PredictionView`); the one experiment scores its guess of the other parties'
+features against them, beside the training mean of each feature (the trivial baseline: what the attacker would
+guess knowing only the features' distribution)."""
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import torch
 
-from attacks.kit import (Outcome, Run, SplitConfig, SplitlabError, TrainConfig, Truth, attack_and_score, feature_mse,
-                         load_data, require_data, resolve_device, train_split, training_curves_figure)
+from attacks.kit import (Observed, Outcome, Run, SplitConfig, SplitPrepared, SplitlabError, TrainConfig, Truth,
+                         feature_mse, load_data, require_data, resolve_device, train_split, training_curves_figure)
 from attacks.split.feature_inference.view import JointModel, PredictionView
 
-__all__ = ["FeatureConfig", "Prepared", "prepare", "execute", "summary", "mean_baseline"]
+__all__ = ["FeatureConfig", "FeatureFamily", "FEATURES", "summary", "mean_baseline"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,24 +46,6 @@ class FeatureConfig(SplitConfig):
         return TrainConfig(**{**base, **self.runtime, **self.victim})
 
 
-@dataclass(frozen=True, eq=False)
-class Prepared:
-    config: FeatureConfig
-    attack: Any
-    victim: TrainConfig
-    data: tuple
-
-    def record(self) -> dict[str, Any]:
-        return {"victim": self.victim, "settings": self.attack.settings, "seed": self.victim.seed,
-                "device": str(resolve_device(self.victim.device)), "dataset_provenance": self.data[0].provenance,
-                "partition": self.victim.feature_partition()}
-
-
-def prepare(config: FeatureConfig) -> Prepared:
-    return Prepared(config, config.bound_spec.make(config.settings), config.victim_config,
-                    load_data(config.victim_config))
-
-
 def columns(victim: TrainConfig, held: int) -> tuple[list[int], list[int]]:
     """(the attacker's columns, the target columns): the first `held` parties' and the rest's."""
     each = victim.feature_partition()["columns"]
@@ -77,38 +61,58 @@ def mean_baseline(reconstruction, metrics: dict[str, Any], truth: Truth) -> dict
             "held_share": truth.context["held_share"]}
 
 
-def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
-    victim, (train, test) = prepared.victim, prepared.data
-    settings = prepared.attack.settings
-    trained = train_split(victim, train, test, run, progress)
-    if run is not None:
-        run.save_figure("training_curves.png", training_curves_figure(trained))
-        run.log(f"trained {victim.arch} with {victim.parties} parties ({victim.aggregate}) on {victim.dataset}: "
-                f"accuracy {trained.accuracy:.4f}")
-    own_cols, target_cols = columns(victim, settings.held)
-    count = settings.predictions or len(test.labels)
-    x = test.images[:count].cpu()
-    model = JointModel(trained.client, trained.server).cpu()
-    with torch.no_grad():
-        probabilities = torch.softmax(model(x), 1)
-    own = x.clone()
-    own[..., target_cols] = 0
-    spec = prepared.config.bound_spec
-    view = PredictionView(model, own, own_cols, target_cols, probabilities,
-                          linear=victim.arch == "tabular-lr" and victim.aggregate == "sum",
-                          pixels=len(victim.image_shape) > 1)
-    truth = Truth(view.targets_of(x), context={
-        "train_mean": view.targets_of(train.images.cpu()).double().mean(0),
-        "held_share": len(own_cols) / victim.image_shape[-1]})
-    facts = {"accuracy": trained.accuracy, "parties": victim.parties, "held": settings.held, "arch": victim.arch,
-             "aggregate": victim.aggregate, "defence": victim.defence, "send_back": victim.send_back,
-             "target_features": truth.images.shape[1]}
-    return attack_and_score(spec, prepared.attack, view, truth, run=run, seed=victim.seed, progress=progress,
-                            facts=facts, title=f"{spec.name} on {victim.arch}, {victim.parties} parties, "
-                                                f"{victim.dataset}")
+class FeatureFamily:
+    """What feature inference keeps of its own in the one split experiment: the VFL model's data, the model
+    trained through the protocol and deployed on the prediction samples (what the label party observes), its
+    record and its summary line."""
+
+    def load(self, config: FeatureConfig, attack: Any) -> tuple[TrainConfig, tuple]:
+        return config.victim_config, load_data(config.victim_config)
+
+    @contextmanager
+    def observe(self, prepared: SplitPrepared, run: Run | None, progress: bool) -> Iterator[Observed]:
+        victim, (train, test) = prepared.victim, prepared.data
+        settings = prepared.attack.settings
+        trained = train_split(victim, train, test, run, progress)
+        if run is not None:
+            run.save_figure("training_curves.png", training_curves_figure(trained))
+            run.log(f"trained {victim.arch} with {victim.parties} parties ({victim.aggregate}) on {victim.dataset}: "
+                    f"accuracy {trained.accuracy:.4f}")
+        own_cols, target_cols = columns(victim, settings.held)
+        count = settings.predictions or len(test.labels)
+        x = test.images[:count].cpu()
+        model = JointModel(trained.client, trained.server).cpu()
+        with torch.no_grad():
+            probabilities = torch.softmax(model(x), 1)
+        own = x.clone()
+        own[..., target_cols] = 0
+        view = PredictionView(model, own, own_cols, target_cols, probabilities,
+                              linear=victim.arch == "tabular-lr" and victim.aggregate == "sum",
+                              pixels=len(victim.image_shape) > 1)
+        truth = Truth(view.targets_of(x), context={
+            "train_mean": view.targets_of(train.images.cpu()).double().mean(0),
+            "held_share": len(own_cols) / victim.image_shape[-1]})
+        facts = {"accuracy": trained.accuracy, "parties": victim.parties, "held": settings.held, "arch": victim.arch,
+                 "aggregate": victim.aggregate, "defence": victim.defence, "send_back": victim.send_back,
+                 "target_features": truth.images.shape[1]}
+        name = prepared.config.bound_spec.name
+        yield Observed(view, truth, facts, f"{name} on {victim.arch}, {victim.parties} parties, {victim.dataset}",
+                       victim.seed)
+
+    def record(self, prepared: SplitPrepared) -> dict[str, Any]:
+        victim = prepared.victim
+        return {"victim": victim, "settings": prepared.attack.settings, "seed": victim.seed,
+                "device": str(resolve_device(victim.device)), "dataset_provenance": prepared.data[0].provenance,
+                "partition": victim.feature_partition()}
+
+    def summary(self, prepared: SplitPrepared, outcome: Outcome, run: Run):
+        return summary(prepared, outcome, run)
 
 
-def summary(prepared: Prepared, outcome: Outcome, run: Run):
+FEATURES = FeatureFamily()
+
+
+def summary(prepared: SplitPrepared, outcome: Outcome, run: Run):
     m, victim = outcome.metrics, prepared.victim
 
     def show(console) -> None:

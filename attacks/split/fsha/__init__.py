@@ -29,10 +29,10 @@ SPEC = AttackSpec(
         Preset("fsha.quick", "ours: 1000 iterations, batch 32, quarter width, learning rates x10 (fits a 2-core "
                              "CPU in minutes)",
                {"iterations": 1000, "batch_size": 32, "width": 0.25, "lr_pilot": 1e-4, "lr_discriminator": 1e-3,
-                "log_every": 50}, experiment={"lr_client": 1e-4}),
+                "log_every": 50}, experiment={"lr": 1e-4}),
     ),
     smoke={"iterations": 30, "width": 0.0625, "batch_size": 8, "eval_images": 10, "log_every": 10,
-           "lr_pilot": 1e-3, "lr_client": 1e-3},
+           "lr_pilot": 1e-3, "lr": 1e-3},
     deviations=(
         Deviation("data", "MNIST and Fashion-MNIST (60,000 / 10,000 private and public images)", "mnist5k (4,000 "
                   "private / 1,000 public)", "no download on a fresh machine"),

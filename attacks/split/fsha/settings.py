@@ -23,7 +23,7 @@ class FshaSettings(AttackSettings):
       (`id_setup = 4`); batch 64, Adam 1e-5 / 1e-5 / 1e-4, WGAN, gradient penalty 500 from the FSHA code's
       hparams, which JAST keeps; log every 100 from the JAST notebook (`log_frequency=100`). Dataset: the lab's
       embedded mnist5k (4,000 private / 1,000 public images) in place of MNIST's 60,000 / 10,000 (`--dataset
-      mnist` for the paper's). Its victim: level 4, client Adam 1e-5 (`FshaVictim`'s defaults).
+      mnist` for the paper's). Its victim: level 4 (`--cut-layer 4`), client Adam 1e-5 (`--lr`; `FSHA_DEFAULTS`).
     - `fsha.paper-fashion`, the JAST paper's Fashion-MNIST runs (Figures 4 and 5; the notebook's `fsha(5000,
       ...)`): 5000 iterations, otherwise as `fsha.paper`; its victim holds Fashion-MNIST (torchvision's copy).
     - `fsha.quick`, ours: a 2-core CPU preset that shows the paper's ordering (ResNet client leaks, MLP client

@@ -8,14 +8,16 @@ attacks' defaults (`victim.LABEL_DEFAULTS`), a preset may set some of its fields
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 import torch
 
 from attacks import registry
-from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.driver import Outcome, Truth
 from attacks.split.experiment import SplitConfig
+from attacks.split.run_split import Observed, Prepared
 from attacks.split.labels.observation import GradientRecord, LabelObservation, Needs, OwnBottom
 from attacks.split.labels.victim import LABEL_DEFAULTS, TaskData, Trained, check_label_victim, task_data, train_victim
 from attacks.split.labels.wire import train_victim_over_tcp, wire_config
@@ -28,8 +30,7 @@ from vfl.runs import Run
 from vfl.runtime import resolve_device, stream_seed
 from vfl.training import TrainedSplit, training_curves_figure
 
-__all__ = ["LabelConfig", "Prepared", "prepare", "execute", "summary", "observe", "victim_for", "run_attack",
-           "evaluation_facts"]
+__all__ = ["LabelConfig", "LabelFamily", "LABELS", "summary", "observe", "victim_for", "evaluation_facts", "title"]
 
 
 def victim_for(attack: str, preset: str | None = None, **given: Any) -> SplitCase:
@@ -78,26 +79,6 @@ class LabelConfig(SplitConfig):
                 raise SplitlabError(f"--labelled {labelled}: class {which} of the {victim.task} task has {fewest} "
                                     "training samples, so every label of it would be known and none left to infer; "
                                     f"give --labelled below {fewest}")
-
-
-@dataclass(frozen=True, eq=False)
-class Prepared:
-    config: LabelConfig
-    attack: Any
-    victim: SplitCase
-    data: TaskData
-
-    def record(self) -> dict[str, Any]:
-        return {"victim": self.victim, "settings": self.attack.settings, "seed": self.victim.seed,
-                "transport": self.config.transport,
-                "device": str(resolve_device(self.victim.device)), "dataset_provenance": self.data.train.provenance,
-                "positive_rate": self.data.positive_rate if self.victim.task == "binary" else None}
-
-
-def prepare(config: LabelConfig) -> Prepared:
-    """The task's data and the attack; nothing written."""
-    attack = registry.spec(config.attack).make(config.settings)
-    return Prepared(config, attack, config.victim_config, task_data(config.victim_config))
 
 
 def _labelled(labels: torch.Tensor, per_class: int, seed: int) -> torch.Tensor:
@@ -165,31 +146,52 @@ def evaluation_facts(trained: Trained, data: TaskData) -> dict[str, Any]:
             "defence_report": report, **({"cut_bytes": trained.cut_bytes} if trained.cut_bytes else {})}
 
 
-def run_attack(prepared: Prepared, run: Run | None = None, *, progress: bool = True) -> Outcome:
-    """Train the victim with the attacker observing, attack, score (the one driver)."""
-    attack, victim, data = prepared.attack, prepared.victim, prepared.data
-    needs = attack.needs
-    if prepared.config.transport == "tcp":
-        trained = train_victim_over_tcp(victim, data, run, progress)
-    else:
-        trained = train_victim(victim, data, run, progress, keep_sent=needs.sent,
-                               local_optimizer=getattr(attack, "local_optimizer", None),
-                               keep_models=needs.rounds if needs.models else None)
-    if run is not None:
-        run.save_figure("training_curves.png", training_curves_figure(
-            TrainedSplit(victim, None, trained.server, trained.accuracy, trained.history, trained.seconds)))
-        run.log(f"trained {victim.arch} ({victim.where}) on the {victim.task} task: accuracy {trained.accuracy:.4f} "
-                f"in {trained.seconds:.1f} s; defence {victim.defence}, send-back {victim.send_back}")
-    observation, truth = observe(trained, data, needs, victim.seed)
-    test_truth = data.test.labels if needs.bottom else None
-    spec = registry.spec(prepared.config.attack)
-    return attack_and_score(spec, attack, observation, Truth(None, truth, context={"test_labels": test_truth}),
-                            run=run, seed=victim.seed, progress=progress, facts=evaluation_facts(trained, data),
-                            title=f"{spec.name} on {victim.arch} ({victim.where}), {victim.task} {victim.dataset}")
+class LabelFamily:
+    """What the label attacks keep of their own in the one split experiment (`attacks.split.run_split`): the task's
+    data, the case trained through the protocol with the attacking feature party observing (in process or over
+    TCP), what that party is granted (`observe`), the victim's facts, the run's record and the summary line."""
+
+    def load(self, config: LabelConfig, attack: Any) -> tuple[SplitCase, TaskData]:
+        """The task's data; nothing written."""
+        return config.victim_config, task_data(config.victim_config)
+
+    @contextmanager
+    def observe(self, prepared: Prepared, run: Run | None, progress: bool) -> Iterator[Observed]:
+        """Train the victim with the attacker observing; what its party has, scored against the private labels."""
+        attack, victim, data = prepared.attack, prepared.victim, prepared.data
+        needs = attack.needs
+        if prepared.config.transport == "tcp":
+            trained = train_victim_over_tcp(victim, data, run, progress)
+        else:
+            trained = train_victim(victim, data, run, progress, keep_sent=needs.sent,
+                                   local_optimizer=getattr(attack, "local_optimizer", None),
+                                   keep_models=needs.rounds if needs.models else None)
+        if run is not None:
+            run.save_figure("training_curves.png", training_curves_figure(
+                TrainedSplit(victim, None, trained.server, trained.accuracy, trained.history, trained.seconds)))
+            run.log(f"trained {victim.arch} ({victim.where}) on the {victim.task} task: accuracy "
+                    f"{trained.accuracy:.4f} in {trained.seconds:.1f} s; defence {victim.defence}, send-back "
+                    f"{victim.send_back}")
+        observation, truth = observe(trained, data, needs, victim.seed)
+        test_truth = data.test.labels if needs.bottom else None
+        yield Observed(observation, Truth(None, truth, context={"test_labels": test_truth}),
+                       evaluation_facts(trained, data), title(prepared), victim.seed)
+
+    def record(self, prepared: Prepared) -> dict[str, Any]:
+        victim, data = prepared.victim, prepared.data
+        return {"victim": victim, "settings": prepared.attack.settings, "seed": victim.seed,
+                "transport": prepared.config.transport,
+                "device": str(resolve_device(victim.device)), "dataset_provenance": data.train.provenance,
+                "positive_rate": data.positive_rate if victim.task == "binary" else None}
+
+    def summary(self, prepared: Prepared, outcome: Outcome, run: Run):
+        return summary(prepared, outcome, run)
 
 
-def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
-    return run_attack(prepared, run, progress=progress)
+def title(prepared: Prepared) -> str:
+    """The run's title: the attack, the model and where it is cut, the task."""
+    victim = prepared.victim
+    return f"{type(prepared.config).bound_spec.name} on {victim.arch} ({victim.where}), {victim.task} {victim.dataset}"
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -210,3 +212,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
                       + (f", task AUC {_fmt(m['task_auc'], 4)}" if m.get("task_auc") is not None else "")
                       + f"; run directory {run.path}")
     return show
+
+
+LABELS = LabelFamily()
+"""The label attacks' family: every label attack's experiment is the one split experiment over it
+(`attacks.split.labels.family.label_experiment`)."""

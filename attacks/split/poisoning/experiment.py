@@ -1,4 +1,4 @@
-"""A gradient-replacement backdoor as an experiment: train the victim with the poisoning feature party at work
+"""A gradient-replacement backdoor in the one split experiment (`attacks.split.run_split`): train the victim with the poisoning feature party at work
 (`victim.train_victim(poison=...)`) and the same victim, same seed, without it; query both with the test inputs,
 clean and with the trigger stamped; score.
 
@@ -13,28 +13,29 @@ a clean input, the target class of a triggered one (`label_accuracy`, beside the
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
-from attacks import registry
-from attacks.driver import Outcome, Truth, attack_and_score
+from attacks.driver import Outcome, Truth
 from attacks.engine import QUIET, EngineOptions
 from attacks.result import Reconstruction
 from attacks.split.experiment import Experiment
 from attacks.split.labels.answer import answer
-from attacks.split.labels.experiment import LabelConfig, Prepared, evaluation_facts, prepare
+from attacks.split.labels.experiment import LabelConfig, LabelFamily, evaluation_facts, title
 from attacks.split.labels.observation import Needs
 from attacks.split.labels.victim import TaskData, Trained, task_data, train_victim
 from attacks.split.poisoning.replacement import GradientReplacement
 from attacks.split.poisoning.settings import BackdoorSettings
 from attacks.split.poisoning.trigger import Trigger
+from attacks.split.run_split import Observed, Prepared, split_experiment
 from vfl.errors import SplitlabError
 from vfl.runs import Run
 from vfl.runtime import stream_seed
 
-__all__ = ["BackdoorConfig", "BackdoorObservation", "Backdoor", "prepare", "execute", "summary", "draw_samples",
+__all__ = ["BackdoorConfig", "BackdoorObservation", "Backdoor", "BackdoorFamily", "summary", "draw_samples",
            "backdoor_success", "backdoor_experiment"]
 
 
@@ -129,34 +130,39 @@ def _answers(trained: Trained, x: torch.Tensor) -> torch.Tensor:
     return trained.server.predict(trained.client.infer(x.to(device))).cpu()
 
 
-def execute(prepared: Prepared, run: Run, *, lpips=None, fid=None, progress: bool = True) -> Outcome:
-    attack, victim, data = prepared.attack, prepared.victim, prepared.data
-    poison = attack.poisoner(data, victim.seed)
-    poisoned = train_victim(victim, data, run, progress, poison=poison)
-    clean = train_victim(victim, data, None, False)
-    target = attack.settings.target
-    others = data.test.labels != target
-    stamped = poison.trigger.apply(data.test.images[others])
-    queries = torch.cat([data.test.images, stamped])
-    triggered = torch.cat([torch.zeros(len(data.test.labels), dtype=torch.bool),
-                           torch.ones(len(stamped), dtype=torch.bool)])
-    wanted = torch.cat([data.test.labels.cpu(), torch.full((len(stamped),), target, dtype=torch.long)])
-    clean_stamped = _answers(clean, stamped).argmax(1)
-    facts: dict[str, Any] = {
-        **evaluation_facts(poisoned, data),
-        "clean_model_accuracy": clean.accuracy,
-        "clean_model_success": float((clean_stamped == target).double().mean()),
-        "target": target, "known": attack.settings.known, "poisoned": attack.settings.poisoned,
-        "replaced_gradients": poison.replaced}
-    if run is not None:
-        run.log(f"poisoned training: accuracy {poisoned.accuracy:.4f}, {poison.replaced} gradients replaced; "
-                f"unpoisoned: accuracy {clean.accuracy:.4f}")
-    spec = registry.spec(prepared.config.attack)
-    observation = BackdoorObservation(_answers(poisoned, queries), triggered)
-    return attack_and_score(spec, attack, observation,
-                            Truth(None, wanted, context={"triggered": triggered, "target": target}), run=run,
-                            seed=victim.seed, progress=progress, facts=facts,
-                            title=f"{spec.name} on {victim.arch} ({victim.where}), {victim.task} {victim.dataset}")
+class BackdoorFamily(LabelFamily):
+    """The label attacks' family with the backdoors' own training: the poisoned victim and the unpoisoned one
+    beside it, queried with and without the trigger."""
+
+    @contextmanager
+    def observe(self, prepared: Prepared, run: Run | None, progress: bool) -> Iterator[Observed]:
+        attack, victim, data = prepared.attack, prepared.victim, prepared.data
+        poison = attack.poisoner(data, victim.seed)
+        poisoned = train_victim(victim, data, run, progress, poison=poison)
+        clean = train_victim(victim, data, None, False)
+        target = attack.settings.target
+        others = data.test.labels != target
+        stamped = poison.trigger.apply(data.test.images[others])
+        queries = torch.cat([data.test.images, stamped])
+        triggered = torch.cat([torch.zeros(len(data.test.labels), dtype=torch.bool),
+                               torch.ones(len(stamped), dtype=torch.bool)])
+        wanted = torch.cat([data.test.labels.cpu(), torch.full((len(stamped),), target, dtype=torch.long)])
+        clean_stamped = _answers(clean, stamped).argmax(1)
+        facts: dict[str, Any] = {
+            **evaluation_facts(poisoned, data),
+            "clean_model_accuracy": clean.accuracy,
+            "clean_model_success": float((clean_stamped == target).double().mean()),
+            "target": target, "known": attack.settings.known, "poisoned": attack.settings.poisoned,
+            "replaced_gradients": poison.replaced}
+        if run is not None:
+            run.log(f"poisoned training: accuracy {poisoned.accuracy:.4f}, {poison.replaced} gradients replaced; "
+                    f"unpoisoned: accuracy {clean.accuracy:.4f}")
+        observation = BackdoorObservation(_answers(poisoned, queries), triggered)
+        yield Observed(observation, Truth(None, wanted, context={"triggered": triggered, "target": target}), facts,
+                       title(prepared), victim.seed)
+
+    def summary(self, prepared: Prepared, outcome: Outcome, run: Run):
+        return summary(prepared, outcome, run)
 
 
 def backdoor_success(reconstruction, metrics: dict[str, Any], truth: Truth) -> dict[str, Any]:
@@ -183,4 +189,8 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
 def backdoor_experiment(config: type) -> Experiment:
     """The backdoors' experiment (train the poisoned victim and the unpoisoned one beside it, attack, score) for
     `config`, a `BackdoorConfig` subclass whose `attack` is the spec's name: how a backdoor's spec declares it."""
-    return Experiment(config, prepare, execute, summary)
+    return split_experiment(config, BACKDOORS)
+
+
+BACKDOORS = BackdoorFamily()
+"""The backdoors' family in the one split experiment."""

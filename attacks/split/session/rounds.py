@@ -23,16 +23,22 @@ computed on the victim side)."""
 
 class RoundLog:
     """The experiment's monitor: the error of the server's reconstruction of each received batch
-    against that batch, summed on the device with the server's losses and read once per interval."""
+    against that batch, summed on the device with the server's losses and read once per interval.
+
+    `replay`: `batches` is the referee's replay of the victim's batch order (the victim trains in another
+    process, over TCP), drawn here once a round; otherwise it is the client's own stream, which the round drew."""
 
     def __init__(self, batches: BatchStream, every: int, total: int, device: torch.device,
-                 log: Callable[[str], None], label: str):
+                 log: Callable[[str], None], label: str, *, replay: bool = False):
         self.batches, self.every, self.total, self.log, self.label = batches, every, total, log, label
+        self.replay = replay
         self._sum = torch.zeros(len(LOG_FIELDS), device=device)
         self._count = 0
         self.rows: list[dict[str, float]] = []
 
     def __call__(self, step: int, reconstruction: torch.Tensor, losses: torch.Tensor) -> bool:
+        if self.replay:
+            next(self.batches)
         x = self.batches.last                                   # the private batch of this round
         errors = torch.stack([image_mse(reconstruction, x).mean(),
                               image_mse(from_fsha_images(reconstruction), from_fsha_images(x)).mean()])

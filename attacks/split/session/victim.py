@@ -4,21 +4,26 @@ the size of the attacker's networks, which a width is checked against, is asked 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
+from attacks.driver import Truth
 from attacks.registry import spec as registered
+from attacks.split.observations import FshaObservation
+from attacks.split.run_split import Observed
+from attacks.split.session.rounds import RoundLog
 from vfl import data as datasets
 from vfl.errors import SplitlabError
-from vfl.fsha_victim import BatchStream, FshaClientConfig, honest_client
+from vfl.fsha_victim import BatchStream, FshaCase, honest_client
 from vfl.models.fsha import build_client, feature_shape
-from vfl.options import integer, option, text
+from vfl.options import integer, option
 from vfl.protocol import Client, ClientSession, Transcript
 from vfl.training import malicious_session
 from vfl.runtime import resolve_device
 from vfl.validate import check_int, check_number
 
-__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "MAX_PARAMETERS"]
+__all__ = ["FshaVictim", "VictimSide", "load_split", "victim_side", "observed", "MAX_PARAMETERS"]
 
 MAX_PARAMETERS = 2**28
 """Parameters of client, pilot, decoder and critic together (1 GiB of float32, about 4 GiB with gradients and
@@ -26,12 +31,10 @@ Adam's moments): a width beyond it is refused before anything is allocated."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class FshaVictim(FshaClientConfig):
-    """The honest client under attack and its data (`vfl.fsha_victim.FshaClientConfig`, which a client process
-    takes too), with what the evaluation scores; checked when built, before anything is written. Its seed
-    initialises the client and orders its private batches (the attack has its own)."""
-    dataset: str = option("mnist5k", "Dataset: private = its train split (the client's), public = its test split "
-                          "(the server's); disjoint.", text())
+class FshaVictim(FshaCase):
+    """The honest client under attack and its data (`vfl.fsha_victim.FshaCase`, the split case with FSHA's defaults,
+    which a client process takes too), with what the evaluation scores; checked when built, before anything is
+    written. Its seed initialises the client and orders its private batches (the attack has its own)."""
     batch_size: int = 64
     """Private images per protocol round (the attack's batch size)."""
     width: float = 1.0
@@ -39,18 +42,11 @@ class FshaVictim(FshaClientConfig):
     eval_images: int = option(1000, "Private images scored after training (client inference mode), and the "
                               "control on them.", integer(low=1, high=10_000_000))
 
-    send_back: str = option("none", "none only: FSHA's server is the attacker and sends back the gradients it "
-                            "chooses.", text())
-
     def check(self) -> None:
-        if self.send_back.strip().lower() != "none":
-            raise SplitlabError("FSHA's server is the attacker: it sends back the gradients it chooses, so no honest "
-                                "label party is there to run --send-back "
-                                f"{self.send_back}; give the client's defences with --defence")
         check_int("--batch-size", self.batch_size, low=1, high=1_000_000)
         check_number("--width", self.width, low=0, low_open=True, high=16)
         super().check()
-        count = parameter_count(self.arch, self.level, self.width)
+        count = parameter_count(self.arch, self.cut_layer, self.width)
         if count > MAX_PARAMETERS:
             raise SplitlabError(f"--width {self.width:g} gives the {self.arch} client and the server's networks "
                                 f"{count:,} parameters, more than the {MAX_PARAMETERS:,} this lab allocates; "
@@ -90,6 +86,9 @@ class VictimSide:
     """The first private image of each class, [0,1], the dataset's shape: what the attack is scored on."""
     transcript: Transcript
     session: ClientSession
+    replayed: bool = False
+    """The client trains in another process (over TCP): `batches` is the referee's replay of its batch order and
+    `client` its final model, read back once the session has ended (None until then)."""
 
 
 def victim_side(victim: FshaVictim, private: datasets.ImageData, public: datasets.ImageData,
@@ -103,3 +102,22 @@ def victim_side(victim: FshaVictim, private: datasets.ImageData, public: dataset
     transcript = transcript if transcript is not None else Transcript()
     session = malicious_session(honest.client, honest.batches, honest.targets, transcript)
     return VictimSide(victim, device, private, public, honest.client, honest.batches, targets, transcript, session)
+
+
+def observed(side: VictimSide, attack: Any, log: Callable[[str], None], *, seed: int,
+             interruptible: bool = False) -> Observed:
+    """What FSHA observes of the victim side, in process or over TCP alike: the public images and the session,
+    with the targets as its truth and the referee's round monitor (`RoundLog`, fed the client's batches or their
+    replay) passed to the attack and kept for the evaluation. `interruptible`: Ctrl-C ends the rounds early and
+    what was reached is scored and written; otherwise Ctrl-C propagates."""
+    victim, s = side.victim, attack.settings
+    over = " over TCP" if side.replayed else ""
+    label = f"fsha {victim.arch} L{victim.cut_layer}"
+    rounds = RoundLog(side.batches, s.log_every, s.iterations, side.device, log, label, replay=side.replayed)
+    log(f"{label} on {victim.dataset}{over} ({side.private.provenance}); {len(side.private)} private / "
+        f"{len(side.public)} public images; device {side.device}; preset {s.preset}")
+    observation = FshaObservation(side.public.images.to(side.device), victim.feature_shape, side.session, victim.arch)
+    facts = {"arch": victim.arch, "level": victim.cut_layer, "dataset": victim.dataset}   # level: FSHA's name
+    title = f"FSHA, {victim.arch} client, level {victim.cut_layer}, {victim.dataset}{',' * bool(over)}{over}"
+    return Observed(observation, Truth(side.targets, context={"side": side, "rounds": rounds}), facts, title, seed,
+                    call={"monitor": rounds, "interruptible": interruptible})

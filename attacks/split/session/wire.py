@@ -13,15 +13,12 @@ for the evaluation on more private images. Nothing of it is sent to the victim o
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Iterator
 
 import torch
 
-from attacks.driver import Outcome, Truth, attack_and_score
-from attacks.registry import spec as registered
-from attacks.split.observations import FshaObservation
-from attacks.split.session.rounds import RoundLog
 from attacks.split.session.victim import FshaVictim, VictimSide
 from vfl import data as datasets
 from vfl.errors import SplitlabError
@@ -33,10 +30,9 @@ from vfl.runtime import generator, resolve_device
 from vfl.wire.client import load_bottom
 from vfl.wire.keys import read_secret
 from vfl.wire.launch import LocalClients, fsha_client_command
-from vfl.runtime import terminate_as_interrupt
 from vfl.wire.victim_session import open_victim_session
 
-__all__ = ["run_fsha_over_tcp"]
+__all__ = ["victim_over_tcp"]
 
 CLIENT_RUN = "client"
 """The victim process's run directory, inside the attack's."""
@@ -60,47 +56,41 @@ class _EndsAfterTargets:
 
 def _final_client(victim: FshaVictim, folder: Path, device: torch.device) -> Client:
     """The referee's copy of the victim's final model (its architecture, the weights it saved at the end)."""
-    model = build_client(victim.arch, victim.level, victim.width).to(device)
+    model = build_client(victim.arch, victim.cut_layer, victim.width).to(device)
     model.load_state_dict(load_bottom(folder / "bottom.pt"))
     return Client(model, None)
 
 
-def run_fsha_over_tcp(victim: FshaVictim, attack: Any, run: Run, *, seed: int = 0, lpips=None, fid=None,
-                      progress: bool = True, private: datasets.ImageData, public: datasets.ImageData,
-                      timeout: float = 60.0) -> Outcome:
-    """FSHA against the victim in its own process: observe -> attack -> score, evaluate and write (the one driver),
-    as `experiment.run_fsha` does in process. Ctrl-C, `kill` or a failing peer end both sides with one line."""
-    device = resolve_device(victim.device)
-    s = attack.settings
-    label = f"fsha {victim.arch} L{victim.level}"
-    mirror = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
-    rounds = RoundLog(mirror, s.log_every, s.iterations, device, run.log, label)
-    targets, _ = datasets.first_of_each_class(private)
-    transcript = Transcript()
-    run.log(f"{label} on {victim.dataset} over TCP ({private.provenance}); {len(private)} private / {len(public)} "
-            f"public images; device {device}; preset {s.preset}")
+@contextmanager
+def victim_over_tcp(victim: FshaVictim, run: Run, *, private: datasets.ImageData, public: datasets.ImageData,
+                    iterations: int, timeout: float = 60.0) -> Iterator[VictimSide]:
+    """The victim in its own process and the malicious server's session with it, open while the attack runs: the
+    victim side over TCP, which the attack observes as in process (`victim.observed`). Ctrl-C, `kill` or a failing
+    peer end both sides with one line."""
     try:
-        with terminate_as_interrupt(), LocalClients(timeout) as local:
+        with LocalClients(timeout) as local:
             local.start(fsha_client_command(victim, local.address, local.secret, run.file(CLIENT_RUN), timeout))
-            return _attack_session(victim, attack, run, local, device, mirror, rounds, targets, transcript, seed=seed,
-                                   lpips=lpips, fid=fid, progress=progress, private=private, public=public,
-                                   timeout=timeout)
+            with _session(victim, run, local, iterations, private=private, public=public,
+                          timeout=timeout) as side:
+                yield side
     except KeyboardInterrupt:
         raise SplitlabError("interrupted; FSHA over TCP keeps nothing of an unfinished session") from None
 
 
-def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClients, device: torch.device,
-                    mirror: BatchStream, rounds: RoundLog, targets: torch.Tensor, transcript: Transcript, *, seed: int,
-                    lpips, fid, progress: bool, private: datasets.ImageData, public: datasets.ImageData,
-                    timeout: float) -> Outcome:
-    """The session with the victim `local` started, and the attack through it; the victim is told why when it
-    ends early."""
+@contextmanager
+def _session(victim: FshaVictim, run: Run, local: LocalClients, iterations: int, *, private: datasets.ImageData,
+             public: datasets.ImageData, timeout: float) -> Iterator[VictimSide]:
+    """The session with the victim `local` started, as a victim side whose batches are the referee's replay of the
+    victim's order (from its seed); the victim is told why when it ends early."""
+    device = resolve_device(victim.device)
+    replay = BatchStream(private.images, victim.batch_size, generator(victim.seed), device)
+    targets, _ = datasets.first_of_each_class(private)
+    transcript = Transcript()
     parties, open_ = None, False
     try:
-        parties, session = open_victim_session(local.listener, read_secret(local.secret), victim,
-                                               attack.settings.iterations, device, transcript)
+        parties, session = open_victim_session(local.listener, read_secret(local.secret), victim, iterations, device,
+                                               transcript)
         open_ = True
-        side = VictimSide(victim, device, private, public, None, mirror, targets, transcript, session)
 
         def end() -> None:
             nonlocal open_
@@ -110,18 +100,9 @@ def _attack_session(victim: FshaVictim, attack: Any, run: Run, local: LocalClien
             local.wait()
             side.client = _final_client(victim, run.path / CLIENT_RUN, device)
 
-        def monitor(step: int, reconstruction: torch.Tensor, losses: torch.Tensor) -> bool:
-            next(mirror)                                # the victim's batch of this round, for the referee
-            return rounds(step, reconstruction, losses)
-
-        observation = FshaObservation(public.images.to(device), victim.feature_shape,
-                                      _EndsAfterTargets(session, end), victim.arch)
-        return attack_and_score(
-            registered("fsha"), attack, observation, Truth(targets, context={"side": side, "rounds": rounds}), run=run,
-            seed=seed, progress=progress, lpips=lpips, fid=fid,
-            facts={"arch": victim.arch, "level": victim.level, "dataset": victim.dataset},
-            title=f"FSHA, {victim.arch} client, level {victim.level}, {victim.dataset}, over TCP",
-            call={"monitor": monitor})
+        side = VictimSide(victim, device, private, public, None, replay, targets, transcript,
+                          _EndsAfterTargets(session, end), replayed=True)
+        yield side
     except KeyboardInterrupt:
         _abort(parties if open_ else None, "the server was interrupted")
         raise
