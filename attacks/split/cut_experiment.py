@@ -149,11 +149,11 @@ def train_victim(victim: Victim, run: Run | None, progress: bool = True) -> Vict
     return Victim(victim.config, victim.train, victim.test, trained, path)
 
 
-def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[CutObservation, float]:
+def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[CutObservation, float, dict]:
     """Train the victim with the curious server in this process and each honest client in a `splitlab client`
     process on 127.0.0.1 (`vfl.wire.launch.serve_locally`), then take the observation from what the server
     received: the last inference query, the evaluation targets' activations. Returns it with the test accuracy
-    the server measured. Nothing of the clients' is read here: no weights, no images."""
+    the server measured and the bytes that crossed the cut. Nothing of the clients' is read here: no weights, no images."""
     from vfl.wire.launch import serve_locally
 
     config = victim.config
@@ -168,7 +168,7 @@ def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[C
             f"{metrics['seconds']:.1f} s; the server received the targets' query at step {query.step} "
             f"({server_run.path})")
     return CutObservation(config.arch, config.cut_layer, config.image_shape, query.tensor.to(device)), \
-        metrics["accuracy"]
+        metrics["accuracy"], metrics["cut_bytes"]
 
 
 def observe_trained(victim: Victim, *, seed: int = 0, target_party: int = 0, rows: int | None = None) -> Observed:
@@ -212,7 +212,7 @@ def tabular_truth(victim: Victim, targets: torch.Tensor, classes: torch.Tensor, 
 
 
 def observed_from(victim: Victim, observation: CutObservation, accuracy: float, *, seed: int = 0,
-                  target_party: int = 0, rows: int | None = None) -> Observed:
+                  target_party: int = 0, rows: int | None = None, cut_bytes: dict | None = None) -> Observed:
     """UnSplit's observation of the targets (with K parties, the target party's slice), its truth on [0,1] (the
     clean targets, or the target party's strip of each; on tabular data the attacked party's columns), the
     victim's accuracy and what its defences did in training; with K image parties the strips figure is written
@@ -231,8 +231,10 @@ def observed_from(victim: Victim, observation: CutObservation, accuracy: float, 
     found = {} if victim.trained is None else trained_report(victim.trained)
     if found:                                        # what the defences did in training (NoPeek's DCOR, ...)
         facts["defence_report"] = found
-    if victim.trained is not None and victim.trained.cut_bytes is not None:
-        facts["cut_bytes"] = victim.trained.cut_bytes
+    if victim.trained is not None:                 # trained here; over TCP the server's count is given
+        cut_bytes = victim.trained.cut_bytes
+    if cut_bytes is not None:
+        facts["cut_bytes"] = cut_bytes
     title = f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}"
     truth = Truth(targets, context={"classes": classes})
     if tabular:
@@ -376,8 +378,9 @@ class UnsplitFamily:
         if c.transport == "tcp":
             if run is None:
                 raise SplitlabError("transport tcp keeps its parties' runs in the run directory: give out=")
-            observation, accuracy = observe_over_tcp(victim, run, progress)
-            yield observed_from(victim, observation, accuracy, seed=c.seed, target_party=c.target_party)
+            observation, accuracy, cut_bytes = observe_over_tcp(victim, run, progress)
+            yield observed_from(victim, observation, accuracy, seed=c.seed, target_party=c.target_party,
+                                cut_bytes=cut_bytes)
             return
         if victim.trained is None:
             victim = train_victim(victim, run, progress)

@@ -297,4 +297,4 @@ def _assembled(config: TrainConfig, device: torch.device, run: Run, metrics: dic
         json.loads((run.path / f"party-{k}" / "metrics.json").read_text()).get("defence_report", {})
         for k in range(config.parties)]))
     return TrainedSplit(config, client, server, metrics["accuracy"], metrics["history"], metrics["seconds"],
-                        train.provenance, found)
+                        train.provenance, found, metrics.get("cut_bytes"))

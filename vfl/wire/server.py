@@ -233,11 +233,12 @@ def listen(settings: ServeSettings) -> Listener:
 
 def _metrics(role: str, config: TrainConfig, state: FitState, traffic: list[dict], seconds: float) -> dict[str, Any]:
     """`seconds` counts this process's session only (a resumed run starts again from 0); `traffic_per_epoch`
-    is what crossed the wire in each epoch, the epoch-end exchange included."""
+    is what crossed the wire in each epoch, the epoch-end exchange included; `cut_bytes` the protocol's messages by
+    sender, counted as in process (`FitState.cut_bytes`), so both transports report the same figure."""
     accuracy = state.history[-1]["test_accuracy"] if state.history else math.nan
     return {"accuracy": accuracy, "seconds": seconds, "history": state.history, "epoch_seconds": state.epoch_seconds,
             "role": role, "parties": config.parties, "traffic_per_epoch": traffic,
-            "torch_threads": torch.get_num_threads()}
+            "cut_bytes": dict(state.cut_bytes), "torch_threads": torch.get_num_threads()}
 
 
 def load_top(path: Path) -> dict[str, torch.Tensor]:
