@@ -1,5 +1,6 @@
 """What the claims of the field's defence papers share: each defence at its paper's strongest setting against the
-attack it was made against, beside the same cells without it, on the field-defences-* grids (mnist5k, CPU sizes).
+attack it was made against, beside the same cells without it, on the field-defences-* grids (CPU sizes; wdbc for the
+label defences, mnist5k for the others, every seed its own train/test draw).
 
 The defence papers' own numbers were not at hand to the lab (their texts are not in the lab's paper store); each
 claim says so where it would quote them, and the lab's attacks and data differ from the papers', which each claim
@@ -15,8 +16,9 @@ __all__ = ["LABELS_GRID", "NO_NUMBERS", "LABEL_TASK", "label_leak_claim"]
 
 LABELS_GRID = "field-defences-labels"
 NO_NUMBERS = "the paper's own numbers were not at hand to quote (its text is not in the lab's paper store)"
-LABEL_TASK = ("Li et al.'s norm scoring on binary mnist5k (digit 0 against the rest), the lab's CNN cut after its "
-              "first dense layer, two epochs, seeds 0-2")
+LABEL_TASK = ("Li et al.'s norm scoring on wdbc (binary: malignant, 37%, against benign), the tabular MLP with the "
+              "label party's two dense layers after cut 6, ten epochs, seeds 0-2, each its own stratified train/test "
+              "draw")
 
 
 def label_leak_claim(claim_id: str, paper: str, where: str, claim: str, paper_setting: str, send_back: str,
