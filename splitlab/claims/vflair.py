@@ -45,7 +45,8 @@ CLAIMS: list[Claim] = [
         "GaussianDP at its strongest benchmarked strength (0.1) lowers label inference from the cut gradients.",
         "MNIST, CIFAR-10 and others, strengths 1e-4 to 1e-1, VFLAIR's own attacks (direct and norm-based label "
         "inference among them)", "clipped-noise:scale=0.1",
-        "VFLAIR ranks defences by its own attack suite and data; the lab runs one of them (norm scoring) on wdbc"),
+        "VFLAIR ranks defences by its own attack suite and data; the lab runs one of them (norm scoring) on binary "
+        "mnist5k"),
 ]
 
 PAPER_PRESETS: dict = {}

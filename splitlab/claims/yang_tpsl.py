@@ -19,7 +19,7 @@ CLAIMS = [
         "The gradient perturbation at a small epsilon (0.01) stops norm and direction label attacks on the cut "
         "gradients.", "Criteo and Avazu click-through data, the norm and direction attacks of Li et al.",
         "grad-perturb:epsilon=0.01",
-        "the paper runs TPSL on click-through data; the lab runs VFLAIR's GradPerturb on wdbc, a small binary tabular set"),
+        "the paper runs TPSL on click-through data; the lab runs VFLAIR's GradPerturb on binary mnist5k"),
 ]
 
 PAPER_PRESETS: dict = {}
