@@ -56,7 +56,8 @@ class FshaConfig(SplitConfig):
 
     @functools.cached_property
     def victim_config(self) -> FshaVictim:
-        return victim_for(self.settings, seed=self.seed, device=self.device, data_root=self.data_root, **self.victim)
+        return victim_for(self.settings, seed=self.seed, device=self.device, data_root=self.data_root,
+                          data_draw=self.data_draw, **self.victim)
 
 
 @dataclass(frozen=True, eq=False)
