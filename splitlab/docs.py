@@ -341,6 +341,10 @@ def defences_page() -> str:
     upload = [s.name for s in own if s.point == "upload"]
     lines += ["", f"Horizontal FL: every `splitlab hfl` attack takes every upload defence ({', '.join(upload)}) with "
               "`--defence`; split defences are refused there in one line, and upload defences in split commands.", ""]
+    from splitlab.defence_table import table
+
+    lines += ["## Each defence against its attack, as the shipped grids measure it", "",
+              "Read from splitlab/results/ (`python scripts/defence_table.py` prints the same table).", "", table(), ""]
     return "\n".join(lines)
 
 

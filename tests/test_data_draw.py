@@ -85,6 +85,8 @@ def test_an_attacks_victim_and_fshas_private_split_take_the_runs_draw():
 
     config = registry.spec("label-norm").experiment.config.of(seed=1, data_draw="seed", device="cpu")
     assert config.victim_config.data_draw == "seed" and config.victim_config.seed == 1
+    fsha = registry.spec("fsha").experiment.config.of(seed=1, data_draw="seed", device="cpu")
+    assert fsha.victim_config.data_draw == "seed" and fsha.victim_config.seed == 1     # the CLI's and a sweep's way
     private, public = load_split(FshaVictim(seed=1, data_draw="seed", device="cpu"))
     assert torch.equal(public.images, _split("mnist5k", 1)[1].images)
     assert torch.equal(load_split(FshaVictim(seed=1, device="cpu"))[1].images,

@@ -93,6 +93,26 @@ def test_every_option_is_refused_out_of_its_range_in_one_line(spec):
         registry.chain(f"{spec.example}{',' if ':' in spec.example else ':'}nonsense=1", (spec.point,), spec.flag)
 
 
+def _command_for(spec) -> list[str]:
+    """A command that takes the defence's flag: hfl for an upload defence, a label attack for the label party's,
+    a feature attack for the feature party's."""
+    if spec.point == "upload":
+        return ["hfl", "--attack", "dlg"]
+    return ["attack", "label-norm" if spec.flag == "--send-back" else "unsplit"]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_every_defence_refuses_a_bad_option_on_the_command_line_in_one_line_and_exit_2(spec, tmp_path):
+    name, value = next((f.name, o.check.refused) for f, o in spec.options()
+                       if o.check is not None and o.check.refused is not None)
+    out_of_range = spec.name + ":" + ",".join(f"{k}={v}" for k, v in {**example_options(spec), name: value}.items())
+    unknown = f"{spec.example}{',' if ':' in spec.example else ':'}nonsense=1"
+    for text, message in [(out_of_range, name), (unknown, "nonsense")]:
+        result = runner.invoke(app, [*_command_for(spec), spec.flag, text, "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2 and message in result.output, (text, result.output)
+        assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "run").exists(), result.output
+
+
 @pytest.mark.parametrize("spec", [s for s in SPECS if s.zero is not None], ids=lambda s: s.name)
 def test_zero_strength_is_no_defence_bit_for_bit(spec):
     x, labels = case()

@@ -227,3 +227,14 @@ def test_the_attacking_party_runs_its_own_bottom_through_its_secret_transform_no
     own = OwnBottom(model, defences)
     assert torch.equal(own(x), model(defences[0].on_input(x, False)))
     assert not torch.allclose(own(x), model(x)) and list(own.parameters()) == list(model.parameters())
+
+
+def test_a_round_whose_median_norm_is_zero_keeps_finite_scores_and_its_ranking():
+    from attacks.split.label_norm.rounds import relative_to_round
+
+    # round 0: most gradients rounded to nothing (as DCAE's bins leave them), round 1: an ordinary round
+    norms = torch.tensor([0.0, 0.0, 0.0, 300.0, 150.0, 0.0, 1.0, 2.0], dtype=torch.float64)
+    rounds = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1])
+    scores = relative_to_round(norms, rounds)
+    assert torch.isfinite(scores.float()).all()
+    assert scores.tolist() == [0.0, 0.0, 0.0, 1.0, 0.5, 0.0, 1.0, 2.0]      # 0: over its largest; 1: its median

@@ -24,7 +24,8 @@ CLAIMS = [
                                                  b=Select({"defence": "nopeek:alpha=3"}, "nopeek alpha 3"),
                                                  metric="image_mse", higher_is_better=False, scale=FACTOR,
                                                  defended_b=True),
-                  "paired UnSplit image MSE over seeds 0-2, SmallMLP at cut 1, one epoch, unsplit.quick"),
+                  "paired UnSplit image MSE over seeds 0-2 (each its own train/test draw of mnist5k), SmallMLP at cut 1, "
+                  "one epoch, unsplit.quick"),
           not_comparable="the paper's attacker trains a decoder on leaked input-activation pairs; the lab's is "
                          "UnSplit, which inverts a clone of the client without any pair"),
 ]

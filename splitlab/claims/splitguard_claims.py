@@ -18,8 +18,8 @@ CITATION = ("Erdogan, Kupcu, Cicek. SplitGuard: Detecting and Mitigating Trainin
 
 GUARD = "splitguard:p_fake=0.2,start=10"
 REDUCED = ("60 rounds of 32 images against a width-0.25 MLP client on mnist5k (FSHA, level 1) and one epoch of the "
-           "SmallMLP split model on mnist5k (honest); the paper: ResNet clients on MNIST, Fashion-MNIST and CIFAR-10 "
-           "through training")
+           "SmallMLP split model on mnist5k (honest), each seed its own train/test draw; the paper: ResNet clients on "
+           "MNIST, Fashion-MNIST and CIFAR-10 through training")
 CLAIMS = [
     Claim("erdogan.splitguard.detects-fsha", PAPER, "Sec. 5 (detection)",
           "SplitGuard flags FSHA within its first fake batches.",

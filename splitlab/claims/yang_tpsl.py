@@ -19,7 +19,9 @@ CLAIMS = [
         "The gradient perturbation at a small epsilon (0.01) stops norm and direction label attacks on the cut "
         "gradients.", "Criteo and Avazu click-through data, the norm and direction attacks of Li et al.",
         "grad-perturb:epsilon=0.01",
-        "the paper runs TPSL on click-through data; the lab runs VFLAIR's GradPerturb on binary mnist5k"),
+        "the paper runs TPSL on click-through data; the lab runs VFLAIR's GradPerturb on binary mnist5k, where at "
+        "epsilon 0.01 the split model falls to about the majority class's accuracy (0.9): the leak falls with the "
+        "task"),
 ]
 
 PAPER_PRESETS: dict = {}

@@ -63,7 +63,8 @@ class FshaConfig(SplitConfig):
 
     @functools.cached_property
     def victim_config(self) -> FshaVictim:
-        return victim_for(self.settings, seed=self.seed, device=self.device, data_root=self.data_root, **self.victim)
+        return victim_for(self.settings, seed=self.seed, device=self.device, data_root=self.data_root,
+                          data_draw=self.data_draw, **self.victim)
 
 
 def observe_local(victim: FshaVictim, attack: Any, run: Run | None = None, *, seed: int = 0,
