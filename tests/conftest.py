@@ -13,6 +13,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
+SLOW_DEFAULT_SECONDS = 10.0
+"""What a test marked plain `slow` is taken to cost (the marker's own threshold)."""
+
+
+def _seconds(item) -> float:
+    marker = item.get_closest_marker("slow")
+    return 0.0 if marker is None else float(marker.kwargs.get("seconds", SLOW_DEFAULT_SECONDS))
+
+
+def pytest_collection_modifyitems(items):
+    """Longest first: slow tests by their declared cost (`@pytest.mark.slow(seconds=N)`, N about the seconds the
+    test takes alone on a 2-core CPU), then every other test in its usual order. Under `-n auto --dist worksteal`
+    (pyproject's addopts) the workers start on the long tests and an idle worker takes the back half of a busy
+    one's queue, so the run ends on short tests instead of one worker running a minutes-long test alone at the end."""
+    items.sort(key=lambda item: -_seconds(item))          # stable: equal costs keep the collection's order
+
+
 @pytest.fixture(autouse=True)
 def _torch_on_one_thread():
     """Tests run torch on one thread: their models and batches are small, and on a shared 2-core CPU two

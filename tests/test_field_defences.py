@@ -197,7 +197,7 @@ def test_splitguard_flags_a_server_whose_gradients_ignore_the_labels_within_its_
     assert other.score_rounds != guard.score_rounds
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_splitguard_detects_fsha_within_its_first_fake_batches(tmp_path):
     m = api.attack("fsha", arch="mlp", level=1, iterations=40, batch_size=32, width=0.25, eval_images=16,
                    defence="splitguard:p_fake=0.2,start=10", out=tmp_path / "run").metrics
