@@ -73,7 +73,7 @@ if TYPE_CHECKING:   # the names loaded when first taken: type checkers read them
     # a backdoor by a poisoning feature party: its attack object, config and settings, the backdoors' experiment
     # (the poisoned victim trained beside the unpoisoned one) and its score
     from attacks.split.poisoning.experiment import Backdoor, BackdoorConfig, backdoor_experiment, backdoor_success
-    from attacks.split.poisoning.settings import BackdoorSettings
+    from attacks.split.poisoning.settings import BackdoorSettings, DIGITS_BACKDOOR_VICTIM
     # a label-inference attack: what it needs, its answer, the victims it refuses, the family's experiment and the
     # papers (with the deviations their attacks share)
     from attacks.split.labels.observation import Needs, require as require_observed

@@ -15,16 +15,26 @@ is replaced by them), and run with the same torch thread count:
 breaching runs in its own virtual environment (`--breaching-python`, default /work/breaching-venv/bin/python),
 a child process of this script given the problem as a file; it imports only breaching, torch and the lab's
 model builder there. The table shows seconds per run on each side (median of the repeats, alternating) and
-breaching's time over the lab's; the lab's rows can also be compiled (`--compile on`: each lab run then
-compiles again, a new objective per attack call, and the compile seconds are left out of its time).
+breaching's time over the lab's. The lab's rows can also be compiled (`--compile on`, or `auto`, which
+decides per call): its "whole s" is the whole attack call, compile included (breaching's time is compared
+with it), "steps s" the same call less its compile seconds, and "first s" the whole first call, the only
+one that compiles in this process (with a warm inductor cache: a fresh process's cost; later calls on a new
+objective of the same shapes run the graph compiled then). Under the table, per row: the compiles and
+compile seconds of each repeat and what `auto` decided and why (`extras.compile` of the run's metrics).
 
     python scripts/bench_breaching.py --repeats 3
     python scripts/bench_breaching.py --quick            # a few steps: checks both sides run
     python scripts/bench_breaching.py --dataset photos   # a 32x32 colour photo in place of the digit
 
-breaching 0.1.2 was installed for this with its own dependencies (hydra-core, lpips) in that environment
-and the project's torch and torchvision made visible to it through a .pth file, so both sides run the same
-torch build; breaching is not a dependency of the lab.
+breaching 0.1.2 runs in its own environment beside the lab's, with the project's torch and torchvision made
+visible to it through a .pth file, so both sides run the same torch build (breaching is not a dependency of
+the lab). Without `--no-deps` pip would bring a second torch; the pins are those of the lab's environment:
+
+    python3.11 -m venv /work/breaching-venv
+    /work/breaching-venv/bin/pip install --no-deps breaching==0.1.2 hydra-core==1.3.8 omegaconf==2.3.0 \
+        antlr4-python3-runtime==4.9.3 lpips==0.1.4 scipy==1.17.1 numpy==2.4.6 pyyaml packaging tqdm
+    echo /work/main/.venv/lib/python3.11/site-packages \
+        > /work/breaching-venv/lib/python3.11/site-packages/splitlab-torch.pth
 """
 from __future__ import annotations
 
@@ -168,7 +178,7 @@ def run_breaching(python: str, path: str, name: str, threads: int) -> dict:
 def breaching_available(python: str) -> str | None:
     """None when `python` imports breaching 0.1.2, else why not (one line)."""
     if not Path(python).exists():
-        return f"no breaching environment at {python} (python3 -m venv there, then pip install breaching==0.1.2)"
+        return f"no breaching environment at {python} (this script's docstring says how to make one)"
     done = subprocess.run([python, "-c", "import breaching, importlib.metadata as m; print(m.version('breaching'))"],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if done.returncode != 0:
@@ -219,13 +229,16 @@ def main() -> None:
         path = os.path.join(folder, "problems.pt")
         torch.save(cases, path)
         for name, problem in cases.items():
-            lab, theirs, lab_cpu, their_cpu = [], [], [], []
+            lab, whole, reports, theirs, lab_cpu, their_cpu = [], [], [], [], [], []
             for _ in range(args.repeats):
                 # the engine's own clock (its steps, compile seconds taken out); breaching's reconstruct() call;
                 # and each side's process CPU seconds over the same call (steadier on a shared machine)
                 result, cpu = lab_run(name, problem, args.compile)
-                compile_seconds = result.extras.get("compile", {}).get("compile_seconds", 0.0)
+                report = result.extras.get("compile", {})
+                compile_seconds = report.get("compile_seconds", 0.0)
+                whole.append(result.seconds)
                 lab.append(result.seconds - compile_seconds)
+                reports.append(report)
                 lab_cpu.append(cpu if not compile_seconds else math.nan)   # a compile's CPU is partly in its workers
                 best = int(result.loss.argmin())
                 lab_loss, lab_psnr = float(result.loss[best]), psnr_of(result.trials[best], problem["truth"])
@@ -234,19 +247,25 @@ def main() -> None:
                 their_cpu.append(other["cpu_seconds"])
                 their_loss = other["final_loss"]
                 their_psnr = psnr_of(torch.load(other["reconstruction"]), problem["truth"])
-            rows.append((name, problem["steps"], statistics.median(lab), statistics.median(theirs),
-                         statistics.median(lab_cpu), statistics.median(their_cpu), lab_loss, their_loss,
-                         lab_psnr, their_psnr))
+            rows.append((name, problem["steps"], statistics.median(whole), statistics.median(lab), whole[0],
+                         statistics.median(theirs), statistics.median(lab_cpu), statistics.median(their_cpu),
+                         lab_loss, their_loss, lab_psnr, their_psnr, reports))
             print(f"  {name}: done", flush=True)
-    print(f"\n{'problem':<16} {'steps':>6} {'lab s':>8} {'breaching s':>12} {'breaching / lab':>16} "
-          f"{'CPU s: lab':>11} {'breaching':>10} {'ratio':>7}  PSNR dB: lab / breaching  "
+    print(f"\n{'problem':<16} {'steps':>6} {'lab: whole s':>12} {'steps s':>8} {'first s':>8} {'breaching s':>12} "
+          f"{'breaching / lab whole':>22} {'CPU s: lab':>11} {'breaching':>10} {'ratio':>7}  PSNR dB: lab / breaching  "
           f"loss: lab best / breaching last recorded")
-    for name, steps, lab, theirs, lab_cpu, their_cpu, lab_loss, their_loss, lab_psnr, their_psnr in rows:
+    for (name, steps, whole, lab, first, theirs, lab_cpu, their_cpu, lab_loss, their_loss, lab_psnr, their_psnr,
+         _) in rows:
         ratio = "-" if math.isnan(lab_cpu) else f"{their_cpu / lab_cpu:.2f}x"
-        print(f"{name:<16} {steps:>6} {lab:>8.2f} {theirs:>12.2f} {theirs / lab:>15.2f}x {lab_cpu:>11.2f} "
-              f"{their_cpu:>10.2f} {ratio:>7}  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
+        print(f"{name:<16} {steps:>6} {whole:>12.2f} {lab:>8.2f} {first:>8.2f} {theirs:>12.2f} "
+              f"{theirs / whole:>21.2f}x {lab_cpu:>11.2f} {their_cpu:>10.2f} {ratio:>7}  {lab_psnr:>7.2f} / {their_psnr:<9.2f}  "
               f"{lab_loss:.3g} / {their_loss if their_loss is None else f'{their_loss:.3g}'}")
     print(f"lab compile: {args.compile}; hardware after: {hardware(torch.device('cpu'))}")
+    for name, *_, reports in rows:
+        if any(reports):
+            print(f"  {name}: compiles per repeat {[r.get('compiles', 0) for r in reports]}, compile s "
+                  f"{[r.get('compile_seconds', 0.0) for r in reports]}; "
+                  + "; ".join(f"repeat {i + 1}: {r.get('reason')}" for i, r in enumerate(reports)))
 
 
 if __name__ == "__main__":

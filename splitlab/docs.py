@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 from attacks import registry
-from attacks.metrics import METRICS_SCHEMA
+from attacks.metrics import FEATURE_SCHEMA, METRICS_SCHEMA
 from attacks.spec import AttackSpec
 from vfl.cli_options import shown_value
 from vfl.options import flag_of, options_of
@@ -120,6 +120,10 @@ def metrics_page() -> str:
              "(`attacks/metrics/schema.py`); images are scored on the [0,1] scale after matching the batch "
              "one-to-one.", ""]
     lines += _table(["key", "meaning"], [[f"`{k}`", v] for k, v in METRICS_SCHEMA.items()])
+    lines += ["", "## Feature vectors", "", "An answer that is feature vectors (tabular data: `unsplit` on a "
+              "tabular dataset; `esa` and `grn` add the two `feature_mse` keys and `baselines.mean`) has its image "
+              "scores null and adds:", ""]
+    lines += _table(["key", "meaning"], [[f"`{k}`", v] for k, v in FEATURE_SCHEMA.items()])
     return "\n".join(lines) + "\n"
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
@@ -77,7 +77,12 @@ def matrix_command(
     sweeps = matrix.sweeps()
     for sweep in sweeps.values():                 # every cell through its command's parser and checks
         check_cells(sweep, sweep.cells(), sweep_dir)
-    cells = [c for s in sweeps.values() for c in s.cells()]
+    # task by task, each seed by seed: a matrix stopped early holds its first tasks whole at their first seeds (a
+    # ranking with intervals), not every pair at some seeds
+    tasks = list(matrix.tasks)
+    order = [((tasks.index(task), matrix.seeds.index(dict(c.swept)["seed"])), c)
+             for (task, _), s in sweeps.items() for c in s.cells()]
+    cells = [c for _, c in sorted(order, key=lambda pair: pair[0])]
     finished = [is_finished(sweep_dir / "cells" / c.dirname) for c in cells]
     if dry_run:
         record = {"command": "matrix", "dry_run": True, "matrix": matrix.name, "cells": len(cells),
@@ -94,13 +99,17 @@ def matrix_command(
         try:
             plan = start_ray_plan(address, concurrency, threads) if executor == "ray" and pending else None
             with locked(sweep_dir):
+                # again under the lock: another matrix command may have claimed the new directory since the check
+                # above (that one refuses before Ray starts; this one before anything is written)
+                check_same_matrix(sweep_dir, matrix)
                 atomic_write_text(sweep_dir / "matrix.toml", matrix.text)
                 atomic_write_text(sweep_dir / "matrix.json", dumps({
                     "matrix": matrix.name, "source": matrix.source, "paper_size": paper_size, "executor": executor,
                     "address": address, "cells": len(cells), "already_finished": sum(finished),
                     "worst_case": worst_case}) + "\n")
                 display = Display(len(pending), sum(finished), enabled=progress,
-                                  after_cell=lambda: write_report(matrix, sweep_dir))
+                                  after_cell=every(max(1, len(pending) // REPORTS),
+                                                   lambda: write_report(matrix, sweep_dir)))
                 interrupted = run_cells(plan, pending, threads, display)
                 worst = None
                 if worst_case and not interrupted:
@@ -129,6 +138,22 @@ def matrix_command(
         raise typer.Exit(130)
     if record["ok"] != len(cells):
         raise typer.Exit(1)
+
+
+REPORTS = 20
+"""How many times a run rewrites its report as cells finish (each reads every cell and draws every frontier: after
+every cell of a thousand-cell matrix that would cost more than the cells); the last report is written at the end."""
+
+
+def every(n: int, action: Callable[[], None]) -> Callable[[], None]:
+    """`action` on every n-th call."""
+    calls = [0]
+
+    def call() -> None:
+        calls[0] += 1
+        if calls[0] % n == 0:
+            action()
+    return call
 
 
 def check_same_matrix(sweep_dir: Path, matrix: Matrix) -> None:

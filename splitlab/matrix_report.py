@@ -6,13 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
 from splitlab.matrix_grid import NONE, Matrix
 from splitlab.matrix_score import ATTACK_METRICS, TASK_METRIC, Interval, attack_metric, dcs, interval, \
-    shared_ranks, trivial
+    scored_ap, shared_ranks, trivial, worst_ranking
 from splitlab.sweep_report import collect
 from vfl.runs import atomic_write_bytes, atomic_write_text
 
@@ -24,23 +24,27 @@ class Row(dict):
 
 
 def _bytes(metrics: dict[str, Any]) -> Optional[float]:
-    """The bytes the cell's run sent across the cut, where its metrics record them."""
-    found = [v for k, v in metrics.items() if k.rsplit(".", 1)[-1].endswith("bytes") and isinstance(v, (int, float))]
-    return float(sum(found)) if found else None
+    """The bytes the cell's victim sent across the cut in training, both ways (`cut_bytes` in its metrics: the
+    rounds' activations and cut gradients, the evaluations' queries and predictions); None where not recorded."""
+    found = [metrics.get(f"cut_bytes.{sender}") for sender in ("client", "server")]
+    return float(sum(found)) if all(isinstance(v, (int, float)) for v in found) else None
 
 
-def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], int]:
-    """The finished cells' rows, and how many cells failed."""
-    rows, failed = [], 0
+def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], list[dict]]:
+    """The finished cells' rows, and the failed cells (task, attack, arm, seed and the first line of the error)."""
+    rows, failed = [], []
     for (task, attack), sweep in matrix.sweeps().items():
         cells = sweep.cells()
         for cell, found in zip(cells, collect(cells, out)):
-            failed += found["status"] == "failed"
+            arm, seed = matrix.arm_of(task, attack, cell), dict(cell.swept)["seed"]
+            if found["status"] == "failed":
+                failed.append({"task": task, "attack": attack, "arm": arm.label, "seed": seed,
+                               "error": (found["error"] or "").strip().split("\n")[0]})
             if found["status"] != "ok":
                 continue
             metrics = found["metrics"]
             metric = attack_metric(metrics)
-            rows.append(Row(task=task, attack=attack, arm=matrix.arm_of(cell), seed=dict(cell.swept)["seed"],
+            rows.append(Row(task=task, attack=attack, arm=arm, seed=seed,
                             metric=metric, ap=metrics.get(metric) if metric else None,
                             ap_star=trivial(metrics, metric) if metric else None, mp=metrics.get(TASK_METRIC),
                             seconds=found["cell_seconds"], bytes=_bytes(metrics)))
@@ -52,14 +56,15 @@ def _mean(values) -> Optional[float]:
     return statistics.fmean(xs) if xs else None
 
 
-def score(matrix: Matrix, rows: list[Row]) -> tuple[list[dict], list[dict]]:
-    """(per task/attack/arm, per task/arm) records with the DCS and its averages."""
+def score(matrix: Matrix, rows: list[Row], failed: list[dict] = ()) -> tuple[list[dict], list[dict]]:
+    """(per task/attack/arm, per task/arm) records with the DCS and its averages; an arm with `failed` cells on a
+    task is not ranked there."""
     undefended = {(r["task"], r["attack"], r["seed"]): r["mp"] for r in rows if r["arm"] == NONE}
     by_cell: dict[tuple, list[Row]] = defaultdict(list)
     for r in rows:
         mp_star = undefended.get((r["task"], r["attack"], r["seed"]))
         if None not in (r["ap"], r["ap_star"], r["mp"], mp_star):
-            r["dcs"] = dcs(r["ap"], r["mp"], r["ap_star"], mp_star)
+            r["dcs"] = dcs(scored_ap(r["metric"], r["ap"], r["ap_star"]), r["mp"], r["ap_star"], mp_star)
         by_cell[r["task"], r["attack"], r["arm"]].append(r)
     cells = []
     for task in matrix.tasks:
@@ -76,14 +81,16 @@ def score(matrix: Matrix, rows: list[Row]) -> tuple[list[dict], list[dict]]:
                               "dcs": interval(r.get("dcs") for r in got),
                               "seconds": _mean(r["seconds"] for r in got), "bytes": _mean(r["bytes"] for r in got),
                               "per_seed": {r["seed"]: r.get("dcs") for r in got}})
-    return cells, _composite(matrix, cells)
+    return cells, _composite(matrix, cells, failed)
 
 
-def _composite(matrix: Matrix, cells: list[dict]) -> list[dict]:
+def _composite(matrix: Matrix, cells: list[dict], failed: list[dict] = ()) -> list[dict]:
     """T-DCS: per seed, the mean DCS over the attacks of one type; C-DCS: per seed, the mean over types. Ranked per
-    task by C-DCS, overlapping intervals sharing a rank."""
+    task by C-DCS, overlapping intervals sharing a rank. An arm with a failed cell (its training diverged, say) is
+    not ranked: its scores average only the attacks and seeds it survived, which would flatter it."""
     out = []
     for task in matrix.tasks:
+        failures = Counter(f["arm"] for f in failed if f["task"] == task)
         records = {}
         for arm in matrix.arms:
             mine = [c for c in cells if c["task"] == task and c["arm"] == arm.label]
@@ -96,8 +103,10 @@ def _composite(matrix: Matrix, cells: list[dict]) -> list[dict]:
             records[arm.label] = {"task": task, "arm": arm.label, "defence": arm.defence,
                                   **{f"t_dcs_{t}": interval(t_seeds[t].values()) for t in types},
                                   "c_dcs": interval(c_seed.values()),
-                                  "seconds": _mean(c["seconds"] for c in mine), "bytes": _mean(c["bytes"] for c in mine)}
-        ranks = shared_ranks({k: r["c_dcs"] for k, r in records.items() if r["c_dcs"] is not None})
+                                  "seconds": _mean(c["seconds"] for c in mine), "bytes": _mean(c["bytes"] for c in mine),
+                                  "failed": failures[arm.label]}
+        ranks = shared_ranks({k: r["c_dcs"] for k, r in records.items()
+                              if r["c_dcs"] is not None and not r["failed"]})
         for label, record in sorted(records.items(), key=lambda kv: (ranks.get(kv[0], 10 ** 9),
                                                                       -(kv[1]["c_dcs"].mean if kv[1]["c_dcs"] else 0))):
             out.append({**record, "rank": ranks.get(label)})
@@ -127,19 +136,25 @@ def _csv_value(value: Any) -> list[str]:
 
 
 def _csv(records: list[dict], columns: list[str]) -> str:
+    """The records as CSV (the csv module quotes what needs it: commas, quotes, line breaks in a value); an
+    interval column is three (mean, low, high)."""
+    samples = {col: next((r[col] for r in records if r.get(col) is not None), None) for col in columns}
     header = []
     for col in columns:
-        sample = next((r[col] for r in records if r.get(col) is not None), None)
-        header += [col, f"{col}_low", f"{col}_high"] if isinstance(sample, Interval) else [col]
-    lines = [",".join(header)]
+        header += [col, f"{col}_low", f"{col}_high"] if isinstance(samples[col], Interval) else [col]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
     for r in records:
         cells = []
         for col in columns:
             value = r.get(col)
-            sample = next((x[col] for x in records if x.get(col) is not None), None)
-            cells += _csv_value(value) if value is not None or not isinstance(sample, Interval) else ["", "", ""]
-        lines.append(",".join(f'"{c}"' if "," in c else c for c in cells))
-    return "\n".join(lines) + "\n"
+            cells += _csv_value(value) if value is not None or not isinstance(samples[col], Interval) else ["", "", ""]
+        writer.writerow(cells)
+    return text.getvalue()
+
+
+MARKERS = "osD^vPX"
 
 
 def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:
@@ -152,13 +167,16 @@ def frontier_png(task: str, attack: str, cells: list[dict]) -> bytes:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     base = next((c for c in cells if c["defence"] == NONE.defence), None)
-    for defence in dict.fromkeys(c["defence"] for c in cells if c["defence"] != NONE.defence):
+    colours = plt.get_cmap("tab10").colors
+    for i, defence in enumerate(dict.fromkeys(c["defence"] for c in cells if c["defence"] != NONE.defence)):
         mine = [c for c in cells if c["defence"] == defence and c["ap"] and c["mp"]]
         if not mine:
             continue
         xs, ys = [c["ap"].mean for c in mine], [c["mp"].mean for c in mine]
         xerr, yerr = [c["ap"].sd for c in mine], [c["mp"].sd for c in mine]
-        line = ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker="o", capsize=3, label=defence)
+        # ten colours and seven markers: no two of the first seventy defences look alike
+        line = ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, marker=MARKERS[i % len(MARKERS)],
+                           color=colours[i % len(colours)], capsize=3, label=defence)
         for c, x, y in zip(mine, xs, ys):
             if c["value"] is not None:
                 ax.annotate(f"{c['value']:g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,
@@ -192,6 +210,12 @@ CELL_COLUMNS = ["task", "attack", "arm", "defence", "strength", "value", "metric
 
 WORST_COLUMNS = ["task", "attack", "arm", "seed", "default_ap", "default_dcs", "worst_ap", "worst_dcs",
                  "worst_options"]
+SEED_COLUMNS = ["task", "attack", "arm", "seed", "metric", "ap", "ap_star", "mp", "dcs", "seconds", "bytes"]
+"""seeds.csv: one row per finished cell, what every mean and interval is computed from (kept where the cells are
+not)."""
+
+WORST_RANK_COLUMNS = ["task", "arm", "attacks", "default_dcs", "default_rank", "worst_dcs", "worst_rank",
+                      "rank_change"]
 WORST_NUMBERS = {"seed": int, "default_ap": float, "default_dcs": float, "worst_ap": float, "worst_dcs": float}
 
 
@@ -223,10 +247,11 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
         write_worst(out, worst)
     worst = read_worst(out)
     rows, failed = rows_of(matrix, out)
-    cells, composite = score(matrix, rows)
+    cells, composite = score(matrix, rows, failed)
     atomic_write_text(out / "matrix.csv", _csv(cells, CELL_COLUMNS))
+    atomic_write_text(out / "seeds.csv", _csv([{**r, "arm": r["arm"].label} for r in rows], SEED_COLUMNS))
     t_columns = sorted({k for r in composite for k in r if k.startswith("t_dcs_")})
-    score_columns = ["task", "rank", "arm", "defence", *t_columns, "c_dcs", "seconds", "bytes"]
+    score_columns = ["task", "rank", "arm", "defence", *t_columns, "c_dcs", "failed", "seconds", "bytes"]
     atomic_write_text(out / "scores.csv", _csv(composite, score_columns))
     figures = []
     for task in matrix.tasks:
@@ -237,24 +262,35 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
                 atomic_write_bytes(out / name, frontier_png(task, attack, mine))
                 figures.append(name)
     lines = [f"# Matrix {matrix.name}", "", matrix.description, "",
-             f"{len(rows)} cells finished, {failed} failed, of {matrix.size} "
-             f"({len(matrix.tasks)} tasks x {len(matrix.attacks)} attacks x {len(matrix.arms)} arms x "
-             f"{len(matrix.seeds)} seeds).", "",
+             f"{len(rows)} cells finished, {len(failed)} failed, of {matrix.size} "
+             f"({len(matrix.tasks)} tasks, {len(matrix.attacks)} attacks, {len(matrix.arms)} arms, "
+             f"{len(matrix.seeds)} seeds; a task runs the attacks and case rows it names)" + ("; left out, as the defence matrix refuses them: " + ", ".join(
+                 f"{a} x {d}" for a, d in sorted(matrix.skip)) + " (those arms' T-DCS averages the attacks they met)"
+                 if matrix.skip else "") + ".", "",
              "DCS = 1 / (1 + sqrt(0.5 (AP - AP*)^2 + 0.5 (MP* - MP)^2)): AP the attack's metric, AP* its trivial "
              "baseline's on the same targets, MP the task accuracy, MP* the undefended accuracy at the same seed. "
              "T-DCS averages the DCS over the attacks of one type, C-DCS over types; 95% Student-t intervals over "
              "seeds; a rank is 1 + the arms whose C-DCS interval lies wholly above this one's. Seconds: the cell's "
              "wall time (training and attack), on whatever else the machine ran; bytes: across the cut where the "
-             "run records them.", "", "## Ranking", ""]
+             "run records them. Failed: the arm's cells that failed on the task; such an arm is not ranked (its "
+             "scores average only the attacks and seeds it survived).", "", "## Ranking", ""]
     lines += _table(composite, score_columns[1:] if len(matrix.tasks) == 1 else score_columns)
+    if failed:
+        lines += ["", "## Failed cells", ""] + _table(failed, ["task", "attack", "arm", "seed", "error"])
     if worst:
         lines += ["", "## Worst case", "", "Each arm against the attack's default options and against the "
                   "strongest options found by the search (the seed of the search only).", ""]
         lines += _table(worst, list(worst[0]))
+        ranking = worst_ranking(worst)
+        atomic_write_text(out / "worst-ranks.csv", _csv(ranking, WORST_RANK_COLUMNS))
+        lines += ["", "Each arm ranked by its mean DCS over the attacks searched, against the default options and "
+                  "against the strongest found (one seed, so no intervals: 1 + the arms with a higher mean); rank "
+                  "change positive where the arm falls under the worst case.", ""]
+        lines += _table(ranking, WORST_RANK_COLUMNS)
     lines += ["", "## Every cell", ""] + _table(cells, CELL_COLUMNS)
     lines += ["", "## Frontiers", ""] + [f"![{f}]({f})" for f in figures]
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
-    return {"cells_ok": len(rows), "cells_failed": failed, "scores": composite, "figures": figures}
+    return {"cells_ok": len(rows), "cells_failed": len(failed), "scores": composite, "figures": figures}
 
 
 def _table(records: list[dict], columns: list[str]) -> list[str]:

@@ -4,7 +4,8 @@
     DCS = 1 / (1 + sqrt(b (AP - AP*)^2 + (1 - b) (MP* - MP)^2)),   b = 0.5
 
 AP is the attack's performance (its metric, `ATTACK_METRICS`), AP* the trivial baseline's on the same targets (the
-cell's own `baselines`: 0.5 leak AUC, or the best trivial image), MP the task accuracy and MP* the undefended
+cell's own `baselines`: 0.5 leak AUC, or the best trivial image; an SSIM below it is scored as AP*, `scored_ap`),
+MP the task accuracy and MP* the undefended
 task accuracy of the same task and seed. A seed pairs the defended cell with the undefended one trained on the same
 draw, so each seed gives one DCS and the interval is over seeds.
 """
@@ -14,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "dcs", "attack_metric", "trivial", "Interval", "interval",
-           "shared_ranks"]
+__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "TWO_SIDED", "scored_ap", "dcs", "attack_metric", "trivial",
+           "Interval", "interval", "shared_ranks", "worst_ranking"]
 
 B = 0.5
 """VFLAIR's weight of the attack term against the task term."""
@@ -28,6 +29,17 @@ ATTACK_METRICS: dict[str, str] = {
 task accuracy, so the two terms of the DCS are on one scale), and the attack type it stands for."""
 
 TASK_METRIC = "accuracy"
+
+TWO_SIDED = ("leak_auc",)
+"""Metrics an attacker can flip: a leak AUC as far below 0.5 as another is above it leaks as much (it reverses its
+rule). A reconstruction's SSIM below the best trivial image's is no leak at all: the trivial image does better."""
+
+
+def scored_ap(metric: str, ap: float, ap_star: float) -> float:
+    """The AP the DCS is computed with: AP itself where the attacker can flip its rule (the squared term counts a
+    shortfall as a leak), else no lower than AP*: a reconstruction worse than the best trivial image leaks nothing
+    that image does not."""
+    return ap if metric in TWO_SIDED else max(ap, ap_star)
 
 
 def dcs(ap: float, mp: float, ap_star: float, mp_star: float, b: float = B) -> float:
@@ -81,3 +93,28 @@ def shared_ranks(scores: dict[str, Interval]) -> dict[str, int]:
     """Rank by mean (higher first); an entry's rank is 1 + the number of entries whose interval lies wholly above
     its own, so entries whose intervals overlap share a rank unless a third separates them."""
     return {name: 1 + sum(other.low > mine.high for other in scores.values()) for name, mine in scores.items()}
+
+
+def worst_ranking(worst: list[dict]) -> list[dict]:
+    """Per task, each arm's mean DCS over the attacks searched against the default options and against the
+    strongest found (`--worst-case` rows, one seed), the rank each gives (1 + the arms with a higher mean: one seed
+    has no interval to share a rank by) and the change (positive: the arm falls that many places under the worst
+    case). An arm missing a score for one of the task's attacks is left out."""
+    out = []
+    for task in dict.fromkeys(r["task"] for r in worst):
+        mine = [r for r in worst if r["task"] == task]
+        attacks = set(r["attack"] for r in mine)
+        arms: dict[str, list[dict]] = {}
+        for r in mine:
+            arms.setdefault(r["arm"], []).append(r)
+        means = {arm: {key: sum(r[key] for r in got) / len(got) for key in ("default_dcs", "worst_dcs")}
+                 for arm, got in arms.items() if {r["attack"] for r in got} == attacks
+                 and all(r[key] is not None for r in got for key in ("default_dcs", "worst_dcs"))}
+        ranks = {key: shared_ranks({arm: Interval(m[key], m[key], m[key], 1) for arm, m in means.items()})
+                 for key in ("default_dcs", "worst_dcs")}
+        for arm, m in sorted(means.items(), key=lambda kv: (ranks["worst_dcs"][kv[0]], -kv[1]["worst_dcs"])):
+            out.append({"task": task, "arm": arm, "attacks": len(attacks), "default_dcs": m["default_dcs"],
+                        "default_rank": ranks["default_dcs"][arm], "worst_dcs": m["worst_dcs"],
+                        "worst_rank": ranks["worst_dcs"][arm],
+                        "rank_change": ranks["worst_dcs"][arm] - ranks["default_dcs"][arm]})
+    return out

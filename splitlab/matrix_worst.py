@@ -7,7 +7,7 @@ matrix file's [search] table may narrow a range, never widen it). Each trial is 
 directory (`splitlab attack NAME` with those options), so a resumed search reads its finished trials back, tells
 the study the same values and is proposed the same next settings. The study maximises the attack metric's distance
 from its trivial baseline (what the DCS penalises: a leak AUC far below 0.5 leaks as much as one far above, to an
-attacker who flips its rule); the arm is then scored (DCS) against the strongest of the trials and the default
+attacker who flips its rule; an SSIM only counts above the best trivial image's, `matrix_score.TWO_SIDED`); the arm is then scored (DCS) against the strongest of the trials and the default
 options, beside its score against the default options at the same seed.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from attacks import registry as attacks
 from splitlab.matrix_grid import NONE, Matrix
-from splitlab.matrix_score import TASK_METRIC, attack_metric, dcs, trivial
+from splitlab.matrix_score import TASK_METRIC, TWO_SIDED, attack_metric, dcs, scored_ap, trivial
 from splitlab.sweep_cells import run_cell
 from splitlab.sweep_file import Cell
 from splitlab.sweep_report import collect
@@ -73,11 +73,17 @@ def _value(cell: Cell, out: Path) -> tuple[Optional[float], dict]:
     return (metrics.get(metric) if metric else None), metrics
 
 
+def _objective(metric: str, value: float, star: float) -> float:
+    """What the study maximises: the distance past the trivial baseline (signed for a metric an attacker cannot
+    flip, so trials that all fall short of it still tell the sampler which fell least short)."""
+    return abs(value - star) if metric in TWO_SIDED else value - star
+
+
 def _score(metrics: dict, mp_star: Optional[float]) -> Optional[float]:
     metric = attack_metric(metrics)
     ap, mp = (metrics.get(metric) if metric else None), metrics.get(TASK_METRIC)
     star = trivial(metrics, metric) if metric else None
-    return None if None in (ap, mp, star, mp_star) else dcs(ap, mp, star, mp_star)
+    return None if None in (ap, mp, star, mp_star) else dcs(scored_ap(metric, ap, star), mp, star, mp_star)
 
 
 def worst_case_search(matrix: Matrix, out: Path, trials: int, threads: Optional[int],
@@ -91,7 +97,7 @@ def worst_case_search(matrix: Matrix, out: Path, trials: int, threads: Optional[
     try:
         for (task, attack), sweep in matrix.sweeps().items():
             space = search_space(attack, matrix.search.get(attack))
-            defaults = {matrix.arm_of(c): c for c in sweep.cells() if dict(c.swept)["seed"] == seed}
+            defaults = {matrix.arm_of(task, attack, c): c for c in sweep.cells() if dict(c.swept)["seed"] == seed}
             mp_star = _value(defaults[NONE], out)[1].get(TASK_METRIC)
             for arm, default in defaults.items():
                 study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=0))
@@ -99,7 +105,7 @@ def worst_case_search(matrix: Matrix, out: Path, trials: int, threads: Optional[
                 metric = attack_metric(default_metrics)
                 star = trivial(default_metrics, metric) if metric else None
                 best: tuple[float, dict, dict] | None = None if star is None or default_metrics.get(metric) is None \
-                    else (abs(default_metrics[metric] - star), {}, default_metrics)
+                    else (_objective(metric, default_metrics[metric], star), {}, default_metrics)
                 for _ in range(trials):
                     trial = study.ask()
                     options = _suggest(trial, space)
@@ -108,7 +114,8 @@ def worst_case_search(matrix: Matrix, out: Path, trials: int, threads: Optional[
                     cell_dir = out / "cells" / cell.dirname
                     run_cell(cell, cell_dir, threads=threads, where={"executor": "local", "worst_case": True})
                     value, metrics = _value(cell, out)
-                    value = None if value is None or star is None or not math.isfinite(value) else abs(value - star)
+                    value = None if value is None or star is None or not math.isfinite(value) \
+                        else _objective(metric, value, star)
                     if value is None:
                         study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     else:

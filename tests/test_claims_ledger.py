@@ -90,6 +90,17 @@ def test_at_least_130_claims_over_the_sixteen_papers():
         assert all(c.paper == module.PAPER for c in module.CLAIMS)
 
 
+def test_the_batch_label_inference_paper_is_one_key_over_its_attacks_and_its_defence():
+    """arXiv 2112.05409 is one paper: every claim measured by its attacks (bli, bli-replace) or on the grids that run
+    them is under `liu`, beside its CAE claims, and no other key cites it."""
+    commands = {name: " ".join(parse_sweep(text, name, f"{name}.toml").command) for name, text in shipped().items()}
+    for claim in MEASURED:
+        if commands.get(claim.measure.sweep) in ("attack bli", "attack bli-replace"):
+            assert claim.paper == "liu", claim.id
+    assert [key for key, citation in PAPERS.items() if "2112.05409" in citation] == ["liu"]
+    assert {c.id.split(".")[1] for c in LEDGER if c.paper == "liu"} >= {"bli", "bli-replace", "cae", "dcae"}
+
+
 def test_ids_are_unique_and_name_paper_where_what():
     ids = [c.id for c in LEDGER]
     assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]

@@ -16,11 +16,12 @@ from torch import nn
 
 import attacks.engine.compilation as policy
 import attacks.engine.compiled as compiled
-from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, EngineOptions, Hook,
+from attacks.engine import (L1, LBFGS, SGD, Adam, Block, BoxClamp, Consensus, Cosine, CutActivations, EngineOptions,
+                            FedSGDGradient, Hook,
                             MeanSquared, Objective, Prior, Schedule, SignedGradients, SquaredL2, StepDecay, Sum, l2, run,
                             tv_l1, tv_squared)
 from attacks.hfl.fedleak.parts import GradientBlend, TopMagnitude
-from test_engine import _gradient_problem
+from test_engine import _gradient_problem, _small_net
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -45,9 +46,13 @@ def _agreement(eager, other) -> float:
 
 
 @pytest.fixture
-def traced(monkeypatch):
-    """Compile with dynamo's aot_eager backend: every step traced into one program, no C++ build."""
+def traced(monkeypatch, tmp_path):
+    """Compile with dynamo's aot_eager backend: every step traced into one program, no C++ build; each test
+    starts with no program kept from another (programs of one signature share their graphs in a process),
+    and records its compile times in a folder of its own, not in the user's cache."""
     monkeypatch.setattr(compiled, "BACKEND", "aot_eager")
+    monkeypatch.setattr(compiled, "_SHARED_CODES", {})
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
 
 
 def _on(objective, variables, target, schedule, **kwargs):
@@ -205,6 +210,34 @@ def test_two_blocks_on_dict_variables_and_a_second_run_reuses_the_programs(trace
     assert sequential.extra["compile"]["recompiles"] == 0 and sequential.extra["compile"]["graph_breaks"] == 0
 
 
+def _problem_on_other_weights(seed: int, trials: int = 2):
+    """`_gradient_problem` with the model and the image drawn from `seed`: same shapes, other numbers."""
+    net, params = _small_net(torch.float64, seed=seed)
+    sim = FedSGDGradient(net)
+    x_true = torch.rand(1, 1, 14, 14, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    context = {"params": params, "labels": torch.tensor([3])}
+    target = {"observed": sim({"x": x_true}, context), "context": context}
+    variables = {"x": torch.rand(trials, 1, 1, 14, 14, generator=torch.Generator().manual_seed(1), dtype=torch.float64)}
+    return Objective(sim, Cosine(), priors=(Prior("tv", "x", tv_l1, 0.01),)), variables, target
+
+
+@pytest.mark.parametrize("optimizer", [Adam(0.05), pytest.param(LBFGS(max_iter=3), marks=pytest.mark.slow)],
+                         ids=["adam", "lbfgs"])
+def test_a_later_attack_call_on_other_weights_reuses_the_graph_untraced(traced, optimizer):
+    # the next attack call builds a new objective (a new model object, other weights, another image): its
+    # program runs the graph the first call compiled, and follows its own eager run, not the first call's
+    schedule = Schedule((Block(("x",), optimizer, 3, hooks=(BoxClamp(),)),))
+    first = run(*_problem_on_other_weights(0), schedule, EngineOptions(compile="on"))
+    _clean(first.extra["compile"])
+    problem = _problem_on_other_weights(5)
+    eager = run(*problem, schedule)
+    later = run(*problem, schedule, EngineOptions(compile="on"))
+    assert later.extra["compile"]["compiled"] and later.extra["compile"]["compiles"] == 0, later.extra["compile"]
+    assert later.extra["compile"]["recompiles"] == 0 and later.extra["compile"]["graph_breaks"] == 0
+    assert _rel(first.trace["match"], eager.trace["match"]) > 1e-3          # the two problems differ
+    assert _agreement(eager, later) < 1e-9
+
+
 @pytest.mark.slow
 def test_a_consensus_that_resets_lbfgs_between_rounds(traced):
     sim, target, variables, _ = _gradient_problem(torch.float64, trials=3)
@@ -222,7 +255,7 @@ def test_a_recompile_is_counted(traced):
         return x.sin() * 2
 
     program = compiled._Program(body, "engine_test_program", torch.device("cpu"))
-    compilation.programs[id(program)] = (program, 0)
+    compilation.programs[id(program)] = (program, 0, 1)
     for dtype in (torch.float32, torch.float32, torch.float64):        # the dtype changes once: one recompile
         compilation.call(program, torch.ones(3, dtype=dtype))
     report = compilation.finish()
@@ -238,7 +271,7 @@ def test_a_graph_break_is_counted(traced):
         return y * 2
 
     program = compiled._Program(body, "engine_test_break", torch.device("cpu"))
-    compilation.programs[id(program)] = (program, 0)
+    compilation.programs[id(program)] = (program, 0, 1)
     compilation.call(program, torch.ones(3))
     assert compilation.finish()["graph_breaks"] >= 1
 
@@ -311,6 +344,9 @@ def test_auto_expects_a_warm_cache_to_cost_what_it_cost_last_time(monkeypatch, t
     assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 50.0 * policy.WARM_FRACTION
     policy._record_costs([text], 2.0)
     assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == 2.0
+    monkeypatch.setattr(compiled, "BACKEND", "aot_eager")                # another backend's times are not these
+    assert policy.Compilation.expected_compile_seconds(objective, [SIGNATURE]) == policy.COLD_COMPILE_SECONDS
+    monkeypatch.setattr(compiled, "BACKEND", "inductor")
     assert _decide(monkeypatch, pace=0.01, total=1_000).active            # 10 s left against 3 x 2 s
 
 
@@ -338,7 +374,7 @@ def test_a_compiled_run_on_the_cpu_records_its_pace_per_step(traced, monkeypatch
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     compilation = policy.Compilation("on", 10, torch.device("cpu"))
     program = compiled._Program(lambda x: x.sin() * 2, "engine_test_pace", torch.device("cpu"))
-    compilation.programs[id(program)] = (program, 0)
+    compilation.programs[id(program)] = (program, 0, 1)
     compilation.signatures.append("a signature")
     for _ in range(1 + policy.PACE_MIN_STEPS):                          # the first call compiles: not a step
         compilation.call(program, torch.ones(3))
@@ -354,13 +390,25 @@ def test_auto_switching_mid_run_keeps_the_optimiser_state(traced, monkeypatch, t
     # the first steps run eagerly, then the same Adam moments and step count go on in the compiled step
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 0.0)
+    # aot_eager's steps are no faster than eager, so a measured pace would keep these runs eager: this test is
+    # about the state and what is expected to be paid, not about paces, so none is read (no clock decides)
+    monkeypatch.setattr(policy.Compilation, "measured_compiled_pace", lambda self, objective, signatures: None)
     objective, variables, target, schedule = _clone_problem()
     eager = run(objective, variables, target, schedule, per_trial_target=True, keep=())
     auto = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
     assert auto.extra["compile"]["compiled"] and "auto" in auto.extra["compile"]
     assert _agreement(eager, auto) < 1e-9
     monkeypatch.setattr(policy, "COLD_COMPILE_SECONDS", 1e9)
-    objective, variables, target, schedule = _clone_problem()          # no programs of its own yet
+    objective, variables, target, schedule = _clone_problem()          # no programs of its own, but the graphs
+    reused = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True,
+                 keep=())                                               # compiled above serve it: nothing to pay
+    assert reused.extra["compile"]["compiled"] and reused.extra["compile"]["compiles"] == 0, reused.extra["compile"]
+    assert reused.extra["compile"]["auto"]["expected_compile_seconds"] == 0
+    assert _agreement(eager, reused) < 1e-9
+    monkeypatch.setattr(compiled, "_SHARED_CODES", {})                 # a new process on a new cache: nothing
+    monkeypatch.setattr(policy, "_IN_PROCESS", set())                  # compiled, no cost measured
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "new"))
+    objective, variables, target, schedule = _clone_problem()
     never = run(objective, variables, target, schedule, EngineOptions(compile="auto"), per_trial_target=True, keep=())
     assert not never.extra["compile"]["compiled"]
     for k in eager.trace:
@@ -437,3 +485,121 @@ def test_the_cache_directory_is_inductors_without_loading_inductor(monkeypatch):
     ours = policy.cache_dir()
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     assert ours == os.path.abspath(default_cache_dir()) == policy.cache_dir()
+
+
+def test_torch_source_keys_are_filed_once_and_given_back_to_a_new_process(monkeypatch, tmp_path):
+    # a warm compile's one-off hashing of torch's and triton's sources: filed beside the cache under the
+    # installation's fingerprint, handed to torch by a later process, computed anew for another installation
+    from torch._inductor import codecache
+    from torch.utils._functools import prefetchable_cache
+    from attacks.engine import source_keys
+
+    computed = []
+
+    def fresh_keys():
+        @prefetchable_cache
+        def torch_key():
+            computed.append("torch")
+            return b"\x01\x02"
+
+        @prefetchable_cache
+        def triton_key():
+            computed.append("triton")
+            return "triton-key"
+        monkeypatch.setattr(codecache, "torch_key", torch_key)
+        monkeypatch.setattr(codecache, "triton_key", triton_key)
+        monkeypatch.setattr(source_keys, "_DONE", False)                 # as in a new process
+
+    monkeypatch.setattr(source_keys, "fingerprint", lambda: "install-a")
+    fresh_keys()
+    source_keys.reuse(str(tmp_path))
+    assert computed == ["triton", "torch"]
+    source_keys.reuse(str(tmp_path))                                     # once per process
+    assert computed == ["triton", "torch"]
+    fresh_keys()
+    source_keys.reuse(str(tmp_path))
+    assert (codecache.torch_key(), codecache.triton_key()) == (b"\x01\x02", "triton-key")
+    assert computed == ["triton", "torch"]                              # given, not computed
+    monkeypatch.setattr(source_keys, "fingerprint", lambda: "install-b")  # an upgrade: computed anew
+    fresh_keys()
+    source_keys.reuse(str(tmp_path))
+    assert computed == ["triton", "torch"] * 2
+    assert source_keys.fingerprint() == "install-b"
+    monkeypatch.undo()
+    assert source_keys.fingerprint() is None or len(source_keys.fingerprint()) == 64
+
+
+def test_building_a_compiled_step_counts_towards_the_compile_seconds(traced, monkeypatch):
+    # loading the compiler and building the step are paid on that call: auto learns what a compile costs from them
+    clock = [0.0]
+    monkeypatch.setattr(policy.time, "perf_counter", lambda: clock[0])
+    build = policy.CompiledStep
+
+    def slow_build(*args, **kwargs):
+        clock[0] += 5.0
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "CompiledStep", slow_build)
+    sim, target, variables, _ = _gradient_problem(torch.float32, trials=1)
+    objective, schedule = Objective(sim, SquaredL2()), Schedule((Block(("x",), Adam(0.1), 3),))
+    report = run(objective, variables, target, schedule, EngineOptions(compile="on")).extra["compile"]
+    assert report["compile_seconds"] == 5.0 and report["compiles"] == 1, report
+
+
+def test_the_metrics_keep_every_runs_reason():
+    def result(reason, compiled):
+        from types import SimpleNamespace
+        return SimpleNamespace(extra={"compile": {"mode": "auto", "compiled": compiled, "reason": reason,
+                                                  "compiles": int(compiled), "recompiles": 0, "graph_breaks": 0,
+                                                  "compile_seconds": 1.0 if compiled else 0.0}})
+
+    total = policy.compile_extras(result("a", False), result("b", True), result("a", False))["compile"]
+    assert total["reasons"] == ["a", "b"] and total["runs"] == 3 and total["runs_compiled"] == 1
+    assert total["compiled"] and total["compiles"] == 1 and total["compile_seconds"] == 1.0
+
+
+def test_a_run_of_another_length_shares_the_signature_text_and_other_settings_do_not():
+    # the loop applies the step count and the decay, so compile costs and shared code carry over between lengths
+    objective = Objective(lambda v, c: [v["x"]], MeanSquared())
+
+    def text(block):
+        return compiled.signature_text(objective, ("step", (hash(block), block)) + SIGNATURE[2:])
+
+    short, long = Block(("x",), Adam(0.1), 8), Block(("x",), Adam(0.1), 500, decay=StepDecay())
+    assert text(short) == text(long)
+    assert text(short) != text(Block(("x",), Adam(0.1, amsgrad=True), 8))
+    assert text(short) != text(Block(("x",), Adam(0.1), 8, hooks=(SignedGradients(),)))
+
+
+SOURCE_KEYS_CHILD = """
+import sys, torch
+from torch._inductor import codecache
+from attacks.engine import source_keys
+from attacks.engine.compilation import cache_dir
+hashed = []
+build_code_hash = codecache.build_code_hash
+codecache.build_code_hash = lambda *a, **k: (hashed.append(1), build_code_hash(*a, **k))[1]
+source_keys.reuse(cache_dir())
+torch.compile(lambda x: x.sin() * 2 + 1, backend="inductor")(torch.ones(5))
+from torch._dynamo.utils import counters
+print(bool(hashed), counters["inductor"]["fxgraph_cache_hit"], counters["inductor"]["fxgraph_cache_miss"])
+"""
+
+
+@pytest.mark.slow
+def test_a_process_given_the_filed_source_keys_hashes_no_source_and_hits_inductors_cache(tmp_path):
+    # the keys torch would compute are the ones filed: a second process skips the hashing and still finds the graph
+    import subprocess
+    if policy.cxx_compiler() is None:
+        pytest.skip("inductor needs a C++ compiler")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "PYTHONPATH": root}
+
+    def child():
+        done = subprocess.run([sys.executable, "-c", SOURCE_KEYS_CHILD], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split()
+
+    assert child() == ["True", "0", "1"]             # a new cache: torch hashes its source, the graph is built
+    assert child() == ["False", "1", "0"]            # the keys handed over: no hashing, the same graph found

@@ -117,7 +117,8 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.6, 0.85), ("marvell", 1): (0.55, 0.9), ("marvell", 2): (0.5, 0.8)}
     for _, _, cell in matrix.cells():
-        _fake_cell(tmp_path, cell, *values[matrix.arm_of(cell).defence, dict(cell.swept)["seed"]])
+        arm = matrix.arm_of("wdbc", "label-norm", cell)
+        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
     summary = write_report(matrix, tmp_path)
     assert summary["cells_ok"] == 6 and summary["figures"] == ["frontier-wdbc-label-norm.png"]
     for name in ("report.md", "matrix.csv", "scores.csv", "frontier-wdbc-label-norm.png"):
@@ -127,9 +128,46 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     assert float(rows["marvell:scale=1.0"]["dcs"]) == pytest.approx(sum(expected) / 3)
     scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
     assert float(scores["marvell:scale=1.0"]["c_dcs"]) == pytest.approx(sum(expected) / 3)
+    per_seed = [r for r in csv.DictReader((tmp_path / "seeds.csv").open()) if r["arm"] == "marvell:scale=1.0"]
+    assert sorted(float(r["dcs"]) for r in per_seed) == pytest.approx(sorted(expected))
     assert scores["marvell:scale=1.0"]["rank"] == "1"          # intervals apart: marvell above no defence
     assert scores["no defence"]["rank"] == "2"
     assert "## Ranking" in (tmp_path / "report.md").read_text()
+
+
+def test_an_arm_whose_cell_failed_is_not_ranked_and_the_report_names_the_cell(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0, 1, 2), defences_=("marvell", "max-norm")), "t", "t.toml")
+    for _, _, cell in matrix.cells():
+        arm, seed = matrix.arm_of("wdbc", "label-norm", cell), dict(cell.swept)["seed"]
+        _fake_cell(tmp_path, cell, 0.5 if arm.defence == "marvell" else 0.9, 0.9)
+        if arm.defence == "marvell" and seed == 1:            # its training diverged at one seed
+            (tmp_path / "cells" / cell.dirname / "cell.json").write_text(json.dumps({
+                "cell": cell.key, "status": "failed", "error": "training diverged: the loss became non-finite\nmore"}))
+    summary = write_report(matrix, tmp_path)
+    assert summary["cells_failed"] == 1
+    scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
+    assert scores["marvell:scale=1.0"]["rank"] == "" and scores["marvell:scale=1.0"]["failed"] == "1"
+    assert float(scores["marvell:scale=1.0"]["c_dcs"]) == 1.0     # the seeds it survived, shown but not ranked
+    assert (scores["no defence"]["rank"], scores["max-norm"]["rank"], scores["max-norm"]["failed"]) == ("1", "1", "0")
+    report = (tmp_path / "report.md").read_text()
+    assert "## Failed cells" in report
+    assert "| wdbc | label-norm | marvell:scale=1.0 | 1 | training diverged: the loss became non-finite |" in report
+
+
+def test_the_worst_case_ranking_gives_each_arms_place_against_default_and_strongest_attack():
+    from splitlab.matrix_score import worst_ranking
+
+    def row(attack, arm, default, worst):
+        return {"task": "wdbc", "attack": attack, "arm": arm, "default_dcs": default, "worst_dcs": worst}
+
+    ranking = worst_ranking([row("a", "x", 0.9, 0.6), row("b", "x", 0.9, 0.6),       # best by default, falls
+                             row("a", "y", 0.8, 0.8), row("b", "y", 0.8, 0.8),
+                             row("a", "z", 0.7, 0.7), row("b", "z", 0.6, 0.7),
+                             row("a", "w", 0.95, None), row("b", "w", 0.9, 0.9)])     # a failed search: left out
+    got = {r["arm"]: (r["default_rank"], r["worst_rank"], r["rank_change"]) for r in ranking}
+    assert got == {"x": (1, 3, 2), "y": (2, 1, -1), "z": (3, 2, -1)}
+    assert [r["arm"] for r in ranking] == ["y", "z", "x"]
+    assert ranking[0]["default_dcs"] == pytest.approx(0.8) and ranking[1]["default_dcs"] == pytest.approx(0.65)
 
 
 def test_the_worst_case_space_comes_from_the_attacks_declarations():
@@ -198,3 +236,156 @@ def test_the_worst_case_rows_outlive_a_later_report_without_them(tmp_path):
     assert "## Worst case" in (tmp_path / "report.md").read_text()
     assert "--iterations 3, 4" in (tmp_path / "report.md").read_text()
     assert read_worst(tmp_path) == worst
+
+
+def test_another_matrix_claiming_the_new_directory_before_the_lock_is_refused_under_it(tmp_path, monkeypatch):
+    """Two matrix commands on one new directory: both pass the first check; the one that takes the lock second
+    finds the other's matrix there and refuses, leaving it whole."""
+    import contextlib
+
+    from splitlab import matrix as command
+
+    out, other = tmp_path / "out", _tiny(seeds=(0, 1, 2))
+    real = command.locked
+
+    @contextlib.contextmanager
+    def claimed_first(sweep_dir):                  # the other command wrote its matrix between check and lock
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        (sweep_dir / "matrix.toml").write_text(other)
+        (sweep_dir / "matrix.json").write_text(json.dumps({"matrix": "other", "paper_size": False}))
+        with real(sweep_dir):
+            yield
+
+    monkeypatch.setattr(command, "locked", claimed_first)
+    path = tmp_path / "grid.toml"
+    path.write_text(_tiny())
+    result = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(out), "--no-progress"])
+    assert result.exit_code == 2, result.output
+    assert "holds another matrix (other)" in result.output
+    assert (out / "matrix.toml").read_text() == other and not (out / "cells").exists()
+
+
+def test_the_csv_quotes_what_needs_it(tmp_path):
+    from splitlab.matrix_report import _csv
+
+    records = [{"arm": 'mlp "client", wide', "c_dcs": Interval(0.5, 0.4, 0.6, 3)}, {"arm": "a\nb", "c_dcs": None}]
+    rows = list(csv.DictReader(_csv(records, ["arm", "c_dcs"]).splitlines(keepends=True)))
+    assert [r["arm"] for r in rows] == ['mlp "client", wide', "a\nb"]
+    assert (rows[0]["c_dcs"], rows[0]["c_dcs_low"], rows[1]["c_dcs_high"]) == ("0.5", "0.4", "")
+
+
+TWO_TASKS = """
+seeds = [0, 1]
+attacks = ["unsplit", "label-norm"]
+defences = ["marvell"]
+[strengths]
+marvell = [1.0]
+[tasks.digits]
+dataset = "mnist5k"
+task = "binary"
+arch = "small-mlp"
+cut-layer = 1
+epochs = 1
+[tasks.digits.unsplit]
+arch = "cnn"
+iterations = 3
+[tasks.wdbc]
+dataset = "wdbc"
+arch = "tabular-mlp"
+cut-layer = 1
+epochs = 1
+attacks = ["label-norm"]
+[cases.mlp-client]
+arch = "mlp"
+tasks = ["digits"]
+"""
+
+
+def test_a_task_runs_its_own_attacks_with_their_own_options_and_a_case_row_changes_its_case():
+    matrix = parse_matrix(TWO_TASKS, "t", "t.toml")
+    assert set(matrix.sweeps()) == {("digits", "unsplit"), ("digits", "label-norm"), ("wdbc", "label-norm")}
+    assert matrix.size == len(matrix.cells()) == (2 * 3 + 1 * 2) * 2           # digits: 3 arms; wdbc: 2
+    for task, attack, cell in matrix.cells():
+        options, arm = dict(cell.options), matrix.arm_of(task, attack, cell)
+        assert ("iterations" in options) == (attack == "unsplit") and "attacks" not in options
+        kept = {"digits": "cnn" if attack == "unsplit" else "small-mlp", "wdbc": "tabular-mlp"}[task]
+        assert options["arch"] == ("mlp" if arm.defence == "mlp-client" else kept)
+        if arm.defence == "mlp-client":
+            assert (options["defence"], options["send-back"]) == ("none", "none") and arm.label == "mlp-client"
+    wdbc = matrix.sweeps()["wdbc", "label-norm"]
+    assert "arch" in wdbc.fixed and "arch" not in wdbc.zipped        # no case row there: cell names unchanged
+
+
+@pytest.mark.parametrize("change, says", [
+    (('tasks = ["digits"]', 'tasks = ["nope"]'), "[cases.mlp-client] tasks must be"),
+    (('arch = "mlp"\ntasks', 'lr = 0.1\ntasks'), "changes lr, which [tasks.digits] does not set"),
+    (("[cases.mlp-client]", "[cases.orthogonal]"), "named like a defence"),
+    (('attacks = ["label-norm"]', 'attacks = ["label-direction"]'), "attacks must be a non-empty list"),
+    (("[tasks.digits.unsplit]", "[tasks.digits.label-direction]"), "is not an attack this task runs"),
+])
+def test_a_bad_task_or_case_row_is_refused_in_one_line(tmp_path, change, says):
+    output = _refused(tmp_path, TWO_TASKS.replace(*change))
+    assert says in output and len(output.splitlines()) == 1, output
+
+
+def test_the_report_shows_the_bytes_across_the_cut_beside_the_time(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0, 1)), "t", "t.toml")
+    for _, _, cell in matrix.cells():
+        _fake_cell(tmp_path, cell, 0.7, 0.9)
+        path = tmp_path / "cells" / cell.dirname / "metrics.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "cut_bytes": {"client": 1000, "server": 800}}))
+    write_report(matrix, tmp_path)
+    for name in ("matrix.csv", "scores.csv"):
+        rows = list(csv.DictReader((tmp_path / name).open()))
+        assert {(r["seconds"], r["bytes"]) for r in rows} == {("2.0", "1800.0")}, name
+
+
+def test_a_reconstruction_worse_than_the_trivial_image_leaks_nothing_but_a_flipped_auc_leaks():
+    from splitlab.matrix_score import scored_ap
+
+    assert scored_ap("ssim", 0.03, 0.12) == 0.12 and scored_ap("ssim", 0.4, 0.12) == 0.4
+    assert scored_ap("leak_auc", 0.1, 0.5) == 0.1                 # the DCS's square counts it as 0.9
+    assert dcs(scored_ap("ssim", 0.03, 0.12), 0.9, 0.12, 0.9) == 1.0
+
+
+def test_a_pair_the_defence_matrix_refuses_may_be_skipped_and_only_such_a_pair():
+    text = _tiny(defences_=("mid", "marvell"), extra='skip = [["label-direct", "mid"]]').replace(
+        '"label-norm"', '"label-norm", "label-direct"')
+    matrix = parse_matrix(text, "t", "t.toml")
+    arms = {(attack, matrix.arm_of(task, attack, cell).defence) for task, attack, cell in matrix.cells()}
+    assert ("label-norm", "mid") in arms and ("label-direct", "mid") not in arms and ("label-direct", "marvell") in arms
+    assert matrix.size == len(matrix.cells())
+    with pytest.raises(SplitlabError, match="which the defence matrix runs"):
+        parse_matrix(text.replace('["label-direct", "mid"]', '["label-norm", "mid"]'), "t", "t.toml")
+
+
+def test_cells_run_task_by_task_seed_by_seed_and_the_report_is_rewritten_twenty_times_at_most(tmp_path,
+                                                                                               monkeypatch):
+    from splitlab import matrix as command
+
+    seen = []
+    monkeypatch.setattr(command, "run_cells", lambda plan, pending, threads, display: seen.extend(pending) or False)
+    path = tmp_path / "grid.toml"
+    text = _tiny(seeds=(2, 0, 1), defences_=("marvell", "max-norm"), extra="").replace(
+        '"label-norm"', '"label-norm", "label-direction"')
+    path.write_text(text + '[tasks.wine]\ndataset = "wine"\narch = "tabular-mlp"\ncut-layer = 1\ntask = "binary"\n')
+    result = runner.invoke(app, ["matrix", str(path), "--executor", "local", "--out", str(tmp_path / "o"),
+                                 "--no-progress"])
+    assert result.exit_code == 1, result.output                   # nothing ran: no cell ok
+    order = [(dict(c.options)["dataset"], dict(c.swept)["seed"]) for c, _ in seen]
+    assert order == [(task, seed) for task in ("wdbc", "wine") for seed in (2, 0, 1) for _ in range(2 * 5)]
+    calls = []
+    action = command.every(3, lambda: calls.append(1))
+    for _ in range(10):
+        action()
+    assert len(calls) == 3
+
+
+def test_the_shipped_cpu_results_are_the_shipped_cpu_matrixs():
+    from splitlab.claims.results import RESULTS
+
+    shipped_dir = RESULTS / "matrix-cpu"
+    assert (shipped_dir / "matrix.toml").read_text() == shipped()["cpu"]
+    ranked = list(csv.DictReader((shipped_dir / "scores.csv").open()))
+    assert {r["task"] for r in ranked} == {"wdbc", "mnist5k"}
+    assert all(r["rank"] == "" for r in ranked if r["failed"] != "0")     # an arm with a failed cell: unranked

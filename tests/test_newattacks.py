@@ -96,6 +96,10 @@ def test_esa_solves_a_logistic_regression_exactly_with_as_many_equations_as_unkn
     (["bli-replace", "--target", "12"], "--target 12"),
     (["gr-backdoor", "--known", "0"], "--known"),
     (["gr-backdoor", "--transport", "tcp"], "does not poison"),
+    (["bli", "--batch-size", "0"], "--batch-size must be >= 1"),
+    (["bli-replace", "--known", "100000"], "give --known below"),
+    (["grn", "--parties", "3", "--held", "3"], "--held 3"),
+    (["grn", "--generator-lr", "0"], "--generator-lr must be > 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(args, message, tmp_path):
     result = CliRunner().invoke(app, ["attack", *args, "--out", str(tmp_path / "run")])

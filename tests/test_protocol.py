@@ -137,3 +137,15 @@ def test_training_accuracy_on_soft_labels_counts_the_decoded_predictions_against
     stats = train_epoch(client, server, [(x[:20], confused[:20], truth[:20]), (x[20:], confused[20:], truth[20:])],
                         torch.device("cpu"))
     assert stats["train_accuracy"] == 1.0
+
+
+def test_the_transcript_counts_the_bytes_each_side_sent():
+    from vfl.protocol import ask
+
+    client, server = _parties("cnn", 1)
+    transcript = Transcript()
+    exchange(client, server, torch.rand(4, 1, 28, 28), torch.randint(0, 10, (4,)), 0, transcript)
+    ask(client, server, torch.rand(3, 1, 28, 28), 1, transcript)
+    activations = 4 * 8 * 24 * 24 * 4                        # float32 H, and its gradient back
+    assert transcript.bytes_sent() == {"client": activations + 3 * 8 * 24 * 24 * 4, "server": activations + 3 * 8}
+    assert [e.nbytes for e in transcript.entries] == [activations, activations, 3 * 8 * 24 * 24 * 4, 3 * 8]

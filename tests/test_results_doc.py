@@ -26,7 +26,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "results.md"
 NUMBER = re.compile(r"(?<![\w.])[+\u2212-]?\d+\.\d+(?:e[+\u2212-]?\d+)?")
 COMMIT = re.compile(r"commits? [0-9a-f]{7,40}")
 EARLIER = re.compile(r"\bearlier\b[^.]*?\bcommits? [0-9a-f]{7,40}", re.S)
-COLUMNS = re.compile(r"^(task_auc|defence_report\.splitguard_\w+|feature_mse|baselines\.mean\.feature_mse|"
+COLUMNS = re.compile(r"^(task_auc|defence_report\.splitguard_\w+|feature_mse|baselines\.(mean|initial)\.feature_mse|"
                      r"baselines\.majority\.label_accuracy|baselines\.unpoisoned\.(backdoor_success|accuracy)|"
                      r"backdoor_success|clean_model_(accuracy|success)|baselines\.(zero|mean)\.image_mse|psnr|ssim|psnr_best_match|ssim_global|image_mse|image_mse_minmax|label_accuracy|leak_auc|accuracy|activation_mse|"
                      r"seconds_per_step|alignment_accuracy|interpolation\.update_error|extras\.f|bo_scores\.\w+|extras\.training_interval_mse_pm1_final|"

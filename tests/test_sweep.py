@@ -322,7 +322,9 @@ def _optional_data_missing(dataset) -> bool:
 @pytest.mark.parametrize("name", sorted(shipped()))
 def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name, tmp_path, monkeypatch):
     from attacks.split.experiment import SplitConfig
+    from attacks.split.feature_inference.experiment import FeatureConfig
     from attacks.split.labels.experiment import LabelConfig
+    from attacks.split.poisoning.experiment import BackdoorConfig
     from vfl import cli as vfl_cli, data
 
     cpu = load_sweep(paper=name)
@@ -331,7 +333,8 @@ def test_every_shipped_sweep_parses_and_expands_at_both_sizes(name, tmp_path, mo
     here = [c for c in cpu.cells() if not _optional_data_missing(dict(c.options).get("dataset"))]
     sweep_validate.check_cells(cpu, here, tmp_path)     # every cell as its command parses and checks it
     monkeypatch.setattr(data, "require", lambda name, root=None: None)      # the papers' data need not be here
-    monkeypatch.setattr(LabelConfig, "check_data", SplitConfig.check_data)
+    for config in (LabelConfig, BackdoorConfig, FeatureConfig):     # each reads the data it checks counts on
+        monkeypatch.setattr(config, "check_data", SplitConfig.check_data)
     monkeypatch.setattr(vfl_cli, "load_data", lambda config: (None, None))
     sweep_validate.check_cells(paper, paper.cells(), tmp_path)
     assert "seed" in cpu.swept_keys or cpu.command == ("theory",)      # the exact checks take no seed

@@ -173,8 +173,6 @@ def test_a_label_attack_on_wdbc_runs_end_to_end_with_its_majority_baseline(tmp_p
 
 
 @pytest.mark.parametrize("args", [
-    ["attack", "unsplit", "--dataset", "wdbc", "--arch", "tabular-mlp"],
-    ["attack", "unsplit", "--dataset", "wdbc"],
     ["attack", "fsha", "--dataset", "wdbc"],
     ["hfl", "--attack", "dlg", "--dataset", "wdbc"],
     ["compare", "--dataset", "wdbc", "--archs", "tabular-mlp"],

@@ -60,3 +60,16 @@ def test_a_checkpoint_from_before_the_rename_loads_its_client_noise_as_received_
     torch.save(blob, path)
     loaded = load_checkpoint(path, device="cpu")
     assert loaded.config.defence == "orthogonal+received-gradient-noise:sigma=0.1"
+
+
+def test_training_counts_the_bytes_across_the_cut_each_way():
+    """Every round's activations up and cut gradient down, every evaluation's queries up and predictions down."""
+    from vfl.training import train_split
+
+    config = TrainConfig(dataset="wdbc", arch="tabular-mlp", cut_layer=1, epochs=2, batch_size=64, device="cpu")
+    train, test = load_data(config)
+    trained = train_split(config, train, test, progress=False, query=False)
+    width = trained.client.model(train.images[:1]).shape[1]
+    rows = 2 * len(train) * width * 4                           # float32 activations (and gradients) per epoch
+    queries = 2 * len(test) * width * 4
+    assert trained.cut_bytes == {"client": rows + queries, "server": rows + 2 * len(test) * 8}

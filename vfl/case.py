@@ -30,7 +30,7 @@ from vfl.errors import SplitlabError
 from vfl.models import arch_spec, check_cut_layer, check_input_shape, output_cut
 from vfl.options import Runtime, choice, integer, number, option, text
 from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITION_RULES, PARTITIONS, activation_shapes, check_partition,
-                         check_parties, party_columns, score_model, strip_shape)
+                         check_parties, party_columns, party_groups, score_model, strip_shape)
 from vfl.protocol import OPTIMIZERS
 from vfl.runtime import resolve_device
 from vfl.tasks import TASKS, check_task, task_classes
@@ -105,6 +105,15 @@ class SplitCase(Runtime):
         found = datasets.dataset_spec(self.dataset)
         image_shape = found.image_shape
         check_input_shape(spec, image_shape, self.dataset)
+        with torch.device("meta"):                  # nothing allocated, no random draw
+            wide = getattr(spec.build().layers[-1], "carry", 0)
+        if wide and self.classes != wide:
+            raise SplitlabError(f"--dataset {self.dataset} (--task {self.task}) has {self.classes} classes; "
+                                f"{self.arch}'s wide part sends {wide} logits beside its deep part: use tabular-embed "
+                                "or tabular-mlp, or --task binary")
+        if spec.grouped and found.tabular is not None and not found.tabular.records_groups:
+            raise SplitlabError(f"architecture {self.arch} embeds categorical columns, but dataset {self.dataset}'s "
+                                "reader does not record its one-hot groups; use --arch tabular-mlp")
         if self.top == "model":
             check_cut_layer(spec, self.cut_layer)
         elif not _ends_dense(spec):
@@ -147,6 +156,13 @@ class SplitCase(Runtime):
 
     def feature_partition(self) -> dict[str, Any]:
         """What a run records of how its parties split the columns (of an image's last axis, or a tabular sample)."""
-        return {"partition": self.partition, "parties": self.parties, "rule": PARTITION_RULES[self.partition],
-                "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed,
-                                         self.dataset, self.data_root)}
+        record = {"partition": self.partition, "parties": self.parties, "rule": PARTITION_RULES[self.partition],
+                  "columns": party_columns(self.image_shape[-1], self.parties, self.partition, self.seed,
+                                           self.dataset, self.data_root)}
+        if arch_spec(self.arch).grouped:           # what each party's embedding was built for
+            record["groups"] = [[list(span) for span in party_groups(self.arch, self.dataset, self.parties, k,
+                                                                      self.partition, self.seed, self.data_root)]
+                                for k in range(self.parties)]
+            record["groups_rule"] = ("[start, stop) of each categorical column's one-hot columns within the party's "
+                                     "own columns (the argmax of a group is the category's index), each embedded")
+        return record

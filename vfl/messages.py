@@ -51,6 +51,7 @@ class TranscriptEntry:
     step: int
     shape: tuple[int, ...]
     tensor: torch.Tensor | None      # kept only when the transcript keeps tensors
+    nbytes: int | None = None        # the message's size as sent (elements x element size); None: not known
 
 
 @dataclass
@@ -62,7 +63,16 @@ class Transcript:
     def record(self, message: Message) -> None:
         sender, kind = _KINDS[type(message)]
         kept = message.tensor.detach().to("cpu", copy=True) if self.keep_tensors else None
-        self.entries.append(TranscriptEntry(sender, kind, message.step, tuple(message.tensor.shape), kept))
+        size = message.tensor.numel() * message.tensor.element_size()
+        self.entries.append(TranscriptEntry(sender, kind, message.step, tuple(message.tensor.shape), kept, size))
+
+    def bytes_sent(self) -> dict[str, int]:
+        """The bytes of the messages recorded here, by sender ("client", "server"): the tensors' payloads as the
+        in-process protocol passes them (no framing; the wire measures its own, `vfl.wire`)."""
+        out = {"client": 0, "server": 0}
+        for e in self.entries:
+            out[e.sender] += e.nbytes or 0
+        return out
 
     def received_by_client(self) -> list[TranscriptEntry]:
         return [e for e in self.entries if e.sender == "server"]

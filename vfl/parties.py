@@ -33,6 +33,7 @@ from torch import nn
 
 from vfl.errors import SplitlabError
 from vfl.models import arch_spec, build_split
+from vfl.models.tabular import GatherWide, Groups, carried_dense
 from vfl.protocol import Activations, Client, CutGradient, InferenceQuery, Prediction
 from vfl.runtime import seeded, stream_seed
 from vfl.validate import check_int
@@ -106,6 +107,37 @@ def party_columns(width: int, parties: int, partition: str = "contiguous", seed:
     return [sorted(order[start:stop].tolist()) for start, stop in bounds]
 
 
+def strip_groups(groups: Groups, columns: Sequence[int]) -> Groups:
+    """The one-hot groups of a party holding `columns` (sorted), in its own column positions: each group's columns
+    that the party holds (a partition may deal a group's categories to several parties; each embeds its own)."""
+    local = {c: i for i, c in enumerate(columns)}
+    spans = []
+    for start, stop in groups:
+        held = [local[c] for c in range(start, stop) if c in local]
+        if held:
+            spans.append((held[0], held[-1] + 1))
+    return tuple(spans)
+
+
+def party_groups(arch: str, dataset: str, parties: int, party: int, partition: str = "contiguous", seed: int = 0,
+                 data_root: Path | str | None = None) -> Groups:
+    """The one-hot groups in party `party`'s columns of `dataset`, for an architecture that embeds categorical
+    columns (() for any other, and for a dataset without categorical columns)."""
+    if not arch_spec(arch).grouped:
+        return ()
+    from vfl import data as datasets
+    from vfl.tabular import column_groups
+
+    source = datasets.dataset_spec(dataset).tabular
+    root = None if source is None or source.package is not None or data_root is None else str(data_root)
+    groups = () if source is None else column_groups(source, root)
+    if groups is None:
+        raise SplitlabError(f"architecture {arch} embeds categorical columns, but dataset {dataset}'s reader does not "
+                            "record its one-hot groups; use --arch tabular-mlp")
+    width = datasets.dataset_spec(dataset).image_shape[-1]
+    return strip_groups(groups, party_columns(width, parties, partition, seed, dataset, data_root)[party])
+
+
 def label_correlation(features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Per column, |Pearson correlation| with the label: with the 0/1 indicator of each class, the largest (on two
     classes both indicators give the same); 0 for a constant column. Computed in float64."""
@@ -167,9 +199,10 @@ def _fit(container: nn.Sequential, x: torch.Tensor, seed: int) -> tuple[torch.Te
             if done:
                 return x, True
         elif isinstance(layer, nn.Linear):
-            if x.shape[-1] != layer.in_features:
+            width = x.shape[-1] - getattr(layer, "carry", 0)        # wide and deep: the wide logits pass by it
+            if width != layer.in_features:
                 with seeded(seed):
-                    container[index] = nn.Linear(x.shape[-1], layer.out_features, bias=layer.bias is not None)
+                    container[index] = carried_dense(layer, width)
             return x, True
         else:
             x = layer(x)
@@ -182,14 +215,16 @@ def _output_shape(layers: nn.Module, input_shape: tuple[int, ...]) -> tuple[int,
 
 
 def bottom_model(arch: str, cut: int, seed: int, parties: int, party: int,
-                 input_shape: tuple[int, ...]) -> nn.Module:
+                 input_shape: tuple[int, ...], groups: Groups = ()) -> nn.Module:
     """Party `party`'s bottom model for inputs of `input_shape` (its strip, after its defences).
 
     K=1: the architecture's client layers seeded with `seed`, as `build_split` gives them. K>1: each
-    party's from a stream of its own derived from `seed`, the first dense layer fitted to the strip."""
+    party's from a stream of its own derived from `seed`, the first dense layer fitted to the strip. An
+    architecture that embeds categorical columns is built for the strip and its one-hot `groups` directly."""
     if parties == 1:
-        return build_split(arch, cut, seed=seed, input_shape=input_shape)[0]
-    client, _ = build_split(arch, cut, seed=stream_seed(seed, "party bottom", party))
+        return build_split(arch, cut, seed=seed, input_shape=input_shape, groups=groups)[0]
+    strip = {"input_shape": input_shape, "groups": groups} if arch_spec(arch).grouped else {}
+    client, _ = build_split(arch, cut, seed=stream_seed(seed, "party bottom", party), **strip)
     return fit_first_dense(client, input_shape, stream_seed(seed, "party first dense", party),
                            f"{arch}'s client layers at cut {cut}")
 
@@ -211,6 +246,9 @@ def top_model(arch: str, cut: int, seed: int, shapes: Sequence[tuple[int, ...]])
     _, server = build_split(arch, cut, seed=seed)
     if len(shapes) == 1:
         return server
+    carry = getattr(server[0], "carry", 0)
+    if carry:                       # wide and deep: the parties' wide logits summed, their deep activations joined
+        server = nn.Sequential(GatherWide([s[-1] for s in shapes], carry), *server)
     return fit_first_dense(server, CutLayout(shapes).joined_shape, stream_seed(seed, "top first dense"),
                            f"{arch}'s server layers after cut {cut}")
 
@@ -219,15 +257,18 @@ AGGREGATES = ("concat", "sum")
 
 
 def score_model(arch: str, seed: int, parties: int, party: int, input_shape: tuple[int, ...],
-                classes: int) -> nn.Sequential:
+                classes: int, groups: Groups = ()) -> nn.Sequential:
     """aggVFL: party `party`'s bottom model is the whole architecture, its first dense layer fitted to the party's
     columns and its output layer sized to the task's classes, so it sends class scores. K=1 is seeded with `seed`,
-    K>1 from the party's stream, as `bottom_model`'s."""
+    K>1 from the party's stream, as `bottom_model`'s; an architecture that embeds categorical columns is built for
+    the party's columns and their one-hot `groups`."""
     from vfl.tasks import task_output
 
     party_seed = seed if parties == 1 else stream_seed(seed, "party bottom", party)
+    spec = arch_spec(arch)
+    strip = {"in_features": math.prod(input_shape), "groups": tuple(groups)} if spec.grouped else {}
     with seeded(party_seed):
-        layers = arch_spec(arch).build().layers
+        layers = spec.build(**strip).layers
     try:
         fit_first_dense(layers, input_shape, stream_seed(seed, "party first dense", party), arch)
     except SplitlabError:

@@ -373,21 +373,28 @@ def train_epoch(client: Client, server: Role, batches: Iterable[tuple[torch.Tens
     return {"loss": float(loss_sum) / max(seen, 1), "train_accuracy": int(correct) / max(seen, 1), "steps": step}
 
 
-def ask(client: Client, server: Role, x: torch.Tensor, step: int) -> Prediction:
-    """One inference query: the client's activations of `x` go to the server, its prediction comes back."""
-    prediction = server.answer(client.query(x, step))
+def ask(client: Client, server: Role, x: torch.Tensor, step: int,
+        transcript: Transcript | None = None) -> Prediction:
+    """One inference query: the client's activations of `x` go to the server, its prediction comes back (both
+    recorded in `transcript` when given)."""
+    query = client.query(x, step)
+    prediction = server.answer(query)
+    if transcript is not None:
+        transcript.record(query)
+        transcript.record(prediction)
     client.receive_prediction(prediction)
     return prediction
 
 
 @torch.no_grad()
 def evaluate(client: Client, server: Role, images: torch.Tensor, labels: torch.Tensor,
-             device: torch.device, batch_size: int = 1000, step: int = 0) -> float:
+             device: torch.device, batch_size: int = 1000, step: int = 0,
+             transcript: Transcript | None = None) -> float:
     """Test accuracy of the split model: inference queries of `batch_size` rows, scored by the server
     against its labels. `step` (the training rounds taken) labels the queries."""
     correct = torch.zeros((), device=device, dtype=torch.long)
     for start in range(0, len(labels), batch_size):
         x = images[start:start + batch_size].to(device)
         y = labels[start:start + batch_size].to(device)
-        correct += (ask(client, server, x, step).tensor == y).sum()
+        correct += (ask(client, server, x, step, transcript).tensor == y).sum()
     return int(correct) / max(len(labels), 1)

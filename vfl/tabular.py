@@ -83,6 +83,12 @@ class TabularSource:
             return len(self.layout.numerical)
         return self.features if self.numerical is None else self.numerical
 
+    @property
+    def records_groups(self) -> bool:
+        """Whether the one-hot group of each categorical column is known (`column_groups`): a named-column layout
+        says it, a set of numerical columns has none; a downloaded reader that one-hot encodes does not record it."""
+        return self.layout is not None or self.standardised() == self.features
+
     def install_hint(self) -> str:
         if self.extra:
             return f"install the optional extra: `pip install 'splitlab[{self.extra}]'`"
@@ -253,7 +259,7 @@ def _read_named_columns(source: TabularSource, layout: CsvLayout, text: str, whe
     one_hot = []
     for name in layout.categorical:
         values = np.array(columns[name])
-        one_hot += [(values == category).astype(np.float64) for category in sorted(set(columns[name]))]
+        one_hot += [(values == category).astype(np.float64) for category in _categories(columns[name])]
     features = np.concatenate([numbers, np.array(one_hot).T.reshape(len(body), -1)], axis=1)
     label_text = np.array(columns[layout.label])
     unknown = sorted(set(columns[layout.label]) - set(layout.labels))
@@ -265,6 +271,37 @@ def _read_named_columns(source: TabularSource, layout: CsvLayout, text: str, whe
                             f"{source.features} (other categories); {fix}")
     index = {value: i for i, value in enumerate(layout.labels)}
     return features, np.array([index[value] for value in label_text], dtype=np.int64)
+
+
+def _categories(values: list[str]) -> list[str]:
+    """A categorical column's categories, in the order of its one-hot columns (sorted)."""
+    return sorted(set(values))
+
+
+@functools.lru_cache(maxsize=8)
+def column_groups(source: TabularSource, root: str | None = None) -> tuple[tuple[int, int], ...] | None:
+    """The [start, stop) columns of each categorical column's one-hot group, in the encoded order (the numerical
+    columns first, then each categorical one over its sorted categories): what an embedding of the categories
+    needs, since the argmax of a group is the category's index. () for a set of numerical columns only; None for a
+    downloaded set whose reader one-hot encodes without recording the groups (German credit)."""
+    layout = source.layout
+    if not source.records_groups:
+        return None
+    if layout is None or not layout.categorical:
+        return ()
+    path = source.path(Path(root)) if root else source.path()
+    read_table(source, path)                    # every check of the file, refused in one line where it fails
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if layout.gzipped else raw).decode("utf-8")
+    rows = list(csv.reader(io.StringIO(text)))
+    header = rows[0]
+    body = [row for row in rows[1:] if row]
+    start, groups = len(layout.numerical), []
+    for name in layout.categorical:
+        width = len(_categories([row[header.index(name)].strip() for row in body]))
+        groups.append((start, start + width))
+        start += width
+    return tuple(groups)
 
 
 def standardise(train: np.ndarray, test: np.ndarray, columns: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,9 @@ def output_layer(last: nn.Linear, classes: int, seed: int) -> nn.Linear:
     of `seed`."""
     if last.out_features == classes:
         return last
+    if getattr(last, "carry", 0):
+        raise SplitlabError(f"a task of {classes} classes: this architecture's wide part sends {last.out_features} "
+                            "logits beside its deep part; use tabular-embed or tabular-mlp")
     with seeded(stream_seed(seed, "task output layer")):
         return nn.Linear(last.in_features, classes, bias=last.bias is not None)
 

@@ -14,7 +14,8 @@ from vfl import data as datasets
 from vfl.case import MAX_BATCH_SIZE, MAX_EPOCHS, SplitCase
 from vfl.defences import parse_defences, parse_send_back, parse_spec, report, transformed_shape
 from vfl.errors import SplitlabError, lookup
-from vfl.parties import CutLayout, Parties, SumScores, bottom_model, score_model, strip_shape, take_strip, top_model
+from vfl.parties import (CutLayout, Parties, SumScores, bottom_model, party_groups, score_model, strip_shape, take_strip,
+                         top_model)
 from vfl.progress import progress_bar
 from vfl.protocol import (Client, ClientSession, CuriousServer, Prediction, Role, Server, Transcript, ask, evaluate,
                           make_optimizer, train_epoch)
@@ -51,6 +52,8 @@ class TrainedSplit:
     defence_report: dict[str, Any] | None = None
     """What the defences did in training, where the parties above were rebuilt afterwards (from a checkpoint, or
     from the files of a run over TCP) and so never ran them; None: ask the parties."""
+    cut_bytes: dict[str, int] | None = None
+    """The bytes that crossed the cut in training, by sender (`FitState.cut_bytes`); None: not measured here."""
 
 
 def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
@@ -90,12 +93,14 @@ def build_client(config: TrainConfig, device: torch.device, train_images: torch.
         train_images = take_strip(train_images, config.parties, party, config.partition, config.seed,
                                   config.dataset, config.data_root)
     defences = parse_defences(config.defence, shape, train_images)
+    groups = party_groups(config.arch, config.dataset, config.parties, party, config.partition, config.seed,
+                          config.data_root)
     if config.aggregate == "sum":
         model = score_model(config.arch, config.seed, config.parties, party, transformed_shape(defences, shape),
-                            config.classes).to(device)
+                            config.classes, groups).to(device)
     else:
         model = bottom_model(config.arch, config.cut_layer, config.seed, config.parties, party,
-                             transformed_shape(defences, shape)).to(device)
+                             transformed_shape(defences, shape), groups).to(device)
     params = list(model.parameters())
     return Client(model, optimiser(params, config.lr) if optimiser else make_optimizer(config.optimizer, params,
                                                                                          config.lr), defences)
@@ -142,6 +147,9 @@ class FitState:
     step: int = 0                        # protocol rounds taken
     history: list[dict[str, Any]] = field(default_factory=list)
     epoch_seconds: list[float] = field(default_factory=list)
+    cut_bytes: dict[str, int] = field(default_factory=lambda: {"client": 0, "server": 0})
+    """The bytes that crossed the cut in the epochs above, by sender (`Transcript.bytes_sent`): each round's
+    activations and cut gradient, each evaluation's queries and predictions."""
 
 
 def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageData, config: TrainConfig,
@@ -160,11 +168,14 @@ def fit(client, server: Role, train: datasets.ImageData, test: datasets.ImageDat
     with progress_bar((config.epochs - state.epoch) * steps_per_epoch, title, enabled=progress) as bar:
         for epoch in range(state.epoch, config.epochs):
             start = time.perf_counter()
+            crossed = Transcript()                   # shapes and sizes only: what this epoch sent across the cut
             stats = train_epoch(client, server, train.batches(config.batch_size, generator), device,
-                                first_step=state.step, on_step=lambda _: bar.advance())
+                                first_step=state.step, transcript=crossed, on_step=lambda _: bar.advance())
             state.step = stats.pop("steps")
             stats.update(epoch=epoch + 1, test_accuracy=evaluate(client, server, test.images, test.labels, device,
-                                                                 step=state.step))
+                                                                 step=state.step, transcript=crossed))
+            for sender, size in crossed.bytes_sent().items():
+                state.cut_bytes[sender] += size
             state.history.append(stats)
             state.epoch = epoch + 1
             state.epoch_seconds.append(time.perf_counter() - start)
@@ -277,7 +288,7 @@ def train_split(config: TrainConfig, train: datasets.ImageData, test: datasets.I
         files.write(FINAL)
     seconds = time.perf_counter() - start
     return TrainedSplit(config, client, server, state.history[-1]["test_accuracy"], state.history, seconds,
-                        train.provenance)
+                        train.provenance, cut_bytes=dict(state.cut_bytes))
 
 
 def malicious_session(client: Client, batches, targets: torch.Tensor,
@@ -314,7 +325,8 @@ def training_metrics(trained: TrainedSplit) -> dict[str, Any]:
     """What `metrics.json` holds for a training run (`splitlab train`, `splitlab.api.train`)."""
     found = trained_report(trained)
     return {"accuracy": trained.accuracy, "seconds": trained.seconds, "history": trained.history,
-            **({"defence_report": found} if found else {})}
+            **({"defence_report": found} if found else {}),
+            **({"cut_bytes": trained.cut_bytes} if trained.cut_bytes is not None else {})}
 
 
 def trained_report(trained: TrainedSplit) -> dict[str, Any]:

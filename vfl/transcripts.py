@@ -77,7 +77,9 @@ def load_transcript(run_dir: Path | str) -> Transcript:
             if not isinstance(blob, dict) or blob.get("format") != FORMAT:
                 raise ValueError("not a transcript")
             entries += [TranscriptEntry(str(e["sender"]), str(e["kind"]), int(e["step"]),
-                                        tuple(int(d) for d in e["shape"]), e["tensor"]) for e in blob["entries"]]
+                                        tuple(int(d) for d in e["shape"]), e["tensor"],
+                                        None if e["tensor"] is None else e["tensor"].nbytes)
+                        for e in blob["entries"]]
         except (pickle.UnpicklingError, RuntimeError, ValueError, KeyError, TypeError, EOFError,
                 zipfile.BadZipFile) as exc:
             raise SplitlabError(f"transcript file {path} is corrupt ({type(exc).__name__}); "

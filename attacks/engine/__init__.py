@@ -14,7 +14,7 @@ from attacks.engine.matches import (L1, Cosine, MeanSquared, SquaredL2, Sum, Ten
                                     total, weighted_sum)
 from attacks.engine.objective import Objective, Prior
 from attacks.engine.optim import LBFGS, SGD, Adam, BoxClamp, Hook, SignedGradients, StepDecay
-from attacks.engine.priors import BNStatistics, l2, tv_l1, tv_squared
+from attacks.engine.priors import BNStatistics, l2, outside_box, tv_l1, tv_squared
 from attacks.engine.simulators import (CutActivations, FedAvgUpdate, FedSGDGradient, Simulated, call, parameter_leaves,
                                        recording, task_loss)
 
@@ -24,7 +24,7 @@ __all__ = [
     "BatchedLBFGS", "SquaredL2", "L1", "Cosine", "MeanSquared", "Sum", "subset_of",
     "Tensors", "per_layer_weights", "total", "weighted_sum",
     "Adam", "SGD", "LBFGS", "StepDecay", "Hook", "SignedGradients", "BoxClamp",
-    "tv_l1", "tv_squared", "l2", "BNStatistics",
+    "tv_l1", "tv_squared", "l2", "outside_box", "BNStatistics",
     "FedSGDGradient", "FedAvgUpdate", "CutActivations", "Simulated", "task_loss", "parameter_leaves", "call",
     "recording",
     "LayerGroups", "ramp", "COMPILE_MODES", "compile_extras",

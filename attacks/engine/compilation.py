@@ -17,8 +17,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from attacks.engine import compiled, source_keys
 from attacks.engine.compiled import (PROGRAMS_ATTRIBUTE, CompiledStep, _hook_traced, _overrides, _Program,
-                                     signature_text)
+                                     compiled_in_process, signature_text)
 from attacks.engine.optim import LBFGS
 from attacks.engine.trials import Trials
 from vfl.errors import SplitlabError
@@ -99,8 +100,6 @@ def cache_problem() -> str | None:
 def check_can_compile() -> None:
     """Refuse, in one line and before anything is written, a run asked to compile (`compile="on"`) that could
     not: no C++ compiler for inductor's CPU code, or an inductor cache it cannot write."""
-    from attacks.engine import compiled
-
     if compiled.BACKEND != "inductor":          # a test's backend builds no C++ and keeps no cache
         return
     if cxx_compiler() is None:
@@ -158,7 +157,7 @@ class Compilation:
         self.reason = {"off": "not asked", "on": "asked", "auto": "deciding"}[mode]
         self.compile_seconds = 0.0
         self.compiles = self.graph_breaks = 0
-        self.programs: dict[int, tuple[_Program, int]] = {}      # id -> (program, frames before this run)
+        self.programs: dict[int, tuple[_Program, int, int]] = {}   # id -> (program, frames before, first compiles)
         self.signatures: list[str] = []
         self.steps_done = 0
         self.probe_start: float | None = None
@@ -178,10 +177,18 @@ class Compilation:
             if self.mode == "on":
                 _notice(f"block on {', '.join(run.block.update)} runs eagerly: hook {refused[0]} keeps state")
             return None
+        # building the step is part of the compile's cost (auto learns from it): loading dynamo and inductor
+        # the first time, torch's source keys, the eager evaluation that leaves the taps the trace reads
+        start = time.perf_counter()
+        if compiled.BACKEND == "inductor":
+            source_keys.reuse(cache_dir())      # before the first compile: torch's hashing skipped when known
         step = CompiledStep(self, objective, state, run)
+        self.compile_seconds += time.perf_counter() - start
         if id(step.program) not in self.programs:
-            frames = 0 if step.new else _frames(step.program.code)
-            self.programs[id(step.program)] = (step.program, frames)
+            # a program's code may hold graphs of earlier programs (`compiled._shared_code`): only the frames
+            # this run adds count, and a new program's first one (or a program never run) is no recompile
+            frames = _frames(step.program.code)
+            self.programs[id(step.program)] = (step.program, frames, 1 if step.new or not frames else 0)
             self.signatures.append(signature_text(objective, step.signature))
         return step
 
@@ -262,20 +269,23 @@ class Compilation:
     @staticmethod
     def expected_compile_seconds(objective, signatures: list[tuple]) -> float:
         """What compiling these steps should cost: nothing for a program this objective already has (an
-        earlier run with it compiled it); a warm compile for a step this cache has compiled before (its
-        measured warm time, or WARM_FRACTION of its cold one); else COLD_COMPILE_SECONDS."""
+        earlier run with it compiled it) or whose signature has a graph in this process (an earlier attack
+        call's, which a new objective of the same shapes and settings reuses untraced); a warm compile for a
+        step this cache has compiled before (its measured warm time with this backend, or WARM_FRACTION of
+        its cold one); else COLD_COMPILE_SECONDS."""
         programs = objective.__dict__.get(PROGRAMS_ATTRIBUTE, {})
         known = _read_costs()
         total = 0.0
         for signature in signatures:
-            if signature in programs:
-                continue
             text = signature_text(objective, signature)
+            if signature in programs or compiled_in_process(text):
+                continue
             entry = known.get(text, {})
-            if "warm" in entry:
-                total += entry["warm"]
-            elif "cold" in entry or text in _IN_PROCESS:
-                total += entry.get("cold", COLD_COMPILE_SECONDS) * WARM_FRACTION
+            warm, cold = _cost_key("warm"), _cost_key("cold")
+            if warm in entry:
+                total += entry[warm]
+            elif cold in entry or text in _IN_PROCESS:
+                total += entry.get(cold, COLD_COMPILE_SECONDS) * WARM_FRACTION
             else:
                 total += COLD_COMPILE_SECONDS
         return total
@@ -292,9 +302,8 @@ class Compilation:
 
     def finish(self) -> dict[str, Any]:
         recompiles = 0
-        for program, before in self.programs.values():
-            frames = _frames(program.code)
-            recompiles += max(frames - max(before, 1), 0)
+        for program, before, first in self.programs.values():
+            recompiles += max(_frames(program.code) - before - first, 0)
         new = [s for s in self.signatures if s not in _IN_PROCESS]
         if self.compiles and new:
             _record_costs(new, self.compile_seconds / len(new))
@@ -327,8 +336,13 @@ def _read_costs() -> dict:
 def _pace_key(device: torch.device) -> str:
     """Where a compiled step's pace is kept: per backend (a test's `aot_eager` is not inductor), device kind and
     torch thread count, which set it."""
-    from attacks.engine import compiled
     return f"step_seconds_{compiled.BACKEND}_{device.type}_{torch.get_num_threads()}t"
+
+
+def _cost_key(kind: str) -> str:
+    """Where a cold or warm compile's seconds are kept: per backend, as a test's `aot_eager` traces without
+    inductor's code generation and C++ build, so its compile times say nothing of inductor's."""
+    return f"{kind}_{compiled.BACKEND}"
 
 
 def _record_costs(signatures: list[str], seconds: float) -> None:
@@ -336,7 +350,7 @@ def _record_costs(signatures: list[str], seconds: float) -> None:
     known = _read_costs()
     for s in signatures:
         entry = known.setdefault(s, {})
-        entry["warm" if "cold" in entry else "cold"] = round(seconds, 3)
+        entry[_cost_key("warm" if _cost_key("cold") in entry else "cold")] = round(seconds, 3)
     _write_costs(known)
 
 
@@ -360,8 +374,9 @@ def _write_costs(known: dict) -> None:
 
 
 def compile_extras(*results) -> dict[str, Any]:
-    """`{"compile": report}` for a Reconstruction's extras, the reports of several engine runs summed; nothing
-    when compiling was off, so an eager run's metrics.json is what it was before the option existed."""
+    """`{"compile": report}` for a Reconstruction's extras, the reports of several engine runs summed (the first
+    run's reason and estimate, with every run's distinct reason under `reasons`); nothing when compiling was
+    off, so an eager run's metrics.json is what it was before the option existed."""
     reports = [r.extra["compile"] for r in results if "compile" in r.extra]
     if not reports or all(r["mode"] == "off" for r in reports):
         return {}
@@ -371,6 +386,8 @@ def compile_extras(*results) -> dict[str, Any]:
             total[k] += r[k]
         total["compile_seconds"] = round(total["compile_seconds"] + r["compile_seconds"], 3)
         total["compiled"] = total["compiled"] or r["compiled"]
-    if len(reports) > 1:
+    if len(reports) > 1:                # every run decides for itself (UnSplit: one per target): each reason kept
         total["runs"] = len(reports)
+        total["runs_compiled"] = sum(bool(r["compiled"]) for r in reports)
+        total["reasons"] = list(dict.fromkeys(r["reason"] for r in reports))
     return {"compile": total}

@@ -12,9 +12,11 @@ a functorch transform too and the program is one forward graph with no autograd 
 One compilation serves a run: what changes per step enters as a tensor (the trace row's index, the
 learning rate a schedule sets, Adam's step count), and a hook that carries state of its own (one that is
 not a frozen dataclass, such as GradInversion's Langevin noise with its generator and step counter) runs
-eagerly after the compiled step. Each program gets its own code object, so dynamo's cache and recompile
-limit are its own, and a program is kept for later runs with the same objective and block (UnSplit's
-targets one after another) as long as the objective lives.
+eagerly after the compiled step. A program is kept for later runs with the same objective and block
+(UnSplit's targets one after another) as long as the objective lives, and one compilation also serves
+later attack calls in the same process: programs of the same step signature share one code object, on
+which dynamo keeps its graphs, so a new objective of the same shapes and settings passes the guards of
+the graph compiled before and is not traced again (`_shared_code`).
 
 The eager loop (`compile="off"`) is the reference; compiled trajectories agree with it to rounding
 (inductor fuses and reorders floating-point work), which tests hold to 1e-4 relative.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import math
 import types
+from dataclasses import replace
 from typing import Any, Callable, Protocol, Sequence
 
 import torch
@@ -85,8 +88,8 @@ def _detached(tree):
 class _Program:
     """One block's compiled step (or L-BFGS evaluation) for one objective and one layout of the state."""
 
-    def __init__(self, fn: Callable, name: str, device: torch.device):
-        code = fn.__code__.replace(co_name=name, co_qualname=name)
+    def __init__(self, fn: Callable, name: str, device: torch.device, key: str | None = None):
+        code = _shared_code(fn, name, key)
         own = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
         # CUDA graphs on a GPU: inductor records them where safe and says why it skips a graph where not
         options = {"mode": "reduce-overhead"} if device.type == "cuda" and BACKEND == "inductor" else {}
@@ -95,6 +98,39 @@ class _Program:
 
     def __call__(self, *args):
         return self.function(*args)
+
+
+_SHARED_CODES: dict[tuple, list[types.CodeType]] = {}
+"""Code objects of programs built in this process, per program name, backend and step signature (as text)."""
+
+
+def _shared_code(fn: Callable, name: str, key: str | None) -> types.CodeType:
+    """The code object a program compiles under. Dynamo keeps its compiled graphs and their guards on the code
+    object, so a later program with the same signature (the next attack call's new objective on the same model
+    shapes) reuses a code object of the same body: its guards then check the new closure (the objective's
+    tensors are graph inputs, its settings are guarded constants) and a call that passes them runs the graph
+    compiled before, with no tracing at all; one that does not compiles a graph of its own beside it. A code
+    object is left once it is one short of dynamo's recompile limit (past that dynamo would run it eagerly)."""
+    import torch._dynamo.config as dynamo
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    code = fn.__code__.replace(co_name=name, co_qualname=name)
+    if key is None:
+        return code
+    kept = _SHARED_CODES.setdefault((name, BACKEND, key), [])
+    for old in kept:
+        if old.co_code == code.co_code and old.co_freevars == code.co_freevars \
+                and len(_debug_get_cache_entry_list(old)) < dynamo.recompile_limit - 1:
+            return old
+    kept.append(code)
+    return code
+
+
+def compiled_in_process(text: str) -> bool:
+    """Whether a program of this signature (`signature_text`) already holds a compiled graph in this process."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    return any(_debug_get_cache_entry_list(code) for (_, backend, key), codes in _SHARED_CODES.items()
+               if key == text and backend == BACKEND for code in codes)
 
 
 PROGRAMS_ATTRIBUTE = "_compiled_programs"
@@ -323,7 +359,8 @@ class CompiledStep:
             else (lambda: _step_body(objective, state, run, self.traced_after))
         name = "engine_lbfgs_evaluation" if self.lbfgs else f"engine_{type(block.optimizer).__name__.lower()}_step"
         self.program, self.new = _program(objective, signature,
-                                          lambda: _Program(body(), name, state.alive.device))
+                                          lambda: _Program(body(), name, state.alive.device,
+                                                           signature_text(objective, signature)))
         if self.new:                    # one eager evaluation leaves the recording taps the traced step uses
             with installing_taps(), torch.no_grad():
                 state.terms(names=run.names)
@@ -380,9 +417,12 @@ class CompiledStep:
 
 
 def signature_text(objective, signature: tuple) -> str:
-    """A signature as text that is the same in another process (no hashes, no ids), for the costs file."""
+    """A signature as text that is the same in another process (no hashes, no ids), for the costs file and the
+    code objects programs share. A block's step count and decay are left out: the loop applies them (the
+    learning rate enters the program as a tensor), so a run of another length compiles the same graph and
+    costs what it cost before."""
     block = signature[1][1]
     parts = (type(objective.simulator).__name__, type(objective.match).__name__,
              tuple(p.name for p in objective.priors))
-    return repr((torch.__version__, parts, signature[0], repr(block) if block is not None else "a block")
-                + signature[2:])
+    shown = repr(replace(block, steps=0, decay=None)) if block is not None else "a block"
+    return repr((torch.__version__, parts, signature[0], shown) + signature[2:])

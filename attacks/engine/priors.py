@@ -20,6 +20,12 @@ def tv_squared(x: torch.Tensor) -> torch.Tensor:
     return (x[..., 1:, :] - x[..., :-1, :]).pow(2).mean() + (x[..., :, 1:] - x[..., :, :-1]).pow(2).mean()
 
 
+def outside_box(x: torch.Tensor, bound: float) -> torch.Tensor:
+    """mean(max(|x| - bound, 0)^2): zero inside [-bound, bound], the range a standardised feature keeps to
+    (a prior for feature vectors, where TV's neighbouring pixels do not exist)."""
+    return torch.relu(x.abs() - bound).pow(2).mean()
+
+
 def l2(x: torch.Tensor) -> torch.Tensor:
     """mean(x^2), UnSplit's lambda_l2 term."""
     return x.pow(2).mean()

@@ -23,15 +23,17 @@ from attacks.metrics.pixel import (
     ssim,
     ssim_global,
 )
-from attacks.metrics.schema import BASELINE_KEYS, IMAGE_KEYS, METRICS_SCHEMA
-from attacks.metrics.scoring import baselines, label_accuracy, score, score_reconstruction
+from attacks.metrics.schema import BASELINE_KEYS, FEATURE_SCHEMA, IMAGE_KEYS, METRICS_SCHEMA
+from attacks.metrics.scoring import (baselines, categorical_accuracy, feature_mse, label_accuracy, score,
+                                     score_reconstruction)
 from attacks.metrics.weights import FID_WEIGHTS_FILE, LPIPS_BACKBONES, Unavailable, hub_checkpoint
 
 _hub_checkpoint = hub_checkpoint  # the name `splitlab weights` (attacks.weights_cli) imports
 
 __all__ = [
-    "BASELINE_KEYS", "FID_WEIGHTS_FILE", "IMAGE_KEYS", "LPIPS_BACKBONES", "METRICS_SCHEMA", "PSNR_CAP_DB",
-    "FidMetric", "LpipsMetric", "Unavailable", "activation_mse", "baselines", "best_match_psnr", "frechet_distance",
+    "BASELINE_KEYS", "FEATURE_SCHEMA", "FID_WEIGHTS_FILE", "IMAGE_KEYS", "LPIPS_BACKBONES", "METRICS_SCHEMA", "PSNR_CAP_DB",
+    "FidMetric", "LpipsMetric", "Unavailable", "activation_mse", "baselines", "best_match_psnr", "categorical_accuracy",
+    "feature_mse", "frechet_distance",
     "hub_checkpoint", "image_mse", "label_accuracy", "load_fid", "load_lpips", "match_pairs",
     "minmax_normalise", "psnr", "score", "score_reconstruction", "ssim", "ssim_global",
 ]

@@ -49,3 +49,19 @@ METRICS_SCHEMA = {
     "extras": "attack-specific quantities under names that say what they are",
 }
 """The schema of every attack's metrics.json (also the README's table; tests check commands against it)."""
+
+FEATURE_SCHEMA = {
+    # key -> meaning; what a feature-vector answer (tabular data: feature inference, UnSplit on tabular inputs) adds
+    "feature_mse": "MSE per feature (column) over the targets, on the features' own scale (tabular columns "
+                   "standardised with the training split's statistics; one-hot columns 0/1), averaged over features",
+    "feature_mse_per_feature": "that MSE for each feature, in the attacked columns' order",
+    "categorical_accuracy": "for one-hot (or embedded) categorical groups: how often the group's argmax in the "
+                            "answer is the true category, over every group and target (a target whose category "
+                            "another party holds is not counted); null for numerical columns only",
+    "categorical_accuracy_per_group": "that accuracy for each categorical group of the attacked columns",
+    "baselines.mean": "the training split's mean of each attacked feature as the answer, scored the same way "
+                      "(`feature_mse`)",
+    "baselines.majority": "the training split's majority category of each group as the answer "
+                          "(`categorical_accuracy`; the argmax of the training mean)",
+}
+"""The keys a feature-vector answer's metrics.json adds to `METRICS_SCHEMA` (its image scores null)."""

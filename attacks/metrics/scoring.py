@@ -197,6 +197,21 @@ def feature_mse(x: torch.Tensor, x_true: torch.Tensor) -> torch.Tensor:
     return ((x.double() - x_true.double()) ** 2).mean(0)
 
 
+def categorical_accuracy(x: torch.Tensor, x_true: torch.Tensor,
+                         groups: tuple[tuple[int, int], ...]) -> tuple[float | None, list[float | None]]:
+    """(over every group and sample, per group) how often a one-hot group's argmax in `x` is the category present
+    in `x_true`; samples whose category lies outside the group's columns (a group a partition split between
+    parties, the category held by another) are not counted. None where nothing is counted."""
+    hits, counted, per_group = 0, 0, []
+    for start, stop in groups:
+        truth = x_true[:, start:stop]
+        present = truth.sum(1) > 0.5
+        right = (x[:, start:stop].argmax(1) == truth.argmax(1)) & present
+        hits, counted = hits + int(right.sum()), counted + int(present.sum())
+        per_group.append(float(right.sum()) / int(present.sum()) if bool(present.any()) else None)
+    return (hits / counted if counted else None), per_group
+
+
 def _score_features(rec: Reconstruction, x_true) -> dict:
     """metrics.json of a feature-inference attack: its answer (N, D) against the private features (N, D) on their
     own scale (pixels on [0, 1], tabular columns standardised), per feature and overall, beside the attack's

@@ -12,15 +12,17 @@ from its spec (the registry's), so that nothing here imports the attack's folder
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import torch
 
 from attacks.driver import Outcome, Truth, attack_and_score, shown
 from attacks.figures import image_grid, per_class_bars
-from attacks.metrics import FidMetric, LpipsMetric, Unavailable
+from attacks.metrics import FidMetric, LpipsMetric, Unavailable, categorical_accuracy, feature_mse
 from attacks.registry import spec as registered
 from attacks.split.experiment import Experiment, SplitConfig
 from attacks.split.observations import CutObservation, observe_cut as observe, party_view
@@ -28,13 +30,16 @@ from vfl import data as datasets
 from vfl.case import SplitCase
 from vfl.errors import SplitlabError
 from vfl.options import choice, integer, option, optional, text
-from vfl.parties import MAX_PARTIES, strip_bounds, take_strip
+from vfl.parties import MAX_PARTIES, party_columns, party_groups, strip_bounds, strip_groups, take_strip
 from vfl.runs import Run
 from vfl.runtime import resolve_device
+from vfl.tabular import column_groups
 from vfl.training import (TrainedSplit, build_server, load_checkpoint, load_data, save_trained,
                           train_split, trained_report, training_curves_figure)
 
 TRANSPORTS = ("local", "tcp")
+TABULAR_ROWS = 64
+"""Tabular targets: the first so many test rows (a feature's error is a mean over rows; images use one a class)."""
 
 __all__ = ["UnsplitConfig", "Victim", "load_victim", "train_victim", "observe_over_tcp", "attack_victim",
            "attack_observation", "evaluation", "write_figures", "prepare", "execute", "summary", "UNSPLIT"]
@@ -52,11 +57,19 @@ class UnsplitConfig(SplitConfig):
                             "the server received).", choice(TRANSPORTS))
     target_party: int = option(0, "With --parties K: the party whose strip UnSplit reconstructs from its slice of "
                                "the joined activations, 0 to K - 1.", integer(low=0, high=MAX_PARTIES - 1))
+    rows: int | None = option(None, "Tabular data: the targets are the first so many test rows (default "
+                              f"{TABULAR_ROWS}); images: the first test image of each class.",
+                              optional(integer(low=1, high=100_000)))
 
     def check(self) -> None:
         super().check()
-        if self.victim.get("dataset") is not None:     # before the victim's own checks suggest a tabular model
-            datasets.require_images(self.victim["dataset"], "UnSplit")
+        dataset = self.victim.get("dataset")
+        tabular = dataset is not None and datasets.dataset_spec(dataset).tabular is not None
+        if tabular:
+            self.check_tabular(dataset)
+        elif self.checkpoint is None and self.rows is not None:
+            raise SplitlabError(f"--rows {self.rows} picks tabular targets; on images UnSplit attacks the first test "
+                                "image of each class: drop --rows")
         if self.victim.get("aggregate") == "sum" or self.victim.get("top") == "none":
             raise SplitlabError("UnSplit inverts a bottom model at its cut layer; --aggregate sum (--top none) has no "
                                 "cut (each party sends class scores): leave --aggregate and --top out, or give --top "
@@ -74,6 +87,14 @@ class UnsplitConfig(SplitConfig):
             from vfl.wire.launch import check_hosted
 
             check_hosted(self.training)
+
+    def check_tabular(self, dataset: str) -> None:
+        if self.settings.lambda_tv:
+            raise SplitlabError(f"UnSplit's TV prior (lambda_tv {self.settings.lambda_tv:g}) smooths neighbouring "
+                                f"pixels; dataset {dataset} is tabular: give --preset unsplit.tabular or --lambda-tv 0")
+        if self.transport == "tcp":
+            raise SplitlabError("UnSplit on tabular data reads its targets' activations in process (the wire's "
+                                "query holds one row of each class): drop --transport tcp")
 
     def check_data(self) -> None:
         if self.training is not None:               # a checkpoint names its own dataset, checked when loaded
@@ -109,7 +130,6 @@ class Victim:
 def load_victim(checkpoint: Path, device: str = "auto", data_root: str | None = None) -> Victim:
     """A trained split model from a checkpoint, with its dataset (errors before anything is written)."""
     trained = load_checkpoint(checkpoint, device, data_root)
-    datasets.require_images(trained.config.dataset, f"UnSplit (--checkpoint {checkpoint})")
     train, test = load_data(trained.config)
     return Victim(trained.config, train, test, trained, Path(checkpoint))
 
@@ -149,45 +169,85 @@ def observe_over_tcp(victim: Victim, run: Run, progress: bool = True) -> tuple[C
 
 def attack_victim(victim: Victim, attack: Any, run: Run | None = None, *, seed: int = 0,
                   lpips: LpipsMetric | Unavailable | None = None, fid: FidMetric | Unavailable | None = None,
-                  progress: bool = True, target_party: int = 0) -> Outcome:
+                  progress: bool = True, target_party: int = 0, rows: int | None = None) -> Outcome:
     """UnSplit on the first test image of each class, as the curious server receives them from the trained
     client (`attack_observation`)."""
     config = victim.config
     device = next(victim.trained.client.model.parameters()).device
-    targets, _ = datasets.first_of_each_class(victim.test)
+    targets, _ = targets_of(victim, rows)
     observation = observe(victim.trained.client, targets.to(device), config.arch, config.cut_layer,
                           victim.trained.server.model)
     return attack_observation(victim, observation, victim.trained.accuracy, attack, run, seed=seed, lpips=lpips,
-                              fid=fid, progress=progress, target_party=target_party)
+                              fid=fid, progress=progress, target_party=target_party, rows=rows)
+
+
+def targets_of(victim: Victim, rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """UnSplit's targets and their labels: the first test image of each class, or on tabular data the first
+    `rows` test rows (`TABULAR_ROWS` by default)."""
+    if datasets.dataset_spec(victim.config.dataset).tabular is None:
+        return datasets.first_of_each_class(victim.test)
+    count = rows or TABULAR_ROWS
+    return victim.test.images[:count], victim.test.labels[:count]
+
+
+def attacked_columns(config: SplitCase, party: int) -> list[int]:
+    """The columns of a tabular sample the attacked party holds (every column with one party)."""
+    return party_columns(config.image_shape[-1], config.parties, config.partition, config.seed, config.dataset,
+                         config.data_root)[party]
+
+
+def tabular_truth(victim: Victim, targets: torch.Tensor, classes: torch.Tensor, party: int) -> Truth:
+    """The attacked party's columns of the targets, with what the scoring needs beside them: the training split's
+    mean of each of those columns (the trivial answer; its argmax in a one-hot group is the majority category) and
+    the one-hot groups among them."""
+    config = victim.config
+    columns = attacked_columns(config, party)
+    source = datasets.dataset_spec(config.dataset).tabular
+    root = None if source.package is not None or config.data_root is None else str(config.data_root)
+    groups = strip_groups(column_groups(source, root) or (), columns)
+    return Truth(targets[:, columns].contiguous(), context={
+        "classes": classes, "groups": groups, "train_mean": victim.train.images[:, columns].double().mean(0)})
 
 
 def attack_observation(victim: Victim, observation: CutObservation, accuracy: float, attack: Any,
                        run: Run | None = None, *, seed: int = 0, lpips: LpipsMetric | Unavailable | None = None,
                        fid: FidMetric | Unavailable | None = None, progress: bool = True,
-                       target_party: int = 0) -> Outcome:
+                       target_party: int = 0, rows: int | None = None) -> Outcome:
     """UnSplit on what the server received of the targets (the first test image of each class), through the one
     driver: metrics on [0,1] against the clean targets (with K parties, the target party's strip of each), the
     victim's accuracy, and the spec's evaluation (clone fit, per-class errors)."""
     spec = registered("unsplit")
     config = victim.config
     check_target_party(target_party, config.parties)
-    targets, classes = datasets.first_of_each_class(victim.test)
+    targets, classes = targets_of(victim, rows)
     observation = party_view(observation, config.parties, target_party)
+    tabular = datasets.dataset_spec(config.dataset).tabular is not None
+    if tabular:                     # the attacked columns' one-hot groups: part of the architecture the server knows
+        observation = dataclasses.replace(observation, groups=party_groups(
+            config.arch, config.dataset, config.parties, target_party, config.partition, config.seed,
+            config.data_root))
     facts = {"accuracy": accuracy, "arch": config.arch, "cut_layer": config.cut_layer, "defence": config.defence,
              "send_back": config.send_back, "task": config.task}
     found = {} if victim.trained is None else trained_report(victim.trained)
     if found:                                        # what the defences did in training (NoPeek's DCOR, ...)
         facts["defence_report"] = found
+    if victim.trained is not None and victim.trained.cut_bytes is not None:
+        facts["cut_bytes"] = victim.trained.cut_bytes
     title = f"UnSplit on {config.arch} (cut {config.cut_layer}), {config.dataset}"
-    truth = targets
+    truth = Truth(targets, context={"classes": classes})
+    if tabular:
+        truth = tabular_truth(victim, targets, classes, target_party)
     if config.parties > 1:
         start, stop = strip_bounds(targets.shape[-1], config.parties)[target_party]
-        truth = take_strip(targets, config.parties, target_party).contiguous()
+        if not tabular:
+            truth = Truth(take_strip(targets, config.parties, target_party).contiguous(), context={"classes": classes})
         facts.update(parties=config.parties, target_party=target_party, strip_columns=[start, stop - 1])
         title += f", party {target_party} of {config.parties} (columns {start}-{stop - 1})"
-    outcome = attack_and_score(spec, attack, observation, Truth(truth, context={"classes": classes}), run=run,
-                               seed=seed, progress=progress, lpips=lpips, fid=fid, facts=facts, title=title)
-    if run is not None and config.parties > 1:
+    if tabular:
+        facts.update(partition=config.partition, attacked_columns=attacked_columns(config, target_party))
+    outcome = attack_and_score(spec, attack, observation, truth, run=run, seed=seed, progress=progress, lpips=lpips,
+                               fid=fid, facts=facts, title=title)
+    if run is not None and config.parties > 1 and not tabular:
         run.save_figure("strips.png", strips_figure(targets, outcome, config.parties, target_party))
     return outcome
 
@@ -204,9 +264,37 @@ def strips_figure(targets, outcome: Outcome, parties: int, party: int):
                                   "strip is reconstructed")
 
 
+def tabular_evaluation(reconstruction, metrics: dict, truth: Truth) -> dict[str, Any]:
+    """On tabular targets: the clone fit (MSE Z) over the targets that did not diverge, the categorical accuracy
+    of the one-hot groups, and the trivial answer beside both (the training mean of each feature; in a group, its
+    argmax, the majority category)."""
+    kept = reconstruction.kept
+    fit = reconstruction.extras["activation_mse_per_target"].detach().float().cpu()
+    answer, x = reconstruction.images.detach().double().cpu(), truth.images.double().cpu()
+    mean, groups = truth.context["train_mean"].expand_as(x), truth.context["groups"]
+    per_feature = feature_mse(mean, x)
+    accuracy, per_group = categorical_accuracy(answer, x, groups)
+    majority, majority_per_group = categorical_accuracy(mean, x, groups)
+    found = {"activation_mse": float(fit[kept].mean()) if bool(kept.any()) else None,
+             "categorical_accuracy": accuracy, "categorical_accuracy_per_group": per_group,
+             "groups": [list(g) for g in groups],
+             "baselines": {**metrics["baselines"],
+                           "mean": {"feature_mse": float(per_feature.mean()),
+                                    "feature_mse_per_feature": per_feature.tolist()},
+                           "majority": {"categorical_accuracy": majority,
+                                        "categorical_accuracy_per_group": majority_per_group}},
+             "diverged_targets": torch.nonzero(~kept).flatten().tolist()}
+    if accuracy is None:
+        found["unavailable"] = {**metrics["unavailable"],
+                                "categorical_accuracy": "the attacked columns hold no categorical group"}
+    return found
+
+
 def evaluation(reconstruction, metrics: dict, truth: Truth) -> dict[str, Any]:
     """The spec's `evaluate` hook: the clone fit (MSE Z, final and trajectory mean) over the targets that did
-    not diverge, and the errors per class."""
+    not diverge, and the errors per class (on tabular targets, `tabular_evaluation`)."""
+    if reconstruction.infers_features:
+        return tabular_evaluation(reconstruction, metrics, truth)
     classes, kept = truth.context["classes"], reconstruction.kept
     fit = reconstruction.extras["activation_mse_per_target"].detach().float().cpu()
     trajectory = reconstruction.extras["activation_mse_trajectory_per_target"].detach().float().cpu()
@@ -223,8 +311,12 @@ def evaluation(reconstruction, metrics: dict, truth: Truth) -> dict[str, Any]:
 
 
 def write_figures(run: Run, outcome: Outcome) -> None:
-    """The spec's `write` hook: per_class.png (the JAST paper's Figure 8) and the log line."""
+    """The spec's `write` hook: per_class.png (the JAST paper's Figure 8) and the log line (on tabular targets the
+    log line only: the driver draws each feature's error beside the training mean's)."""
     m = outcome.metrics
+    if outcome.reconstruction.infers_features:
+        run.log(f"unsplit: {_tabular_headline(m)}")
+        return
     per_class = m["per_class"]
     figure = per_class_bars({"reconstruction MSE (min-max)": [per_class[c].get("image_mse_minmax", float("nan"))
                                                                for c in sorted(per_class)]},
@@ -254,6 +346,11 @@ def prepare(config: UnsplitConfig) -> Prepared:
     if config.checkpoint is not None:
         victim = load_victim(Path(config.checkpoint), config.device, config.data_root)
         check_target_party(config.target_party, victim.config.parties)
+        if datasets.dataset_spec(victim.config.dataset).tabular is not None:
+            config.check_tabular(victim.config.dataset)
+        elif config.rows is not None:
+            raise SplitlabError(f"--rows {config.rows} picks tabular targets; the checkpoint's dataset "
+                                f"{victim.config.dataset} has images: drop --rows")
     else:
         train, test = load_data(config.training)
         victim = Victim(config.training, train, test)
@@ -271,7 +368,7 @@ def execute(prepared: Prepared, run: Run | None, *, lpips=None, fid=None, progre
     if victim.trained is None:
         victim = train_victim(victim, run, progress)
     return attack_victim(victim, prepared.attack, run, seed=c.seed, lpips=lpips, fid=fid, progress=progress,
-                         target_party=c.target_party)
+                         target_party=c.target_party, rows=c.rows)
 
 
 def summary(prepared: Prepared, outcome: Outcome, run: Run):
@@ -285,6 +382,9 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
                     f"{m['strip_columns'][1]})"
         if prepared.config.transport == "tcp":
             head += ", over TCP"
+        if outcome.reconstruction.infers_features:
+            console.print(f"{head}: {_tabular_headline(m)}; accuracy {m['accuracy']:.4f}; run directory {run.path}")
+            return
         if m["image_mse"] is None:
             console.print(f"{head}: every target diverged; accuracy {m['accuracy']:.4f}; run directory {run.path}")
             return
@@ -293,6 +393,15 @@ def summary(prepared: Prepared, outcome: Outcome, run: Run):
                       f"PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, accuracy {m['accuracy']:.4f}; "
                       f"run directory {run.path}")
     return show
+
+
+def _tabular_headline(m: dict) -> str:
+    def share(value):
+        return "-" if value is None else f"{value:.3f}"
+    return (f"feature MSE {m['feature_mse']:.4f} (training mean {m['baselines']['mean']['feature_mse']:.4f}), "
+            f"categorical accuracy {share(m['categorical_accuracy'])} (majority "
+            f"{share(m['baselines']['majority']['categorical_accuracy'])}) over {m['n_targets']} rows, MSE Z "
+            f"{m['activation_mse']:.3g}")
 
 
 UNSPLIT = Experiment(UnsplitConfig, prepare, execute, summary)

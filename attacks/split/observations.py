@@ -42,6 +42,9 @@ class CutObservation:
     """Feature parties K whose activations the server joins."""
     party: int = 0
     """The attacked party (with K > 1)."""
+    groups: tuple[tuple[int, int], ...] = ()
+    """Tabular data: the one-hot groups of the attacked columns, which an architecture that embeds categorical
+    columns is built for (part of the architecture the server knows; `vfl.parties.party_groups`)."""
 
 
 def observe_cut(client, images: torch.Tensor, arch: str, cut_layer: int, server: nn.Module | None = None

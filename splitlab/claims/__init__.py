@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from splitlab.claims import (awa, bounds, cae_claims, fedleak, ghazi, jast, label_inference, label_leakage, mid_claims,
+from splitlab.claims import (awa, bounds, fedleak, ghazi, jast, label_inference, label_leakage, liu_bli, mid_claims,
                              nopeek_claims, splitguard_claims, tgias, unsplit_labels, vfl_benchmarks, vflair, yang_tpsl)
 from splitlab.claims.model import Claim, Verdict
 from splitlab.claims.results import earlier, rows
@@ -21,7 +21,7 @@ from splitlab.claims.results import earlier, rows
 __all__ = ["PAPERS", "MODULES", "LEDGER", "PAPER_PRESETS", "scoreboard", "claims_for", "judge"]
 
 MODULES = {m.PAPER: m for m in (jast, fedleak, awa, tgias, bounds, label_leakage, label_inference, unsplit_labels,
-                                vflair, vfl_benchmarks, ghazi, yang_tpsl, mid_claims, nopeek_claims, cae_claims,
+                                vflair, vfl_benchmarks, liu_bli, ghazi, yang_tpsl, mid_claims, nopeek_claims,
                                 splitguard_claims)}
 """paper key -> its module (CLAIMS, PAPER_PRESETS, ATTACKS)."""
 PAPERS = {key: m.CITATION for key, m in MODULES.items()}

@@ -1,69 +1,70 @@
-"""Claims of three VFL attack papers the field's benchmarks run: batch label inference and label replacement
-(Liu, Zou, Kang et al.), feature inference from model predictions (Luo, Wu, Xiao, Ooi, ICDE 2021) and the
-gradient-replacement backdoor (Liu, Yi, Chen, 2020).
+"""Claims of two VFL attack papers the field's benchmarks run: feature inference from model predictions (Luo, Wu,
+Xiao, Ooi, ICDE 2021: the equality-solving attack and the generative regression network) and the gradient-replacement
+backdoor (Liu, Yi, Chen, 2020). The batch label inference paper, the third the benchmarks run, has its own key
+(`liu`, `liu_bli.py`), with the confusional autoencoder it proposes.
 
-None of the three papers' texts was available to the lab when these were written: each claim is the paper's
-headline as its abstract words it, judged by a rule that needs no number of the paper's where the lab has none
-(an attack beats its trivial answer), and the paper's own tables are listed as not attempted. The grids are
-CPU-sized: mnist5k and wdbc, the lab's small models, seeds 0-2 (each its own data order or split).
+Neither paper's tables were available to the lab (its paper store holds five other papers; the search corpora hold
+their abstracts, and for Luo et al. the authors' code, which gives the paper's datasets and defaults but no result):
+each claim is the paper's headline as its abstract words it, judged by a rule that needs no number of the paper's
+(an attack beats its trivial answer, a defence lowers it) or by the abstract's own word read as a number ('high
+accuracy': within 5 points of 1), and says where the paper's number would go that it is not sourced. The grids are
+CPU-sized: mnist5k (each seed its own train/test draw) and wdbc (each seed its own split), the lab's small models,
+seeds 0-2; Luo et al.'s datasets (LUO_SETTINGS) are not run.
 """
 from splitlab.claims.model import Claim, Measure, Select
-from splitlab.claims.rules import AtLeast, Fails
+from splitlab.claims.rules import AtLeast, Beats, Fails
 from splitlab.claims.stats import PLAIN, SHARE
 
 PAPER = "vflbench"
-ATTACKS = ("bli", "bli-replace", "esa", "grn", "gr-backdoor")
+ATTACKS = ("esa", "grn", "gr-backdoor")
 DEVIATIONS = ()
 """The attacks declare their own deviations (data, settings, what the party reads)."""
-CITATION = ("Liu, Zou, Kang, Liu, He, Yi, Yang. Batch Label Inference and Replacement Attacks in Black-Boxed "
-            "Vertical Federated Learning (arXiv 2112.05409); Luo, Wu, Xiao, Ooi. Feature Inference Attack on Model "
-            "Predictions in Vertical Federated Learning (ICDE 2021); Liu, Yi, Chen. Backdoor Attacks and Defenses "
-            "in Feature-partitioned Collaborative Learning (ICML 2020 FL workshop).")
+CITATION = ("Luo, Wu, Xiao, Ooi. Feature Inference Attack on Model Predictions in Vertical Federated Learning (ICDE "
+            "2021); Liu, Yi, Chen. Backdoor Attacks and Defenses in Feature-partitioned Collaborative Learning (ICML "
+            "2020 FL workshop).")
 
-UNSOURCED = "the paper's text was not available to the lab: its tables and settings are not sourced here"
-BLI_REDUCED = ("mnist5k (10 classes) and wdbc (binary), one passive party holding every feature, the lab's small "
-               "MLPs sending class scores, one epoch (mnist5k) or five (wdbc), the last 4 rounds attacked")
-BLI_EASIER = ("one passive party and no other party's scores: the unseen scores the attacker fits are exactly 0, "
-              "where its dummy starts; the paper's passive party does not know the other parties' scores")
+UNSOURCED = ("not sourced: the paper's tables were not available to the lab (its abstract only), so no number of "
+             "the paper's is quoted here")
+LUO_SETTINGS = ("the paper's settings from the authors' code (xinjianluo/featureinference-vfl; its results are not "
+                "sourced): tabular sets only, bank (2 classes, 20 features), credit (2, 23), drive (11, 48), news (5, "
+                "59) and two synthetic; ESA by default recovers 10 of bank's features, GRN 20 of drive's 48 with the "
+                "attacker holding 28; a 60/20/20 train/test/prediction split, 10 runs")
 LUO_REDUCED = "wdbc, five feature parties of six columns, the label party holding 1-4 of them; 20 epochs"
 BACKDOOR_REDUCED = "wdbc, the tabular MLP cut 6, 5 known target samples, 40 poisoned, 20 epochs"
+DIGITS_BACKDOOR_REDUCED = "mnist5k, the small MLP cut 1, 5 epochs, 10 known target samples, 100 poisoned"
 NONE = {"send-back": "none"}
+SUCCESS = ("share of triggered test inputs (not of the target class) the poisoned model labels the target, mean "
+           "over seeds 0-2")
+COMBINED = "gradient-noise:ratio=2+sparsify:drop=0.9"
+"""The two send-back defences of gr-backdoor-digits at once: the paper blocks the backdoor by a combination."""
 
 
-def _backdoor(attack: str, sweep: str, where: str, words: str) -> Claim:
-    return Claim(f"vflbench.{attack}.plants", PAPER, where, words,
-                 f"the abstract; {UNSOURCED}",
+def _backdoor(claim_id: str, sweep: str, where: str, words: str, reduced: str) -> Claim:
+    return Claim(claim_id, PAPER, where, words, f"the abstract; {UNSOURCED}",
                  Measure(sweep, Fails(Select(NONE, "undefended"), "backdoor_success", scale=SHARE, fails=False),
-                         "share of triggered test inputs (not of the target class) the poisoned model labels the "
-                         "target, mean over seeds 0-2, against the same model trained unpoisoned on the same inputs"),
-                 reduced=BACKDOOR_REDUCED)
+                         f"{SUCCESS}, against the same model trained unpoisoned on the same inputs"),
+                 reduced=reduced)
+
+
+HIGH = ("the abstract: 'achieving high accuracy on both main and backdoor tasks' (the backdoor's read here as within "
+        "5 points of 1, as the batch label inference paper's 'high accuracy' is); ")
+
+
+def _high(claim_id: str, sweep: str, where: str, reduced: str) -> Claim:
+    return Claim(claim_id, PAPER, "Liu, Yi, Chen, abstract",
+                 f"The backdoor reaches high accuracy on the backdoor task ({where}), the main task's kept.",
+                 f"{HIGH}{UNSOURCED}",
+                 Measure(sweep, AtLeast(Select(NONE, "undefended"), "backdoor_success", 1.0, SHARE),
+                         f"{SUCCESS}; the clean accuracy it keeps beside the unpoisoned model's is in "
+                         f"splitlab/results/{sweep}.csv"),
+                 reduced=reduced)
 
 
 CLAIMS: list[Claim] = [
-    Claim("vflbench.bli.high-accuracy", PAPER, "Liu, Zou, Kang et al., abstract",
-          "Private labels can be reconstructed with high accuracy from black-boxed VFL's batch-level gradients.",
-          f"the abstract: 'reconstructed with high accuracy' (read here as within 5 points of 1); {UNSOURCED}",
-          Measure("bli-batch", AtLeast(Select({"batch-size": 64}, "batch 64"), "label_accuracy", 1.0, SHARE),
-                  "label accuracy of the last 4 rounds' samples, mean over seeds 0-2, beside the majority class"),
-          reduced=BLI_REDUCED, easier=BLI_EASIER),
-    Claim("vflbench.bli.tabular", PAPER, "Liu, Zou, Kang et al., abstract",
-          "The same on a tabular task: the batch's labels beat the majority class.",
-          f"the abstract's claim, on the lab's tabular set; {UNSOURCED}",
-          Measure("bli-tabular", Fails(Select({"batch-size": 32}, "batch 32"), "label_accuracy", scale=SHARE,
-                                       fails=False),
-                  "label accuracy of the last 4 rounds' samples, mean over seeds 0-2, against the majority class"),
-          reduced=BLI_REDUCED, easier=BLI_EASIER),
-    _backdoor("bli-replace", "bli-replace-tabular", "Liu, Zou, Kang et al., abstract",
-              "Swapping a poisoned sample's gradient for a known target sample's plants a label replacement backdoor."),
-    Claim("vflbench.bli.paper-tables", PAPER, "Liu, Zou, Kang et al., experiments",
-          "Batch label inference and replacement at the paper's own datasets, batch sizes and defences (CoAE, DP).",
-          UNSOURCED,
-          reason=f"not sourced: {UNSOURCED}; no dataset or batch size of the paper's is run here (the confusional "
-                 "autoencoder is in the catalogue as cae, not yet run against BLI)"),
     Claim("vflbench.esa.beats-mean", PAPER, "Luo et al., the equality-solving attack",
           "The equality-solving attack infers a passive party's features of a logistic regression better than a "
           "guess from their distribution.",
-          f"the abstract: the attacks infer the passive party's features; {UNSOURCED}",
+          f"the abstract: the attacks infer the passive party's features; {UNSOURCED}; {LUO_SETTINGS}",
           Measure("esa-share", Fails(Select({}, "undefended, every share"), "feature_mse", higher_is_better=False,
                                      scale=PLAIN, fails=False),
                   "per-feature MSE on the standardised scale, mean over shares 20-80% and seeds 0-2, against each "
@@ -72,19 +73,49 @@ CLAIMS: list[Claim] = [
     Claim("vflbench.grn.beats-mean", PAPER, "Luo et al., the generative regression network",
           "The generative regression network infers a passive party's features of a neural network better than a "
           "guess from their distribution.",
-          f"the abstract: the attacks infer the passive party's features; {UNSOURCED}",
+          f"the abstract: the attacks infer the passive party's features; {UNSOURCED}; {LUO_SETTINGS}",
           Measure("grn-share", Fails(Select({}, "every share"), "feature_mse", higher_is_better=False, scale=PLAIN,
                                      fails=False),
                   "per-feature MSE on the standardised scale, mean over shares 20-80% and seeds 0-2, against each "
                   "feature's training mean"),
           reduced=LUO_REDUCED),
+    Claim("vflbench.grn.digits", PAPER, "Luo et al., the generative regression network",
+          "The same on the digits: GRN infers the pixels of the passive parties' columns better than each pixel's "
+          "training mean.",
+          f"the abstract: the attacks infer the passive party's features; {UNSOURCED}; {LUO_SETTINGS}",
+          Measure("grn-digits", Fails(Select({}, "25% and 75% held"), "feature_mse", higher_is_better=False,
+                                      scale=PLAIN, fails=False),
+                  "per-pixel MSE on [0, 1] of the columns the attacker does not hold, 200 test digits, mean over "
+                  "shares 25% and 75% and seeds 0-2 (each its own draw), against each pixel's training mean"),
+          reduced="mnist5k, the small MLP over four parties by columns, 2 epochs, 200 predictions"),
     Claim("vflbench.esa.exact", PAPER, "Luo et al., the equality-solving attack",
           "ESA recovers the features exactly when the passive party has no more of them than the classes less one.",
           f"the paper's condition for an exact solution; {UNSOURCED}",
           reason="the grid's binary dataset gives one equation a sample for six or more unknowns; the exact case is "
-                 "checked by the tests (tests/test_newattacks.py, wine, one unknown column), not by a grid"),
-    _backdoor("gr-backdoor", "gr-backdoor-tabular", "Liu, Yi, Chen, abstract",
-              "A feature party with a few labelled target samples plants a backdoor by gradient replacement."),
+                 "checked by the tests (tests/test_newattacks.py, wine, one unknown column), not by a grid; ESA has "
+                 "no digits grid: it solves a logistic regression's equations, and the lab's image victims are "
+                 "neural networks, which esa refuses"),
+    _backdoor("vflbench.gr-backdoor.plants", "gr-backdoor-tabular", "Liu, Yi, Chen, abstract",
+              "A feature party with a few labelled target samples plants a backdoor by gradient replacement.",
+              BACKDOOR_REDUCED),
+    _backdoor("vflbench.gr-backdoor.plants-digits", "gr-backdoor-digits", "Liu, Yi, Chen, abstract",
+              "The same on the digits: the trigger calls up the target digit.", DIGITS_BACKDOOR_REDUCED),
+    _high("vflbench.gr-backdoor.high-accuracy", "gr-backdoor-tabular", "a tabular task", BACKDOOR_REDUCED),
+    _high("vflbench.gr-backdoor.high-accuracy-digits", "gr-backdoor-digits", "the digits", DIGITS_BACKDOOR_REDUCED),
+    Claim("vflbench.gr-backdoor.blocked", PAPER, "Liu, Yi, Chen, abstract",
+          "A combination of defences blocks the backdoor (here: noise on the returned gradient and its "
+          "sparsification at once).",
+          f"the abstract: 'the backdoor can be successfully blocked by a combination of these techniques without "
+          f"hurting main task accuracy'; which techniques and at what strengths is {UNSOURCED}",
+          Measure("gr-backdoor-digits", Beats(a=Select(NONE, "no defence"), b=Select({"send-back": COMBINED},
+                                                                                      "noise + sparsify"),
+                                              metric="backdoor_success", scale=SHARE, defended_b=True),
+                  f"paired difference over seeds 0-2 (each its own draw), no defence minus {COMBINED}: backdoor "
+                  f"success ({SUCCESS}); the clean accuracy each arm keeps is in "
+                  "splitlab/results/gr-backdoor-digits.csv"),
+          reduced=DIGITS_BACKDOOR_REDUCED,
+          reason="the paper's defences are read as noise and sparsification of the returned gradient, the lab's "
+                 "reading of the abstract's 'several defense techniques'; the strengths are the lab's"),
 ]
 
 PAPER_PRESETS: dict = {}

@@ -18,7 +18,7 @@ from vfl.models.cifar import cifar_cnn, mlp_mixer
 from vfl.models.hfl import HFL_MODELS, build_hfl_model, describe_hfl, hfl_model_spec
 from vfl.models.mnist import cnn, mlp, small_mlp
 from vfl.models.split import SplitNet, count_parameters
-from vfl.models.tabular import TABULAR_SHAPES, tabular_lr, tabular_mlp
+from vfl.models.tabular import TABULAR_SHAPES, Groups, tabular_embed, tabular_lr, tabular_mlp, tabular_wide_deep
 from vfl.runtime import seeded
 
 
@@ -38,6 +38,9 @@ class ArchSpec:
     """Whether the first layer is Flatten + dense, so the client can take any number of input features."""
     tabular: bool = False
     """Whether it takes tabular samples, flat feature vectors of any width (`input_shape` is only its default)."""
+    grouped: bool = False
+    """Whether it embeds categorical columns: its build takes the one-hot groups of its input (`groups=`), so each
+    party's bottom model is built for its own columns."""
 
     @property
     def cut_layers(self) -> tuple[int, ...]:
@@ -67,6 +70,16 @@ ARCHITECTURES: dict[str, ArchSpec] = {
         ArchSpec("tabular-lr", tabular_lr, (30,), 2, {1: (2,)},
                  "logistic regression for tabular data (any number of features); 62 parameters on wdbc",
                  total_params=62, flat_input=True, tabular=True),
+        ArchSpec("tabular-embed", tabular_embed, (30,), 2, TABULAR_SHAPES,
+                 "embedding-and-MLP for tabular data: categorical columns embedded (fastai widths), numerical ones "
+                 "as they are, then tabular-mlp's dense layers; on numerical columns only (wdbc) it is tabular-mlp",
+                 total_params=8_786, flat_input=True, tabular=True, grouped=True),
+        ArchSpec("tabular-wide-deep", tabular_wide_deep, (30,), 2,
+                 {cut: (width + 2,) for cut, (width,) in TABULAR_SHAPES.items()},
+                 "wide and deep (Cheng et al. 2016) for tabular data: tabular-embed's deep part beside a dense wide "
+                 "part on the raw columns, their logits summed at the output; every cut also sends the party's wide "
+                 "logits (2 more values); 8,848 parameters on wdbc",
+                 total_params=8_848, flat_input=True, tabular=True, grouped=True),
     )
 }
 
@@ -104,17 +117,25 @@ def check_input_shape(spec: ArchSpec, image_shape: tuple[int, ...], dataset: str
                             f"use --arch {' or '.join(fits) or '<another>'}")
 
 
-def build_split(name: str, cut: int, seed: int | None = None,
-                input_shape: tuple[int, ...] | None = None) -> tuple[torch.nn.Module, torch.nn.Module]:
+def build_split(name: str, cut: int, seed: int | None = None, input_shape: tuple[int, ...] | None = None,
+                groups: Groups = ()) -> tuple[torch.nn.Module, torch.nn.Module]:
     """Build the architecture (seeded if asked) and return (client, server) at the given cut layer.
 
     `input_shape` other than the architecture's own is allowed for flat-input (dense) architectures
     only: a defence such as a semi-orthogonal transform can change how many features the client takes.
+    `groups`: the one-hot groups of the input's categorical columns, for an architecture that embeds them
+    (`ArchSpec.grouped`; refused by any other).
     """
     spec = arch_spec(name)
     if cut != output_cut(name):
         check_cut_layer(spec, cut)
-    if input_shape is None or tuple(input_shape) == spec.input_shape:
+    if groups and not spec.grouped:
+        raise SplitlabError(f"architecture {spec.name} takes no categorical groups; use tabular-embed or "
+                            "tabular-wide-deep")
+    if spec.grouped:
+        width = spec.input_shape[0] if input_shape is None else math.prod(input_shape)
+        build = functools.partial(spec.build, in_features=width, groups=tuple(groups))
+    elif input_shape is None or tuple(input_shape) == spec.input_shape:
         build = spec.build
     elif spec.flat_input:
         build = functools.partial(spec.build, in_features=math.prod(input_shape))

@@ -6,8 +6,8 @@ target label. The experiment is the backdoors' shared one (`attacks.split.poison
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.kit import (AttackSpec, Backdoor, BackdoorConfig, BackdoorSettings, Deviation, Preset, backdoor_experiment,
-                         backdoor_success)
+from attacks.kit import (DIGITS_BACKDOOR_VICTIM, AttackSpec, Backdoor, BackdoorConfig, BackdoorSettings, Deviation,
+                         Preset, backdoor_experiment, backdoor_success)
 from attacks.split.bli.papers import BLI_DATA, BLI_NUMBERS, BLI_PAPER
 
 __all__ = ["REPLACE_SPEC", "LabelReplacement", "ReplacementConfig"]
@@ -41,6 +41,9 @@ REPLACE_SPEC = AttackSpec(
                {"same_round": True, "known": 5, "poisoned": 40, "trigger_size": 3, "target": 0},
                experiment={"top": "model", "dataset": "wdbc", "arch": "tabular-mlp", "task": "binary",
                            "batch_size": 32, "epochs": 20}),
+        Preset("bli-replace.digits", "ours: the same on the digits with the small MLP cut 1 and 5 epochs, 50 known "
+                                     "target samples (a known one in about half the batches of 64), 100 poisoned, a "
+                                     "4x4 patch", {"same_round": True, "known": 50}, experiment=DIGITS_BACKDOOR_VICTIM),
     ),
     smoke={"epochs": 1, "arch": "small-mlp", "cut_layer": 1},
     deviations=(BLI_DATA, BLI_NUMBERS,

@@ -8,8 +8,8 @@ shared one (`attacks.split.poisoning`), the unpoisoned victim beside the poisone
 from dataclasses import dataclass
 from typing import ClassVar
 
-from attacks.kit import (AttackSpec, Backdoor, BackdoorConfig, BackdoorSettings, Deviation, Preset, backdoor_experiment,
-                         backdoor_success)
+from attacks.kit import (DIGITS_BACKDOOR_VICTIM, AttackSpec, Backdoor, BackdoorConfig, BackdoorSettings, Deviation,
+                         Preset, backdoor_experiment, backdoor_success)
 
 __all__ = ["SPEC", "GradientReplacementBackdoor", "GradientReplacementConfig"]
 
@@ -43,6 +43,10 @@ SPEC = AttackSpec(
                {"amplify": 2.0, "known": 5, "poisoned": 40, "trigger_size": 3, "target": 0},
                experiment={"top": "model", "dataset": "wdbc", "arch": "tabular-mlp", "task": "binary",
                            "batch_size": 32, "epochs": 20}),
+        Preset("gr-backdoor.digits", "ours: the same on the digits with the small MLP cut 1 and 5 epochs (the CNN's "
+                                     "2 epochs plant nothing on the CPU), gamma 2, 10 known, 100 poisoned, a 4x4 "
+                                     "patch",
+               {"amplify": 2.0}, experiment=DIGITS_BACKDOOR_VICTIM),
     ),
     smoke={"epochs": 1, "arch": "small-mlp", "cut_layer": 1},
     deviations=(

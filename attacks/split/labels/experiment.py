@@ -162,7 +162,7 @@ def evaluation_facts(trained: Trained, data: TaskData) -> dict[str, Any]:
             "cut_layer": v.cut_layer if v.top == "model" else None, "top": v.top, "defence": v.defence,
             "send_back": v.send_back,
             "epochs": v.epochs, "training_rounds": len(trained.samples), "training_seconds": trained.seconds,
-            "defence_report": report}
+            "defence_report": report, **({"cut_bytes": trained.cut_bytes} if trained.cut_bytes else {})}
 
 
 def run_attack(prepared: Prepared, run: Run | None = None, *, progress: bool = True) -> Outcome:

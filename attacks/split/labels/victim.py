@@ -178,6 +178,8 @@ class Trained:
     defences: tuple[SendBackDefence, ...] = ()
     defence_report: dict[str, Any] | None = None
     """What the defences did, where the parties here never ran them (rebuilt from a run over TCP); None: ask them."""
+    cut_bytes: dict[str, int] | None = None
+    """The bytes that crossed the cut in training, by sender (`vfl.training.FitState.cut_bytes`)."""
 
 
 def train_victim(victim: SplitCase, data: TaskData, run: Run | None = None, progress: bool = True, *,
@@ -199,4 +201,4 @@ def train_victim(victim: SplitCase, data: TaskData, run: Run | None = None, prog
             logits = server.predict(client.infer(data.test.images.to(resolve_device(victim.device))))
         task_auc = auc((logits[:, 1] - logits[:, 0]).cpu(), data.test.labels == 1)
     return Trained(victim, client, server, samples, trained.accuracy, trained.history, trained.seconds, task_auc,
-                   server.defences)
+                   server.defences, cut_bytes=trained.cut_bytes)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from attacks.settings import AttackSettings
 from vfl.options import integer, number, option
 
-__all__ = ["BackdoorSettings"]
+__all__ = ["BackdoorSettings", "DIGITS_BACKDOOR_VICTIM"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,3 +27,7 @@ class BackdoorSettings(AttackSettings):
     same_round: bool = option(False, "take a target sample's gradient only from the same round (--any-round: else "
                               "the last one received).", flag="--same-round/--any-round")
 
+
+DIGITS_BACKDOOR_VICTIM = {"top": "model", "task": "multiclass", "arch": "small-mlp", "cut_layer": 1, "epochs": 5}
+"""The digits victim of both backdoors' `.digits` presets: the small MLP cut 1 for 5 epochs, cheap enough for
+three seeds on a CPU and long enough to plant (the CNN cut 6 for 2 epochs planted nothing there)."""

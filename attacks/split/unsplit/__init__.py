@@ -26,11 +26,20 @@ SPEC = AttackSpec(
                                     "lambda_l2": 1.0}),
         Preset("unsplit.quick", "ours: the jast weights with 50 rounds (2,000 steps per target; a CPU smoke preset)",
                                 {"iterations": 50}),
+        Preset("unsplit.tabular", "ours, for feature vectors: the jast schedule and lambda_l2 without TV (no "
+                                  "neighbouring pixels), a box prior keeping the standardised features to [-3, 3] "
+                                  "(lambda_box 1), the dummy input started at 0 (the standardised mean)",
+                                  {"lambda_tv": 0.0, "lambda_box": 1.0, "box": 3.0, "init": 0.0}),
     ),
     smoke={"arch": "small-mlp", "epochs": 1, "iterations": 10},
     deviations=(
         Deviation("data", "MNIST and Fashion-MNIST (60,000 training images)", "the embedded mnist5k (4,000 training "
                   "images)", "no download on a fresh machine; --dataset mnist once downloaded"),
         Deviation("iterations", "200 rounds (JAST notebooks)", "50 rounds", "a CPU smoke preset", ("unsplit.quick",)),
+        Deviation("data", "images, with a TV prior", "tabular feature vectors: no TV, a box prior on the "
+                  "standardised range, scored per feature (MSE per column; for one-hot groups, whether the group's "
+                  "argmax is the true category) beside the training mean and the majority category",
+                  "the papers run UnSplit on images only; tabular VFL is where vertical FL is used",
+                  ("unsplit.tabular",)),
     ),
 )

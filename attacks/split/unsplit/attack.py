@@ -18,6 +18,10 @@ Clone modes (`UnsplitSettings.clone`):
 - `per-target`: every target has its own clone (item r of the attacker's clone stream); all targets run
   together as engine trials.
 
+On tabular samples (feature vectors) TV has no neighbouring pixels to smooth: it must be off (`lambda_tv` 0, the
+preset `unsplit.tabular`), and a box prior keeps the standardised features to [-box, box] in its place; the
+answer is a feature-inference one (trials (T, N, D)), scored per feature.
+
 Against one of K feature parties (`attacks.split.observations.party_view`), the observation is that party's
 slice of the joined activations, the clone that party's bottom model architecture on its strip, and X~ that strip only.
 
@@ -25,14 +29,15 @@ Settings: `settings.py`; presets in the spec (`attacks.split.unsplit`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from attacks.kit import (QUIET, Adam, Block, CutActivations, CutObservation, EngineOptions, EngineResult,
-                         MeanSquared, Objective, Prior, Reconstruction, Schedule, arch_spec, bottom_model, build_split,
-                         l2, run, stream_seed, tv_squared)
+                         MeanSquared, Objective, Prior, Reconstruction, Schedule, SplitlabError, arch_spec, bottom_model,
+                         build_split, l2, outside_box, run, stream_seed, tv_squared)
 from attacks.split.unsplit.settings import UnsplitSettings
 
 
@@ -44,10 +49,13 @@ def clone_of(observation: CutObservation, seed: int, index: int = 0) -> nn.Modul
     architecture on its strip (`vfl.parties.bottom_model`), from the same attacker stream."""
     clone_seed = stream_seed(seed, "unsplit clone", index)
     if observation.parties == 1:
-        client, _ = build_split(observation.arch, observation.cut_layer, seed=clone_seed)
+        # a tabular architecture takes the dataset's width (and its one-hot groups), not its default's
+        shape = {"input_shape": observation.input_shape, "groups": observation.groups} \
+            if arch_spec(observation.arch).tabular else {}
+        client, _ = build_split(observation.arch, observation.cut_layer, seed=clone_seed, **shape)
     else:
         client = bottom_model(observation.arch, observation.cut_layer, clone_seed, observation.parties,
-                              observation.party, observation.input_shape)
+                              observation.party, observation.input_shape, observation.groups)
     return client.to(device=observation.activations.device, dtype=observation.activations.dtype)
 
 
@@ -76,9 +84,17 @@ class UnSplit:
         spec = arch_spec(observation.arch)
         activations = observation.activations
         n = activations.shape[0]
-        objective = Objective(CutActivations(clone_of(observation, seed)), MeanSquared(),
-                              priors=(Prior("tv", "x", tv_squared, s.lambda_tv), Prior("l2", "x", l2, s.lambda_l2)))
-        shape = spec.input_shape if observation.parties == 1 else observation.input_shape     # a party: its strip
+        tabular = spec.tabular and len(observation.input_shape) == 1
+        if tabular and s.lambda_tv:
+            raise SplitlabError(f"UnSplit's TV prior (lambda_tv {s.lambda_tv:g}) smooths neighbouring pixels; a "
+                                "tabular sample has none: give --preset unsplit.tabular or --lambda-tv 0")
+        priors = (Prior("l2", "x", l2, s.lambda_l2),) if tabular else \
+            (Prior("tv", "x", tv_squared, s.lambda_tv), Prior("l2", "x", l2, s.lambda_l2))
+        if s.lambda_box:
+            priors += (Prior("box", "x", functools.partial(outside_box, bound=s.box), s.lambda_box),)
+        objective = Objective(CutActivations(clone_of(observation, seed)), MeanSquared(), priors=priors)
+        # a party: its strip; a tabular sample: the dataset's width, not the architecture's default
+        shape = observation.input_shape if observation.parties > 1 or tabular else spec.input_shape
         x0 = torch.full((n, 1, *shape), s.init, device=activations.device, dtype=activations.dtype)
         observed = activations.unsqueeze(1)                     # each target is a batch of one
         if s.clone == "per-target":
@@ -93,10 +109,11 @@ class UnSplit:
                                  self.schedule(), engine.labelled(f"{observation.arch} shared, target {r + 1}/{n}"),
                                  per_trial_target=True, keep=()))
                 carried = parts[-1].final["clone"]
-        return _reconstruction(s, parts, x0)
+        return _reconstruction(s, parts, x0, features=tabular)
 
 
-def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: torch.Tensor) -> Reconstruction:
+def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: torch.Tensor,
+                    features: bool = False) -> Reconstruction:
     """The final X~ of every target (the papers score the final iterate), with the clone-fit MSE."""
     def cat(values, dim=0):
         return torch.cat(list(values), dim=dim)
@@ -106,5 +123,5 @@ def _reconstruction(settings: UnsplitSettings, parts: list[EngineResult], x0: to
     return Reconstruction(
         attack="unsplit", preset=settings.preset, trials=cat(p.final["x"] for p in parts), loss=fit, history=trace,
         diverged=cat(p.diverged for p in parts), seconds=sum(p.seconds for p in parts), steps=settings.steps,
-        per_target=True, initial=x0, mode=f"{settings.clone} ({parts[0].mode})",
+        per_target=True, initial=x0, mode=f"{settings.clone} ({parts[0].mode})", features=features,
         extras={"activation_mse_per_target": fit, "activation_mse_trajectory_per_target": trace["match"].mean(0)})

@@ -21,6 +21,10 @@ class UnsplitSettings(EngineSettings):
     """Clone steps per round ("model_iters")."""
     lambda_tv: float = option(1.0, "weight of the squared TV prior.", number(low=0))
     lambda_l2: float = option(0.1, "weight of mean(x^2).", number(low=0))
+    lambda_box: float = option(0.0, "weight of the box prior on feature vectors, mean(max(|x| - box, 0)^2) "
+                               "(tabular data; 0: off).", number(low=0))
+    box: float = option(3.0, "half-width of the box prior: standardised features kept to [-box, box].",
+                        number(low=0, low_open=True))
     lr: float = 1e-3
     """Adam learning rate, input and clone (amsgrad)."""
     init: float = 0.5
