@@ -29,7 +29,7 @@ def uninterrupted(tmp_path_factory) -> dict[str, dict[str, torch.Tensor]]:
         return _reference_weights(tmp_path_factory.mktemp("uninterrupted"), *SESSION)
 
 
-@pytest.mark.slow(seconds=40)
+@pytest.mark.slow(seconds=35)
 @pytest.mark.parametrize("how", ["kill-9", "ctrl-c"])
 @pytest.mark.parametrize("side", ["server", "client"])
 def test_either_side_stopped_mid_epoch_ends_the_other_in_one_line_and_both_resume(tmp_path, secret, side, how,
