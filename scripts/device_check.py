@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from device_plan import (ATTACKS, COMPILE_THREADS, DEVICE, PACK_RESERVE_S, REFERENCE, SMOKE, Profile, reference,  # noqa: E402
+from device_plan import (ATTACKS, DEVICE, PACK_RESERVE_S, REFERENCE, SMOKE, Profile, reference,  # noqa: E402
                          attack_argv, build, total)
 
 
@@ -154,7 +154,7 @@ def check(profile: Profile, out: Path, data_root: Path | None) -> int:
         log_file.flush()
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(work / "inductor"),
-           "TORCHINDUCTOR_COMPILE_THREADS": str(COMPILE_THREADS),
+           "TORCHINDUCTOR_COMPILE_THREADS": str(profile.compile_threads),
            "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     if data_root is not None:
         env["SPLITLAB_DATA"] = str(data_root)

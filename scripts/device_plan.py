@@ -109,10 +109,12 @@ class Profile:
     name: str                       # "device" or "smoke"
     device: str
     sizes: dict[str, dict] = field(default_factory=dict)        # attack -> options replacing the quick preset's
+    spec_smoke: bool = False        # an attack without `sizes` takes its spec's smoke options (its own smallest run)
     compile_attacks: tuple[str, ...] = ENGINE
     bench_engine: tuple[str, ...] = ("--repeats", "3")
     bench_unsplit: tuple[str, ...] = ("--rounds", "5", "--repeats", "2")
     pool_jobs: int = POOL_JOBS
+    compile_threads: int = COMPILE_THREADS   # inductor's compile workers per process (1: no worker processes)
     plan_limit: float = PLAN_LIMIT_S
     deadline: float = DEADLINE_S
 
@@ -123,14 +125,18 @@ SMOKE = Profile(
     sizes={"dlg": {"iterations": 1}, "idlg": {"iterations": 1}, "invgrad": {"iterations": 2},
            "gi": {"iterations": 2}, "fedleak": {"iterations": 2, "batch_size": 2},
            "awa": {"iterations": 2, "batch_size": 2}, "agic": {"iterations": 2, "batch_size": 2},
-           "tgias-ro": {"iterations": 1, "batch_size": 2}, "unsplit": {"iterations": 1, "epochs": 1},
-           "fsha": {"iterations": 4}},
+           "tgias-ro": {"iterations": 1, "batch_size": 2},
+           "unsplit": {"iterations": 1, "epochs": 1, "arch": "small-mlp"},
+           "fsha": {"iterations": 4, "width": 0.0625, "batch_size": 8, "eval_images": 10}},
+    spec_smoke=True,
     compile_attacks=("unsplit",),
     bench_engine=("--quick", "--only", "DLG"),
-    bench_unsplit=("--quick", "--archs", "cnn", "--targets", "2"),
-    pool_jobs=2, plan_limit=900.0, deadline=1200.0)
-"""The same check end to end on the CPU at toy sizes: one attack compiled (a C++ build per program costs the CPU
-tens of seconds), the benchmarks' quick forms, and toy sweeps written beside the run (smoke_grids)."""
+    bench_unsplit=("--quick", "--archs", "mlp", "--targets", "2"),
+    pool_jobs=2, compile_threads=1, plan_limit=900.0, deadline=1200.0)
+"""The same check end to end on the CPU at toy sizes: one attack compiled, on the small MLP (a C++ build per
+program costs the CPU tens of seconds; inductor builds in the compiling process itself, as the pool keeps both
+cores busy), the label and VFL attacks at their specs' smoke sizes (their paper presets train a victim for epochs),
+the benchmarks' quick forms, and toy sweeps written beside the run (smoke_grids)."""
 
 
 def reference() -> dict:
@@ -141,8 +147,12 @@ def reference() -> dict:
 def attack_argv(name: str, profile: Profile) -> list[str]:
     """`splitlab` arguments of attack `name`'s quick preset (or PRESETS') on the profile's device (without --out)."""
     argv = COMMANDS.get(name) or SPLIT_ONLY[name]
-    return with_options(argv, preset=PRESETS.get(name, f"{name}.quick"), device=profile.device,
-                        **profile.sizes.get(name, {}))
+    sizes = profile.sizes.get(name)
+    if sizes is None and profile.spec_smoke:
+        from attacks import registry           # here, not at the top: the GPU check's plan imports nothing of the lab
+
+        sizes = registry.spec(name).smoke
+    return with_options(argv, preset=PRESETS.get(name, f"{name}.quick"), device=profile.device, **(sizes or {}))
 
 
 def _step_ms(name: str) -> float:

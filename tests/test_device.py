@@ -175,7 +175,7 @@ def test_langevin_noise_for_a_gpu_is_drawn_pinned_and_is_the_same_noise(monkeypa
     assert torch.equal(on_cpu, on_gpu.tensor) and on_cpu.abs().sum() > 0
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=170)
 def test_the_cpu_smoke_runs_the_whole_check_and_packs_at_most_eight_files(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPTS / "device_check.py"), "--cpu-smoke", "--out",
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=1500)

@@ -142,7 +142,7 @@ def test_refined_labels_start_on_the_inferred_class_or_uniform_without_inference
     assert bool((start == 0).all()) == (logit == 0)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=35)
 def test_fedleak_answer_final_is_algorithm_1s_last_iterate_and_best_the_lowest_loss_one():
     mnist = datasets.load("mnist5k")
     obs = observe_fedsgd(build_hfl_model("convnet", seed=0).double(), mnist.images[:2].double(), mnist.labels[:2],

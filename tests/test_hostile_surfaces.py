@@ -230,7 +230,7 @@ def test_a_cache_path_that_is_a_file_breaks_neither_help_nor_a_run_that_never_co
     assert (tmp_path / "afile").read_text() == "keep me" and (tmp_path / "r" / "checkpoint.pt").is_file()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=55)
 def test_compile_on_into_a_fresh_cache_runs(tmp_path, monkeypatch, time_limit):
     if compilation.cxx_compiler() is None:
         pytest.skip("no C++ compiler here")

@@ -110,7 +110,7 @@ def test_two_parties_train_and_their_checkpoint_evaluates(tmp_path):
     assert evaluated.exit_code == 0 and json.loads(evaluated.stdout)["metrics"]["accuracy"] == accuracy
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=55)
 def test_two_halves_reach_the_whole_images_accuracy_within_two_points(tmp_path):
     """mnist5k, the CNN at cut 1, 10 epochs (the paper's default), in process: left/right halves against one
     party holding whole images."""

@@ -140,7 +140,7 @@ def _nodes_of(out: Path) -> set[str]:
     return {json.loads(p.read_text())["where"]["node_id"] for p in (out / "cells").glob("*/cell.json")}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=160)
 def test_without_address_a_sweep_runs_on_its_own_instance_whatever_cluster_runs_or_was_killed(tmp_path):
     grid = tmp_path / "tiny.toml"
     grid.write_text(TINY)
@@ -172,7 +172,7 @@ def test_without_address_a_sweep_runs_on_its_own_instance_whatever_cluster_runs_
     assert [_ray_processes(pid) for pid in pids] == [[], [], []]   # each sweep shut its own instance down
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_address_runs_cells_on_an_existing_ray_cluster(tmp_path, monkeypatch):
     # this cluster's own token, in the environment before ray is imported (it reads the mode then)
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
@@ -223,7 +223,7 @@ class _FakeGrpcHead:
             conn.close()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 def test_a_join_that_does_not_finish_in_time_is_one_line_and_writes_nothing(tmp_path):
     grid = tmp_path / "tiny.toml"
     grid.write_text(TINY)

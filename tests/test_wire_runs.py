@@ -171,7 +171,7 @@ ROUNDS = 4000 // 8
 NOISY = ("--arch", "small-mlp", "--defence", "activation-noise:sigma=0.05")   # a noise stream to resume too
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 def test_a_killed_client_stops_the_server_and_resume_reaches_the_uninterrupted_weights(tmp_path, secret):
     port = _free_port()
     server = _serve(port, secret, tmp_path / "server", *RESUMABLE, "--timeout", "20")

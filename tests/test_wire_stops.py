@@ -11,17 +11,29 @@ import time
 import pytest
 import torch
 
+from theory_checks.suite import one_intra_op_thread
+
 from test_wire_runs import (_client, _error_lines, _finish, _free_port, _kill_all, _reference_weights, _serve,
                             _wait_for, secret)  # noqa: F401 - secret is a fixture
 
-SESSION = ("--arch", "cnn", "--epochs", "3")
-SAVED = r"saved through epoch [12] in {out}; continue both sides with --resume"
+SESSION = ("--arch", "cnn", "--epochs", "2")
+"""Stopped in epoch 2, the last: resuming redoes it from epoch 1's checkpoint, as it would any middle epoch."""
+SAVED = r"saved through epoch 1 in {out}; continue both sides with --resume"
 
 
-@pytest.mark.slow
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict[str, dict[str, torch.Tensor]]:
+    """The uninterrupted in-process run's final weights: the same for every side and signal, so trained once (on
+    one thread, as the tests' own processes run: set up before the per-test one-thread fixture)."""
+    with one_intra_op_thread():
+        return _reference_weights(tmp_path_factory.mktemp("uninterrupted"), *SESSION)
+
+
+@pytest.mark.slow(seconds=35)
 @pytest.mark.parametrize("how", ["kill-9", "ctrl-c"])
 @pytest.mark.parametrize("side", ["server", "client"])
-def test_either_side_stopped_mid_epoch_ends_the_other_in_one_line_and_both_resume(tmp_path, secret, side, how):
+def test_either_side_stopped_mid_epoch_ends_the_other_in_one_line_and_both_resume(tmp_path, secret, side, how,
+                                                                                  uninterrupted):
     port = _free_port()
     server = _serve(port, secret, tmp_path / "server", *SESSION, "--timeout", "30")
     client = _client(port, secret, tmp_path / "client", "--arch", "cnn", "--timeout", "30")
@@ -52,7 +64,7 @@ def test_either_side_stopped_mid_epoch_ends_the_other_in_one_line_and_both_resum
         assert _finish(client)[0] == 0 and _finish(server)[0] == 0
     finally:
         _kill_all(server, client)
-    reference = _reference_weights(tmp_path, *SESSION)
+    reference = uninterrupted
     top = torch.load(tmp_path / "server" / "top.pt", weights_only=True)["model"]
     bottom = torch.load(tmp_path / "client" / "bottom.pt", weights_only=True)["model"]
     assert all(torch.equal(top[k], reference["server"][k]) for k in reference["server"])
