@@ -134,6 +134,21 @@ def test_a_trend_below_the_trivial_baselines_is_not_reproduced_even_when_monoton
     assert verdict.verdict == "inconclusive" and "no better than the mean image" in verdict.reason
 
 
+def test_a_trend_from_a_failed_end_reproduces_nothing():
+    """A false claim "PSNR rises along x by 8 dB": the last end works barely (10.8 dB against the mean image's 10),
+    the first fails far below every trivial answer (2.5 dB, as an N(0, 1) start scores), so the change is measured
+    from a failed reconstruction. The old rule guarded the better end alone and reproduced it; both ends must work,
+    save a defence's strongest setting (`defended_end`), where failing is the claim."""
+    rows = _trend([2.5, 5.0, 8.0, 10.8], 0.1)
+    verdict = Trend(select=ALL, x="x", gap=8.0)(rows)
+    assert verdict.verdict == "partly", (verdict.lab, verdict.reason)
+    assert "the worse end (x 1) is no better than the mean image" in verdict.reason
+    assert verdict.values["reference_claimed"] == pytest.approx(2.5, abs=0.05)
+    assert Trend(select=ALL, x="x", gap=8.0, defended_end=True)(rows).verdict == "reproduced"
+    falling = Trend(select=ALL, x="x", direction=-1)(_trend([10.8, 8.0, 5.0, 2.5], 0.1))   # the worse end last
+    assert falling.verdict == "partly" and "the worse end (x 10)" in falling.reason
+
+
 def test_a_trend_not_every_step_and_short_of_the_papers_change_is_partly():
     assert Trend(select=ALL, x="x")(_trend([11, 10.5, 15, 17])).verdict == "partly"
     short = Trend(select=ALL, x="x", gap=10.0)(_trend([11, 12, 13, 15]))

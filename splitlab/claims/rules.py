@@ -14,12 +14,13 @@ and for a comparison the other arm's (`reference_claimed`, `reference_trivial`):
 all-zero image, the mean image, the attack's initial guess (or, for label inference, the majority class)
 never makes a claim reproduced, and where no arm beats it the verdict is `inconclusive` (no attack works
 here, which says nothing about the paper). A metric that has trivial answers, read from cells that record
-none, reproduces nothing either (`cells.unguarded`). A comparison of two attacks (`Beats`, `Close`) reproduces
-only where both arms work: a gap measured against an arm at or below a trivial answer is a gap to a failed
-reconstruction, as wide as that arm happens to fail (an N(0, 1) start scores below the all-zero image), so it
-reads as partly at most (the direction holds: the working side beats a failed one). Only a defence compared
-with no defence (`defended_b`) or with a weaker one (`guard_side="b"`) guards one arm, since the defended attack
-failing is its claim.
+none, reproduces nothing either (`cells.unguarded`). A comparison of two attacks (`Beats`, `Close`), and a
+trend between its two ends (`Trend`), reproduces only where both arms work: a gap measured against an arm at or
+below a trivial answer is a gap to a failed reconstruction, as wide as that arm happens to fail (an N(0, 1) start
+scores below the all-zero image), so it reads as partly at most (the direction holds: the working side beats a
+failed one). Only a defence compared
+with no defence (`defended_b`), with a weaker one (`guard_side="b"`) or along its own strength (`defended_end`)
+guards one arm, since the defended attack failing is its claim.
 A failed winner beaten by a working other side reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size
 alone (the direction held or could not be told), which a reduced setting softens to partly
 (`model.Claim.judge`); a direction measured significantly the other way is never magnitude-only.
@@ -136,10 +137,12 @@ class Trend(Paired):
     """`metric` moves in `direction` (+1 rises, -1 falls) along the swept `x`, judged on its ends: the last
     setting against the first, paired by `by` (Welch's interval where the ends share no key).
 
-    reproduced: the ends' interval excludes no change, the means move the claimed way at every step, the
-    better end is above the trivial baselines and (with the paper's `gap`, its change over the same range)
-    the change reaches it within the band; partly: otherwise in the claimed direction; contradicted: the
-    ends move significantly the other way, or (a size only) the interval rules out the paper's change.
+    reproduced: the ends' interval excludes no change, the means move the claimed way at every step, both ends
+    are above the trivial baselines (with `defended_end`, the better end alone) and (with the paper's `gap`, its
+    change over the same range) the change reaches it within the band; partly: otherwise in the claimed
+    direction, or a change measured from a worse end no better than a trivial answer (as wide as that end
+    happens to fail); inconclusive: the better end is no better than a trivial answer; contradicted: the ends
+    move significantly the other way, or (a size only) the interval rules out the paper's change.
     `columns` reads the points from columns of the same cells instead ({x: column}; {x: (column, ...)}: the
     median of those columns, a phase of a curve such as BO's guided trials)."""
     summary: ClassVar[str] = "a metric moves one way along a swept setting: its ends paired by seed, every step"
@@ -153,6 +156,9 @@ class Trend(Paired):
     """The paper's change from the lab's first setting to its last, in the metric's units."""
     columns: Optional[Mapping[float, str]] = None
     guard: Optional[str] = None
+    defended_end: bool = False
+    """The worse end is a defence at its strongest (the most clients aggregated): its attack failing is what the
+    claim says, so only the better end is guarded."""
 
     @property
     def selects(self) -> tuple[Select, ...]:
@@ -171,6 +177,9 @@ class Trend(Paired):
                 if x is not None and level([r], self.metric, self.scale) is not None:
                     points.setdefault(x, []).append(r)
         return points
+
+    def _at(self, x: float) -> str:
+        return f"{self.x or 'setting'} {x:g}"
 
     def _ends(self, first: Rows, last: Rows) -> tuple[float, float, float, str, int]:
         """direction x (last - first): mean, low, high (paired, else Welch; None for low and high where the
@@ -199,10 +208,12 @@ class Trend(Paired):
         d = self.direction
         lab += (f"; last - first {s.difference(d * mean)} " + (f"(no interval: {how})" if low is None else
                 f"[{s.difference(min(d * low, d * high))}, {s.difference(max(d * low, d * high))}] (95%, {how})"))
-        better = points[xs[-1]] if (d > 0) == self.higher_is_better else points[xs[0]]
-        found = guard_of(better, self.metric, self.guard, self.higher_is_better)
+        better, worse = (xs[-1], xs[0]) if (d > 0) == self.higher_is_better else (xs[0], xs[-1])
+        found = guard_of(points[better], self.metric, self.guard, self.higher_is_better)
+        other = None if self.defended_end else guard_of(points[worse], self.metric, self.guard,
+                                                         self.higher_is_better)
         values = with_guards({"first": s.from_axis(means[0]), "last": s.from_axis(means[-1]), "mean": mean, "low": low,
-                        "high": high, "n": n}, found)
+                              "high": high, "n": n}, found, other)
         steps = [d * (b - a) for a, b in zip(means, means[1:])]
         target = gap_target(self.gap, s)
         if low is None:
@@ -211,14 +222,17 @@ class Trend(Paired):
         if high < 0:
             return Verdict("contradicted", lab, "the ends move significantly the other way", values)
         if arm_failed(found):
-            return Verdict("inconclusive", lab, "no arm beats the trivial baseline: " + found.text("the better end")
-                           + ", so the trend is among failed reconstructions", values)
+            return Verdict("inconclusive", lab, "no arm beats the trivial baseline: " + found.text(
+                f"the better end ({self._at(better)})") + ", so the trend is among failed reconstructions", values)
         if low > 0:
+            if arm_failed(other):
+                return Verdict("partly", lab, "the direction holds, but " + other.text(f"the worse end ("
+                               f"{self._at(worse)})") + ": the change is measured from a failed reconstruction", values)
             if target is not None and mean < target:
                 return Verdict("partly", lab, f"the direction holds; the change is short of "
                                               f"{paper_words(self.gap, s)} by more than {s.words()}", values)
             if all(step >= 0 for step in steps):
-                missing = unguarded(better, self.metric, self.guard)
+                missing = unguarded(points[better], self.metric, self.guard)
                 return Verdict("inconclusive", lab, missing_text(missing), values) if missing else \
                     Verdict("reproduced", lab, "", values)
             return Verdict("partly", lab, "the ends move as claimed, not every step", values)
