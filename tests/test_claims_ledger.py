@@ -364,7 +364,8 @@ def why_not_signable(claim: Claim, verdict) -> str:
 def test_a_reproduced_verdict_a_reviewer_could_not_sign_is_caught():
     """False reproduced verdicts the whole-ledger check must refuse. The old check let the first two through: it
     guarded the reference arm of `Close` alone and skipped an image error read with no guard."""
-    beats, trend = _claim(Beats(a=Select({"a": 1}, "A"), b=Select({"a": 2}, "B"))), _claim(Trend(select=Select({}, "x")))
+    beats = _claim(Beats(a=Select({"a": 1}, "A"), b=Select({"a": 2}, "B")))
+    trend = _claim(Trend(select=Select({}, "x")))
     gap_to_failed = Verdict("reproduced", "", "", {"claimed": 15.0, "trivial": 10.0, "guard": "psnr",
                                                    "reference_claimed": 2.5, "reference_trivial": 10.0})
     assert why_not_signable(beats, gap_to_failed) == "its reference arm is at or below a trivial answer"
