@@ -387,6 +387,9 @@ def test_a_verdict_from_seeds_that_never_varied_the_images_is_inconclusive():
     assert _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(20.0, 12.0), False)).verdict == "reproduced"
     old = [dict(r, batch_size=8, index=0) for r in _pairs(20.0, 12.0)]   # written before the images column
     assert _claim(Beats(a=A, b=B, gap=8.0)).judge(old).verdict == "inconclusive"
+    failed = _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(9.6, 8.0, 0.1), True))   # tgias.fig7.temporal-b8
+    assert failed.verdict == "inconclusive" and "never varied the images" in failed.reason   # not "no attack works"
+    assert _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(9.6, 8.0, 0.1), False)).verdict == AT_TRIVIAL
     timing = [dict(r, seconds=r["psnr"]) for r in true]                   # a wall time does not depend on images
     assert _claim(Beats(a=A, b=B, metric="seconds", guard="")).judge(timing).verdict == "reproduced"
 

@@ -19,7 +19,8 @@ printed on docs/claims.md from here), whatever the rule:
 - an easier setting (a smaller batch, random instead of pretrained weights, an easier case than the
   paper's) is not a reduced one: a result met there is at most partly until the paper's setting runs;
 - a measurement whose seeds never varied the data (the same images on every seed) cannot judge a claim
-  about attacks on images: its interval speaks for those images only, so the verdict is `inconclusive`;
+  about attacks on images, not even to say that no attack works: its interval speaks for those images only, so
+  the verdict is `inconclusive`;
 - a claim whose measurement the lab's setting decides (a vacuous bound, a rule used outside its regime, a
   different model) is `measured, not comparable`: the measurement is shown with that reason.
 """
@@ -149,7 +150,7 @@ class Claim:
             return Verdict("measured, not comparable", lab, f"{self.not_comparable} (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images_behind(read))
         images = images_behind(read)
-        if words in ("reproduced", "partly", "contradicted") and images_fixed(read) and \
+        if words in ("reproduced", "partly", "contradicted", AT_TRIVIAL) and images_fixed(read) and \
                 not _data_free(self.measure.rule):
             return Verdict("inconclusive", lab, f"the seeds never varied the images ({images}): the interval "
                            f"speaks for those images only, so it cannot judge the claim (the rule alone: {words}"
