@@ -439,6 +439,8 @@ def test_the_images_behind_a_claim():
     assert images_behind(drawn) == "6 distinct images over 3 seeds"
     fixed = [{"seed": s, "batch_size": "2", "images": "4 5"} for s in range(3)]
     assert images_behind(fixed) == "the same 2 images on every seed"
+    by_index = [{"seed": 0, "batch_size": "2", "images": f"{i} {i + 1}"} for i in (0, 10, 20)]   # tgias-labels-all
+    assert images_behind(by_index) == "6 images (3 batches by index, one seed each)" and not images_fixed(by_index)
     batches = [{"seed": s, "index": 8 * s, "batch_size": "8"} for s in range(50)]
     assert images_behind(batches).startswith("400 images (50 batches of 8")
     assert images_behind([{"seed": 0, "accuracy": 0.9}]) == ""
