@@ -119,7 +119,7 @@ class Beats(TwoSided):
             return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
         if arm_failed(found):
             return Verdict(AT_TRIVIAL, lab, found.text(working) + ": the arm the claim needs working does "
-                                                "not work here", values)
+                                              "not work here", values)
         if low > 0:
             if arm_failed(other):
                 return Verdict("partly", lab, f"the direction holds, but {other.text(reference)}: the gap is "
@@ -223,7 +223,7 @@ class Trend(Paired):
         target = gap_target(self.gap, s)
         if low is None:
             return Verdict("inconclusive", lab, "no interval (the run kept only means); the ends move "
-                                          + ("as claimed" if mean > 0 else "the other way"), values)
+                                                + ("as claimed" if mean > 0 else "the other way"), values)
         if high < 0:
             return Verdict("contradicted", lab, "the ends move significantly the other way", values)
         if arm_failed(found):
@@ -385,7 +385,7 @@ class Close(TwoSided):
                                                 "significantly the other way", values)
         if arm_failed(found):
             return Verdict(AT_TRIVIAL, lab, found.text(self.a.label) + ": the arm the claim needs working does "
-                                                "not work here", values)
+                                              "not work here", values)
         if low > -m and (self.one_sided or high < m):
             if missing:
                 return Verdict("inconclusive", lab, missing_text(missing), values)
