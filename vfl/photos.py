@@ -26,12 +26,13 @@ import functools
 import torch
 import torch.nn.functional as F
 
-__all__ = ["CLASSES", "load_photos", "PROVENANCE"]
+__all__ = ["CLASSES", "load_photos", "PROVENANCE", "DRAWN"]
 
 SIDE, TILE = 128, 32
 CLASSES = ("astronaut", "cat", "coffee", "rocket", "galaxies", "tissue", "retina", "motorcycle", "face")
 PROVENANCE = ("photos: 276 images, 3x32x32, tiles of scikit-image's sample photographs and its LFW faces "
               "(vfl/photos.py lists sources and licences); 80/20 train/test per class, fixed seed-0 permutation")
+DRAWN = PROVENANCE.replace("fixed seed-0 permutation", "drawn from seed {seed}")
 
 
 def _tiles(image) -> torch.Tensor:
@@ -55,17 +56,25 @@ def _faces() -> torch.Tensor:
 
 
 @functools.cache
-def _arrays() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _sources() -> tuple[torch.Tensor, ...]:
+    """Every class's images, in the class order."""
     from skimage import data
 
     left, right, _ = data.stereo_motorcycle()
     sources = [_tiles(data.astronaut()), _tiles(data.chelsea()), _tiles(data.coffee()), _tiles(data.rocket()),
                _tiles(data.hubble_deep_field()), _tiles(data.immunohistochemistry()), _tiles(data.retina()),
                torch.cat([_tiles(left), _tiles(right)]), _faces()]
+    return tuple(sources)
+
+
+def _arrays(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All images and labels, and a boolean test mask: the last fifth of each class's permutation drawn from `seed`
+    (seed 0: the fixed split)."""
+    sources = _sources()
     images = torch.cat(sources)
     labels = torch.cat([torch.full((len(s),), k, dtype=torch.long) for k, s in enumerate(sources)])
     test = torch.zeros(len(labels), dtype=torch.bool)
-    order = torch.Generator().manual_seed(0)
+    order = torch.Generator().manual_seed(seed)
     start = 0
     for s in sources:                                   # the last fifth of each class's permutation is test
         perm = torch.randperm(len(s), generator=order) + start
@@ -74,7 +83,8 @@ def _arrays() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return images, labels, test
 
 
-def load_photos(split: str, root=None) -> tuple[torch.Tensor, torch.Tensor]:
-    images, labels, test = _arrays()
+def load_photos(split: str, root=None, seed: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split; `seed` None is the fixed split (the same as seed 0)."""
+    images, labels, test = _arrays(0 if seed is None else seed)
     mask = test if split == "test" else ~test
     return images[mask], labels[mask]

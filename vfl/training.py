@@ -56,7 +56,7 @@ class TrainedSplit:
 def load_data(config: TrainConfig) -> tuple[datasets.ImageData, datasets.ImageData]:
     """Both splits of the config's dataset, labelled for its task (raises `SplitlabError` if the files are
     missing)."""
-    return tuple(for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed), config.task,
+    return tuple(for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed, draw=config.data_draw), config.task,
                           config.positive) for split in ("train", "test"))
 
 

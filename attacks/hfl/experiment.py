@@ -194,7 +194,7 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     """Load the batch, build the model, observe the client's upload, check the attack serves it."""
     plan = config.plan
     spec, settings = plan.spec, plan.settings
-    data = datasets.load(config.dataset, "train", config.data_root)
+    data = datasets.load(config.dataset, "train", config.data_root, config.seed, config.data_draw)
     images = config.secure_aggregation * config.batch_size      # every aggregated client's batch
     if config.index + images > len(data):
         raise SplitlabError(f"--batch-size {config.batch_size} from --index {config.index} needs "
@@ -207,7 +207,7 @@ def prepare(config: HFLConfig, *, dtype: torch.dtype = torch.float32) -> Prepare
     shape = datasets.dataset_spec(config.dataset)
     model = build_hfl_model(config.arch, shape.image_shape, shape.num_classes, seed=config.seed).to(device, dtype)
     if config.pretrain_epochs:
-        pretrain(model, datasets.load(config.dataset, "test", config.data_root), epochs=config.pretrain_epochs,
+        pretrain(model, datasets.load(config.dataset, "test", config.data_root, config.seed, config.data_draw), epochs=config.pretrain_epochs,
                  seed=config.seed)
     x = data.images[config.index:config.index + images].to(device, dtype)
     y = data.labels[config.index:config.index + images].to(device)

@@ -61,10 +61,14 @@ class SplitConfig(Runtime):
     @functools.cached_property
     def victim_config(self) -> Any:
         """This run's victim: the given fields over the preset's (`Preset.experiment`) over the family's defaults,
-        with the run's seed, device and data root; checked."""
+        with the run's own fields (seed, device, data root and draw); checked."""
         preset = dict(type(self).bound_spec.preset(self.preset).experiment)
-        return self.victim_of(**{**preset, **self.victim, "seed": self.seed, "device": self.device,
-                                 "data_root": self.data_root})
+        return self.victim_of(**{**preset, **self.victim, **self.runtime})
+
+    @property
+    def runtime(self) -> dict[str, Any]:
+        """The run's `Runtime` fields, which its victim runs with."""
+        return {f.name: getattr(self, f.name) for f, _ in options_of(Runtime)}
 
     def check_data(self) -> None:
         """What the data decides (the dataset is here, counts the options must fit), checked by the command with

@@ -82,7 +82,7 @@ def _open_run(command: str, settings: ServeSettings | ClientSettings, opts: RunO
 def _settings(cls: type, train: tuple[str, ...], given: dict[str, Any]):
     """The program's settings and run options from the generated options' values."""
     opts = run_options({k: given[k] for k in RUN if k in given})
-    config = TrainConfig(seed=opts.seed, device=opts.device, data_root=opts.root,
+    config = TrainConfig(seed=opts.seed, device=opts.device, data_root=opts.root, data_draw=opts.data_draw,
                          **{k: v for k, v in values(TrainConfig, given).items() if k in train})
     return cls(train=config, **values(cls, given)), opts
 
@@ -105,7 +105,8 @@ def _client_settings(given: dict[str, Any]) -> tuple[ClientSettings, RunOptions]
                             "victim does not take it")
     opts = run_options({k: given[k] for k in RUN if k in given})
     shared = {k: given[k] for k in ("dataset", "arch") if given.get(k) is not None}
-    fsha = FshaClientConfig(seed=opts.seed, device=opts.device, data_root=opts.root, **shared,
+    fsha = FshaClientConfig(seed=opts.seed, device=opts.device, data_root=opts.root, data_draw=opts.data_draw,
+                            **shared,
                             **values(FshaClientConfig, {k: given.get(k) for k in FSHA_CLIENT}))
     return ClientSettings(fsha=fsha, **values(ClientSettings, given)), opts
 

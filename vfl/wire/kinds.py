@@ -49,7 +49,8 @@ def _refuse_terms(what: str) -> SplitlabError:
 
 def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
     """This party's strip of every image of the split (contiguous, as a party holding only it would)."""
-    images = datasets.load(config.dataset, split, config.data_root, seed=config.seed).images   # labels not kept
+    images = datasets.load(config.dataset, split, config.data_root, seed=config.seed,
+                           draw=config.data_draw).images   # labels not kept
     if config.parties == 1:
         return images
     return take_strip(images, config.parties, party, config.partition, config.seed, config.dataset,
@@ -58,7 +59,7 @@ def _features(config: TrainConfig, party: int, split: str) -> torch.Tensor:
 
 def _whole_images(config: TrainConfig) -> torch.Tensor:
     """The training images `build_client` takes (it cuts the party's strip; DP estimates its noise there)."""
-    return datasets.load(config.dataset, "train", config.data_root, seed=config.seed).images
+    return datasets.load(config.dataset, "train", config.data_root, seed=config.seed, draw=config.data_draw).images
 
 
 def introduction(config: TrainConfig, party: int, train_size: int, test_size: int,
@@ -69,7 +70,7 @@ def introduction(config: TrainConfig, party: int, train_size: int, test_size: in
             "party": party, "activation_shape": list(shape), "train_size": train_size, "test_size": test_size,
             "resume": saved_epochs is not None, "epochs": saved_epochs or [], "partition": config.partition,
             "aggregate": config.aggregate,
-            "data_seed": config.seed if datasets.dataset_spec(config.dataset).tabular else None}
+            "data_seed": datasets.split_seed(config.dataset, config.seed, config.data_draw)}
 
 
 class SplitParty:
@@ -142,7 +143,7 @@ class FshaParty:
 
     def __init__(self, settings: ClientSettings, device: torch.device):
         config = self.config = settings.fsha
-        private = datasets.load(config.dataset, "train", config.data_root)
+        private = datasets.load(config.dataset, "train", config.data_root, seed=config.seed, draw=config.data_draw)
         self.honest = honest_client(config, private, device)
         self.client: Client = self.honest.client
         self.title = f"fsha victim: {config.arch} level {config.level}"

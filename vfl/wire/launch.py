@@ -77,7 +77,8 @@ def client_command(config: TrainConfig, party: int, address: str, secret: Path, 
     command = [sys.executable, "-m", "splitlab", "client", "--connect", address, "--secret-file", str(secret),
                "--party", str(party), "--parties", str(config.parties), "--dataset", config.dataset,
                "--arch", config.arch, "--cut-layer", str(config.cut_layer), "--lr", repr(config.lr),
-               "--optimizer", config.optimizer, "--seed", str(config.seed), "--device", config.device,
+               "--optimizer", config.optimizer, "--seed", str(config.seed), "--data-draw", config.data_draw,
+               "--device", config.device,
                "--defence", config.defence, "--task", config.task, "--positive", str(config.positive),
                "--partition", config.partition, "--aggregate", config.aggregate,
                "--timeout", repr(timeout), "--out", str(out), "--json", *tls]
@@ -93,7 +94,8 @@ def fsha_client_command(config: FshaClientConfig, address: str, secret: Path, ou
     command = [sys.executable, "-m", "splitlab", "client", "--kind", "fsha", "--connect", address, "--secret-file",
                str(secret), "--dataset", config.dataset, "--arch", config.arch, "--level", str(config.level),
                "--lr-client", repr(config.lr_client), "--batch-size", str(config.batch_size), "--width",
-               repr(config.width), "--seed", str(config.seed), "--device", config.device, "--timeout", repr(timeout),
+               repr(config.width), "--seed", str(config.seed), "--data-draw", config.data_draw, "--device", config.device,
+               "--timeout", repr(timeout),
                "--out", str(out), "--json"]
     return command + (["--data-root", config.data_root] if config.data_root else [])
 

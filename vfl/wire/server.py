@@ -67,10 +67,13 @@ class _ClientTerms:
         if body.get("partition", "contiguous") != c.partition:
             raise SplitlabError(f"party {party} splits the columns by --partition {body.get('partition')}, the server "
                                 f"by --partition {c.partition}; give every side the same --partition")
-        if datasets.dataset_spec(c.dataset).tabular and body.get("data_seed") != c.seed:
+        own = datasets.split_seed(c.dataset, c.seed, c.data_draw)
+        if body.get("data_seed") != own:
+            def drawn(seed) -> str:
+                return "its fixed split" if seed is None else f"--seed {seed}"
             raise SplitlabError(f"party {party} draws {c.dataset}'s train/test split (and a random partition) from "
-                                f"--seed {body.get('data_seed')}, the server from --seed {c.seed}; give every side "
-                                "the same --seed")
+                                f"{drawn(body.get('data_seed'))}, the server from {drawn(own)}; give every side "
+                                "the same --seed and --data-draw")
         if body.get("activation_shape") != list(self.shapes[party]):
             raise SplitlabError(f"party {party} would send activations shaped {body.get('activation_shape')}, the "
                                 f"server's top model takes {list(self.shapes[party])} from it; run the same splitlab")
@@ -108,7 +111,7 @@ def open_session(settings: ServeSettings, listener: Listener, layout: CutLayout,
 
 def _labels(config: TrainConfig, split: str) -> datasets.ImageData:
     """The split's labels as the label party holds them: sample indices in place of the images."""
-    data = for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed), config.task,
+    data = for_task(datasets.load(config.dataset, split, config.data_root, seed=config.seed, draw=config.data_draw), config.task,
                     config.positive)
     return datasets.ImageData(data.name, split, torch.arange(len(data)), data.labels, data.provenance)
 

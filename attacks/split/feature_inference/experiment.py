@@ -41,8 +41,7 @@ class FeatureConfig(SplitConfig):
     @functools.cached_property
     def victim_config(self) -> TrainConfig:
         base = dict(self.bound_spec.preset(self.preset).experiment)
-        return TrainConfig(**{**base, "seed": self.seed, "device": self.device, "data_root": self.data_root,
-                              **self.victim})
+        return TrainConfig(**{**base, **self.runtime, **self.victim})
 
 
 @dataclass(frozen=True, eq=False)

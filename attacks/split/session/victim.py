@@ -68,7 +68,7 @@ def parameter_count(arch: str, level: int, width: float) -> int:
 
 def load_split(victim: FshaVictim, public_batch: int | None = None) -> tuple[datasets.ImageData, datasets.ImageData]:
     """Private (train) and public (test) split of the victim's dataset, checked against the batch sizes."""
-    private, public = datasets.private_public_split(victim.dataset, victim.data_root)
+    private, public = datasets.private_public_split(victim.dataset, victim.data_root, victim.seed, victim.data_draw)
     for name, split, batch in (("private", private, victim.batch_size), ("public", public, public_batch)):
         if batch is not None and len(split) < batch:
             raise SplitlabError(f"the {name} split of {victim.dataset} has {len(split)} images, fewer than "
