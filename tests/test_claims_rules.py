@@ -390,6 +390,9 @@ def test_a_verdict_from_seeds_that_never_varied_the_images_is_inconclusive():
     failed = _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(9.6, 8.0, 0.1), True))   # tgias.fig7.temporal-b8
     assert failed.verdict == "inconclusive" and "never varied the images" in failed.reason   # not "no attack works"
     assert _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(9.6, 8.0, 0.1), False)).verdict == AT_TRIVIAL
+    cannot_tell = _claim(Beats(a=A, b=B, gap=1.0)).judge(_drawn(_pairs(12.2, 12.0, 3.0), True))   # fedleak.tab19.cosine
+    assert cannot_tell.verdict == "inconclusive" and "never varied the images" in cannot_tell.reason
+    assert "not significant" in cannot_tell.reason                      # the rule's own reading, kept beside it
     timing = [dict(r, seconds=r["psnr"]) for r in true]                   # a wall time does not depend on images
     assert _claim(Beats(a=A, b=B, metric="seconds", guard="")).judge(timing).verdict == "reproduced"
 

@@ -150,8 +150,8 @@ class Claim:
             return Verdict("measured, not comparable", lab, f"{self.not_comparable} (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images_behind(read))
         images = images_behind(read)
-        if words in ("reproduced", "partly", "contradicted", AT_TRIVIAL) and images_fixed(read) and \
-                not _data_free(self.measure.rule):
+        if images_fixed(read) and not _data_free(self.measure.rule):
+            # said even where the rule alone cannot tell: another seed's images could not have settled it either
             return Verdict("inconclusive", lab, f"the seeds never varied the images ({images}): the interval "
                            f"speaks for those images only, so it cannot judge the claim (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images)
