@@ -114,7 +114,8 @@ def main() -> None:
                     fh.write(json.dumps(record) + "\n")
         return
     records = [json.loads(line) for path in args.records for line in path.read_text().splitlines() if line]
-    for name in ship(records, "python scripts/tgias_label_step.py run --index ... then ship"):
+    indices = " ".join(sorted({str(r["index"]) for r in records}, key=int))
+    for name in ship(records, f"python scripts/tgias_label_step.py run --index {indices} --out F, then ship F"):
         print(f"added {name}")
 
 
