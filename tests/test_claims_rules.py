@@ -13,6 +13,7 @@ import pytest
 from splitlab.claims.model import CHECKS, MEANINGS, VERDICTS, Claim, Measure, Select
 from splitlab.claims.rules import RULES, AtLeast, Beats, Close, Fails, Holds, Level, Trend
 from splitlab.claims.stats import FACTOR, POINTS, SHARE, images_behind, images_fixed, interval, share_interval, welch
+from splitlab.claims.verdict_parts import AT_TRIVIAL
 
 A, B = Select({"attack": "a"}, "A"), Select({"attack": "b"}, "B")
 ALL = Select({}, "all")
@@ -117,21 +118,36 @@ def test_a_defence_whose_attack_fails_is_its_claim_not_a_failed_arm():
     rows = _pairs(14.0, 2.5, 0.1)
     assert Beats(a=A, b=B, gap=1.0)(rows).verdict == "partly"
     assert Beats(a=A, b=B, gap=1.0, defended_b=True)(rows).verdict == "reproduced"
-    assert Beats(a=A, b=B, gap=1.0, defended_b=True)(_pairs(9.0, 2.5, 0.1)).verdict == "inconclusive"   # A fails
+    assert Beats(a=A, b=B, gap=1.0, defended_b=True)(_pairs(9.0, 2.5, 0.1)).verdict == AT_TRIVIAL   # A fails
 
 
 def test_a_trend_carries_a_paired_interval_on_its_ends():
     noisy = [{"x": x, "seed": s, "psnr": m + (4.0 if s % 2 else -4.0) * (x == 5), **BASE}
              for x, m in ((1, 12.0), (2, 12.5), (5, 13.0)) for s in SEEDS]
     verdict = Trend(select=ALL, x="x")(noisy)
-    assert verdict.verdict == "partly" and "not significant" in verdict.reason
+    assert verdict.verdict == "inconclusive" and "not significant" in verdict.reason
     assert "95%" in verdict.lab and verdict.values["low"] < 0 < verdict.values["high"]
 
 
 def test_a_trend_below_the_trivial_baselines_is_not_reproduced_even_when_monotone():
     """tgias.fig7.temporal-b8: 8.83 -> 10.12 dB against the mean image's 10.24 (here 10)."""
     verdict = Trend(select=ALL, x="x")(_trend([8.6, 9.1, 9.4, 9.9], 0.2))
-    assert verdict.verdict == "inconclusive" and "no better than the mean image" in verdict.reason
+    assert verdict.verdict == AT_TRIVIAL and "the better end (x 10) is no better than the mean image" in verdict.reason
+
+
+def test_a_trend_from_a_failed_end_reproduces_nothing():
+    """A false claim "PSNR rises along x by 8 dB": the last end works barely (10.8 dB against the mean image's 10),
+    the first fails far below every trivial answer (2.5 dB, as an N(0, 1) start scores), so the change is measured
+    from a failed reconstruction. The old rule guarded the better end alone and reproduced it; both ends must work,
+    save a defence's strongest setting (`defended_end`), where failing is the claim."""
+    rows = _trend([2.5, 5.0, 8.0, 10.8], 0.1)
+    verdict = Trend(select=ALL, x="x", gap=8.0)(rows)
+    assert verdict.verdict == "partly", (verdict.lab, verdict.reason)
+    assert "the worse end (x 1) is no better than the mean image" in verdict.reason
+    assert verdict.values["reference_claimed"] == pytest.approx(2.5, abs=0.05)
+    assert Trend(select=ALL, x="x", gap=8.0, defended_end=True)(rows).verdict == "reproduced"
+    falling = Trend(select=ALL, x="x", direction=-1)(_trend([10.8, 8.0, 5.0, 2.5], 0.1))   # the worse end last
+    assert falling.verdict == "partly" and "the worse end (x 10)" in falling.reason
 
 
 def test_a_trend_not_every_step_and_short_of_the_papers_change_is_partly():
@@ -190,13 +206,13 @@ def test_a_failure_claim_reads_the_interval_against_the_best_trivial_answer():
     assert Fails(ALL)(_cells(9.5, 0.1)).verdict == "reproduced"
     assert Fails(ALL)(_cells(15.0, 0.5)).verdict == "contradicted"
     straddle = Fails(ALL)(_cells(10.1, 1.0))
-    assert straddle.verdict == "partly" and "straddles the mean image" in straddle.reason
+    assert straddle.verdict == "inconclusive" and "straddles the mean image" in straddle.reason
 
 
 def test_close_one_and_two_sided():
     assert Close(a=A, b=B, margin=1.0, one_sided=True)(_pairs(20.0, 15.0, 0.2)).verdict == "reproduced"
     assert Close(a=A, b=B, margin=1.0)(_pairs(20.0, 15.0, 0.2)).verdict == "contradicted"
-    assert Close(a=A, b=B, margin=1.0)(_pairs(14.5, 15.0, 2.0)).verdict == "partly"
+    assert Close(a=A, b=B, margin=1.0)(_pairs(14.5, 15.0, 2.0)).verdict == "inconclusive"
 
 
 def test_holds_in_every_cell_or_in_most():
@@ -221,7 +237,7 @@ def test_earlier_runs_kept_as_summaries_and_paired_differences():
     assert verdict.verdict == "reproduced" and verdict.values["n"] == 3
     assert math.isclose(verdict.values["high"], 6.44 + 4.302653 * 0.69 / math.sqrt(3), rel_tol=1e-5)
     no_std = Fails(ALL)([{"cells_summarised": 2, "psnr": 12.25, **BASE}])
-    assert no_std.verdict == "partly" and "no interval" in no_std.reason
+    assert no_std.verdict == "inconclusive" and "no interval" in no_std.reason
     paired = [{"attack": "a", "seed": s, "paired.psnr": d} for s, d in enumerate((2.37, 5.34, 3.19, 1.57, 2.20))]
     verdict = Beats(a=A, b=B)(paired)        # kept differences carry no baseline: nothing can be reproduced
     assert verdict.verdict == "inconclusive" and math.isclose(verdict.values["mean"], 2.934)
@@ -296,7 +312,7 @@ def test_close_is_not_reproduced_against_a_reference_arm_at_a_trivial_baseline()
     """A within the margin of B, A just above the mean image (10), B below it: the old rule guarded A only and
     reproduced the claim."""
     verdict = Close(a=A, b=B, margin=1.0, one_sided=True)(_pairs(10.6, 9.7, 0.05))
-    assert verdict.verdict == "inconclusive" and "B is no better than the mean image" in verdict.reason
+    assert verdict.verdict == AT_TRIVIAL and "B is no better than the mean image" in verdict.reason
     assert verdict.values["reference_claimed"] == pytest.approx(9.7)
 
 
@@ -306,11 +322,29 @@ def test_close_is_not_reproduced_against_a_reference_arm_at_a_trivial_baseline()
     (AtLeast(ALL, "psnr", 22.5), _cells(9.9, 3.0)),
     (Close(a=A, b=B, margin=1.0), _pairs(9.6, 9.5, 0.2)),
 ], ids=["Beats", "Trend", "Level", "Close"])
-def test_where_no_arm_beats_the_trivial_baseline_the_verdict_is_inconclusive_not_partly(rule, rows):
-    """No attack works here: the old rules called this partly, the word for 'the direction holds, the size
-    falls short'."""
+def test_where_no_arm_beats_the_trivial_baseline_the_verdict_says_so_and_is_not_partly(rule, rows):
+    """No attack works here: rules before called this partly, the word for 'the direction holds, the size
+    falls short', then inconclusive, the word for a measurement that cannot tell; it has its own reading."""
     verdict = rule(rows)
-    assert verdict.verdict == "inconclusive" and "no better than the mean image" in verdict.reason
+    assert verdict.verdict == AT_TRIVIAL and "no better than the mean image" in verdict.reason
+
+
+def test_partly_means_one_thing_the_direction_holds_and_the_size_falls_short():
+    """A measurement that cannot tell is inconclusive and one where no attack works has its own reading, so that
+    partly says one thing. The old rules called a straddling interval partly ("not significant", "straddles",
+    "no interval") and gave no attack working the word of a measurement that cannot tell (inconclusive)."""
+    cannot_tell = [
+        Beats(a=A, b=B, gap=1.0)(_pairs(12.2, 12.0, 3.0)),                        # [-3.6, +4.0] dB
+        Trend(select=ALL, x="x")([{"x": x, "psnr": m, "cells_summarised": 3, **BASE} for x, m in ((1, 12), (10, 14))]),
+        Fails(ALL, fails=False)(_cells(10.1, 1.0)),                                # straddles the mean image
+        Close(a=A, b=B, margin=1.0)(_pairs(14.5, 15.0, 2.0)),
+    ]
+    assert [v.verdict for v in cannot_tell] == ["inconclusive"] * 4, [(v.verdict, v.reason) for v in cannot_tell]
+    failed = [Beats(a=A, b=B, gap=8.0)(_pairs(9.6, 8.0, 0.1)), AtLeast(ALL, "psnr", 22.5)(_cells(9.9, 3.0))]
+    assert [v.verdict for v in failed] == [AT_TRIVIAL] * 2
+    short = Beats(a=A, b=B, gap=8.0)(_pairs(14.0, 12.0))
+    assert short.verdict == "partly" and "the direction holds" in short.reason
+    assert "partly" in VERDICTS and AT_TRIVIAL in VERDICTS and "cannot tell" not in MEANINGS["partly"]
 
 
 def test_a_metric_with_trivial_answers_read_from_cells_that_record_none_is_not_reproduced():
@@ -335,7 +369,7 @@ def test_a_defence_comparison_guards_the_weaker_defences_arm():
     rule = Beats(a=A, b=B, metric="leak_auc", higher_is_better=False, scale=SHARE, guard="leak_auc", guard_side="b")
     assert rule(rows).verdict == "reproduced"
     both_chance = [dict(r, leak_auc=0.5) if r["attack"] == "b" else r for r in rows]
-    assert rule(both_chance).verdict == "inconclusive"
+    assert rule(both_chance).verdict == AT_TRIVIAL
 
 
 def _drawn(rows: list[dict], fixed: bool) -> list[dict]:
@@ -353,6 +387,12 @@ def test_a_verdict_from_seeds_that_never_varied_the_images_is_inconclusive():
     assert _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(20.0, 12.0), False)).verdict == "reproduced"
     old = [dict(r, batch_size=8, index=0) for r in _pairs(20.0, 12.0)]   # written before the images column
     assert _claim(Beats(a=A, b=B, gap=8.0)).judge(old).verdict == "inconclusive"
+    failed = _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(9.6, 8.0, 0.1), True))   # tgias.fig7.temporal-b8
+    assert failed.verdict == "inconclusive" and "never varied the images" in failed.reason   # not "no attack works"
+    assert _claim(Beats(a=A, b=B, gap=8.0)).judge(_drawn(_pairs(9.6, 8.0, 0.1), False)).verdict == AT_TRIVIAL
+    cannot_tell = _claim(Beats(a=A, b=B, gap=1.0)).judge(_drawn(_pairs(12.2, 12.0, 3.0), True))   # fedleak.tab19.cosine
+    assert cannot_tell.verdict == "inconclusive" and "never varied the images" in cannot_tell.reason
+    assert "not significant" in cannot_tell.reason                      # the rule's own reading, kept beside it
     timing = [dict(r, seconds=r["psnr"]) for r in true]                   # a wall time does not depend on images
     assert _claim(Beats(a=A, b=B, metric="seconds", guard="")).judge(timing).verdict == "reproduced"
 
@@ -402,6 +442,8 @@ def test_the_images_behind_a_claim():
     assert images_behind(drawn) == "6 distinct images over 3 seeds"
     fixed = [{"seed": s, "batch_size": "2", "images": "4 5"} for s in range(3)]
     assert images_behind(fixed) == "the same 2 images on every seed"
+    by_index = [{"seed": 0, "batch_size": "2", "images": f"{i} {i + 1}"} for i in (0, 10, 20)]   # tgias-labels-all
+    assert images_behind(by_index) == "6 images (3 batches by index, one seed each)" and not images_fixed(by_index)
     batches = [{"seed": s, "index": 8 * s, "batch_size": "8"} for s in range(50)]
     assert images_behind(batches).startswith("400 images (50 batches of 8")
     assert images_behind([{"seed": 0, "accuracy": 0.9}]) == ""

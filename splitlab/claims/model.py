@@ -8,15 +8,19 @@ printed on docs/claims.md from here), whatever the rule:
 - a claim is an *experiment* (the lab reruns what the paper ran, usually smaller) or an *exact check* (a
   theorem's step, or the lab's own formula, checked to float64 precision); the scoreboard counts them apart;
 - no measurement at or below a trivial baseline (the all-zero image, the mean image, the attack's initial
-  guess; for label inference, the majority class for every sample) is reproduced, for any rule; where no
-  arm beats it the verdict is `inconclusive` (no attack works here, which says nothing about the paper);
+  guess; for label inference, the majority class for every sample) is reproduced, for any rule; where the
+  arm the claim needs working does no better, the verdict is `at a trivial baseline` (no attack works here,
+  which says nothing about the paper), never partly;
+- partly means one thing: the direction holds and the size falls short; a measurement that cannot tell (an
+  interval that straddles no effect, or none) is `inconclusive`;
 - a reduced setting (a smaller model, dataset or budget than the paper's, which makes the paper's effect
   harder to reach) turns a contradiction of the paper's size alone into partly, for every rule; it never
   softens a contradiction of the paper's direction;
 - an easier setting (a smaller batch, random instead of pretrained weights, an easier case than the
   paper's) is not a reduced one: a result met there is at most partly until the paper's setting runs;
 - a measurement whose seeds never varied the data (the same images on every seed) cannot judge a claim
-  about attacks on images: its interval speaks for those images only, so the verdict is `inconclusive`;
+  about attacks on images, not even to say that no attack works: its interval speaks for those images only, so
+  the verdict is `inconclusive`;
 - a claim whose measurement the lab's setting decides (a vacuous bound, a rule used outside its regime, a
   different model) is `measured, not comparable`: the measurement is shown with that reason.
 """
@@ -27,10 +31,12 @@ from typing import Any, Callable, Mapping, Optional
 
 from splitlab.claims.cells import Rows, Select, Verdict, matches
 from splitlab.claims.stats import images_behind, images_fixed
+from splitlab.claims.verdict_parts import AT_TRIVIAL
 
 __all__ = ["Claim", "Measure", "Verdict", "Select", "Rows", "VERDICTS", "CHECKS", "MEANINGS", "KINDS"]
 
-VERDICTS = ("reproduced", "partly", "contradicted", "inconclusive", "measured, not comparable", "not attempted")
+VERDICTS = ("reproduced", "partly", "contradicted", "inconclusive", AT_TRIVIAL, "measured, not comparable",
+            "not attempted")
 """The verdicts of an experiment, best first."""
 CHECKS = ("holds", "fails", "not run")
 """The verdicts of an exact check."""
@@ -41,15 +47,19 @@ MEANINGS = {
                   "error), with a 95% paired interval that excludes no effect where noise matters, every "
                   "side the claim calls working above the trivial baselines, at the paper's setting or a harder "
                   "(reduced) one, never only at an easier one, on seeds that drew their own images",
-    "partly": "the effect's direction holds but its size falls short (or is ruled out only at the lab's "
-              "reduced setting), or the interval cannot tell, or the effect was met only at a setting easier "
-              "than the paper's",
+    "partly": "the effect's direction holds but its size falls short of the paper's (or is ruled out only at "
+              "the lab's reduced setting, or is met only at a setting easier than the paper's)",
     "contradicted": "the interval excludes the paper's direction (the other side significantly better, a "
                     "trend significantly reversed, an attack that does no better than a trivial answer where "
                     "the paper's works), or, at the paper's own setting, rules out the paper's size",
-    "inconclusive": "the measurement cannot judge the claim either way: no arm of it beats the trivial "
-                    "baselines (or its cells record none), so no attack works here, or its seeds never varied the "
-                    "images, so its interval speaks for those images only; the reason says which",
+    "inconclusive": "the measurement cannot judge the claim either way: its interval cannot tell an effect "
+                    "from none (or there is no interval), its cells record no trivial baseline for a metric "
+                    "that has them, or its seeds never varied the images, so its interval speaks for those "
+                    "images only; the reason says which",
+    AT_TRIVIAL: "the arm the claim needs working (every arm of a comparison, the better end of a trend) does no "
+                "better than a trivial answer (the all-zero image, the mean image, the attack's start; for "
+                "labels, the majority class): no attack works in the lab's setting, which says nothing about "
+                "the paper either way",
     "measured, not comparable": "the lab measured it, but its setting differs from the paper's in a way that "
                                 "decides the outcome; the measurement is shown with that reason",
     "not attempted": "nothing measured: the reason says why (scale, model, dataset, time on a CPU), or the "
@@ -140,8 +150,8 @@ class Claim:
             return Verdict("measured, not comparable", lab, f"{self.not_comparable} (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images_behind(read))
         images = images_behind(read)
-        if words in ("reproduced", "partly", "contradicted") and images_fixed(read) and \
-                not _data_free(self.measure.rule):
+        if images_fixed(read) and not _data_free(self.measure.rule):
+            # said even where the rule alone cannot tell: another seed's images could not have settled it either
             return Verdict("inconclusive", lab, f"the seeds never varied the images ({images}): the interval "
                            f"speaks for those images only, so it cannot judge the claim (the rule alone: {words}"
                            + (f", {reason})" if reason else ")"), values, images)

@@ -26,15 +26,17 @@ Comparisons are judged on paired seeds (the mean difference and its 95% t-interv
 ratios), trends on their ends paired the same way, levels on their mean's interval, yes/no properties on the
 share of cells with its exact interval. No measurement at or below a trivial baseline (the all-zero image, the
 mean image, the attack's initial guess; for label inference, the majority class for every sample: `baselines`
-in each cell's metrics.json) makes a claim reproduced,
-and where no arm beats it, or the cells record none for a metric that has them, the verdict is inconclusive;
-the side a claim calls worse may fail outright (an ablation that destroys the attack confirms the paper's
-direction), but both arms of a `Close` comparison must work. A reduced setting turns a contradiction of the
-paper's size alone into partly, for every rule, and never softens a contradiction of its direction; a result
-met only at an easier setting than the paper's (a smaller batch, random instead of pretrained weights, an
-easier case) is partly. Each claim says how many distinct images stand behind its numbers; a claim about
-attacks on images read from seeds that never varied the images is inconclusive. Where a sweep has no shipped results, an earlier run's kept values (`splitlab/results/earlier/`,
-with the commit they come from) are used and named. `splitlab claims` prints this page's tables;
+in each cell's metrics.json) makes a claim reproduced;
+where the arm a claim needs working does no better, the verdict is "at a trivial baseline", and where the cells
+record none for a metric that has them, or the interval cannot tell, it is inconclusive. Both arms of a
+comparison and both ends of a trend must work: a gap to a failed arm (an ablation that destroys the attack) is
+partly at most, the direction holding, except where the failing arm is a defence's, which is its claim. A reduced
+setting turns a contradiction of the paper's size alone into partly, for every rule, and never softens a
+contradiction of its direction; a result met only at an easier setting than the paper's (a smaller batch, random
+instead of pretrained weights, an easier case) is partly. Each claim says how many distinct images stand behind
+its numbers; a claim about attacks on images read from seeds that never varied the images is inconclusive. Where
+a sweep has no shipped results, an earlier run's kept values (`splitlab/results/earlier/`, with the commit they
+come from) are used and named. `splitlab claims` prints this page's tables;
 `splitlab claims --run ID|PAPER` runs the sweeps behind a claim again and judges it on the new results;
 `splitlab claims --deviations` lists how the lab departs from each paper.
 """

@@ -12,17 +12,21 @@ Every rule answers with a `Verdict` in the words `model.VERDICTS` defines, and r
 mean of the side the claim calls working (`claimed`) beside the best trivial answer of its cells (`trivial`),
 and for a comparison the other arm's (`reference_claimed`, `reference_trivial`): a side no better than the
 all-zero image, the mean image, the attack's initial guess (or, for label inference, the majority class)
-never makes a claim reproduced, and where no arm beats it the verdict is `inconclusive` (no attack works
-here, which says nothing about the paper). A metric that has trivial answers, read from cells that record
-none, reproduces nothing either (`cells.unguarded`). A comparison of two attacks (`Beats`, `Close`) reproduces
-only where both arms work: a gap measured against an arm at or below a trivial answer is a gap to a failed
+never makes a claim reproduced, and where the arm the claim needs working does no better, the verdict is
+`at a trivial baseline` (no attack works here, which says nothing about the paper). A metric that has trivial
+answers, read from cells that record none, reproduces nothing either (`cells.unguarded`): `inconclusive`,
+the verdict of a measurement that cannot tell (so is an interval that straddles no effect, or none at all).
+`partly` means one thing: the direction holds and the size falls short.
+
+A comparison of two attacks (`Beats`, `Close`), and a trend between its two ends (`Trend`), reproduces only
+where both arms work: a gap measured against an arm at or below a trivial answer is a gap to a failed
 reconstruction, as wide as that arm happens to fail (an N(0, 1) start scores below the all-zero image), so it
-reads as partly at most (the direction holds: the working side beats a failed one). Only a defence compared
-with no defence (`defended_b`) or with a weaker one (`guard_side="b"`) guards one arm, since the defended attack
-failing is its claim.
-A failed winner beaten by a working other side reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size
-alone (the direction held or could not be told), which a reduced setting softens to partly
-(`model.Claim.judge`); a direction measured significantly the other way is never magnitude-only.
+reads as partly at most (the direction holds: the working side beats a failed one). Only a defence compared with
+no defence (`defended_b`), with a weaker one (`guard_side="b"`) or along its own strength (`defended_end`)
+guards one arm, since the defended attack failing is its claim. A failed winner beaten by a working other side
+reads as contradicted. `magnitude_only` in a verdict's values marks a contradiction of the paper's size alone
+(the direction held or could not be told), which a reduced setting softens to partly (`model.Claim.judge`); a
+direction measured significantly the other way is never magnitude-only.
 """
 from __future__ import annotations
 
@@ -31,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional
 
 from splitlab.claims.cells import Paired, Rows, Select, Verdict, guard_of, level, unguarded
-from splitlab.claims.verdict_parts import (arm_failed, columns_of, gap_target, missing_text, no_arm_text,
-                                          over_cells, paper_words, with_guards)
+from splitlab.claims.verdict_parts import (AT_TRIVIAL, arm_failed, columns_of, gap_target, missing_text,
+                                          no_arm_text, over_cells, paper_words, with_guards)
 from splitlab.claims.stats import DB, Scale, at_or_below, interval, share_interval, trivial, value_of, welch
 
 __all__ = ["Beats", "Trend", "Level", "AtLeast", "AtMost", "Fails", "Close", "Holds", "RULES"]
@@ -93,8 +97,9 @@ class Beats(TwoSided):
     reproduced: the 95% interval of the paired differences excludes no effect, A and B are both above the
     trivial baselines (with `guard_side="b"`, B alone), and the mean reaches the paper's gap within the scale's
     band; partly: the direction holds but the gap falls short or B is no better than a trivial answer (a gap
-    to a failed arm), or the interval cannot tell; inconclusive: A is no better than a trivial answer;
-    contradicted: B is significantly better, or (a size only) the interval rules the paper's gap out."""
+    to a failed arm); inconclusive: the interval cannot tell (or there is none); at a trivial baseline: A is
+    no better than a trivial answer; contradicted: B is significantly better, or (a size only) the interval
+    rules the paper's gap out."""
     summary: ClassVar[str] = "A is better than B, paired by seed, by the paper's gap where it gives one"
     gap: Optional[float] = None
     """The paper's A - B in the metric's units; on a log scale the factor by which A is better."""
@@ -107,14 +112,14 @@ class Beats(TwoSided):
         s, (working, reference) = self.scale, self.labels
         paper, target = paper_words(self.gap, s), gap_target(self.gap, s)
         if n < 2:
-            return Verdict("partly", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
+            return Verdict("inconclusive", lab, f"one paired {self.by}: no interval, so no verdict either way", values)
         if arm_failed(found) and (other is None or arm_failed(other)):
-            return Verdict("inconclusive", lab, no_arm_text(working, found, reference, other), values)
+            return Verdict(AT_TRIVIAL, lab, no_arm_text(working, found, reference, other), values)
         if high < 0:
             return Verdict("contradicted", lab, f"{self.b.label} is better, against {paper}", values)
         if arm_failed(found):
-            return Verdict("inconclusive", lab, found.text(working) + ": the arm the claim needs working does "
-                                                "not work here", values)
+            return Verdict(AT_TRIVIAL, lab, found.text(working) + ": the arm the claim needs working does "
+                                              "not work here", values)
         if low > 0:
             if arm_failed(other):
                 return Verdict("partly", lab, f"the direction holds, but {other.text(reference)}: the gap is "
@@ -128,7 +133,7 @@ class Beats(TwoSided):
         if target is not None and high < target:
             return Verdict("contradicted", lab, f"no significant difference, and the interval rules out {paper}",
                            {**values, "magnitude_only": True})
-        return Verdict("partly", lab, f"not significant over {n} {self.by}s", values)
+        return Verdict("inconclusive", lab, f"not significant over {n} {self.by}s", values)
 
 
 @dataclass(frozen=True)
@@ -136,10 +141,13 @@ class Trend(Paired):
     """`metric` moves in `direction` (+1 rises, -1 falls) along the swept `x`, judged on its ends: the last
     setting against the first, paired by `by` (Welch's interval where the ends share no key).
 
-    reproduced: the ends' interval excludes no change, the means move the claimed way at every step, the
-    better end is above the trivial baselines and (with the paper's `gap`, its change over the same range)
-    the change reaches it within the band; partly: otherwise in the claimed direction; contradicted: the
-    ends move significantly the other way, or (a size only) the interval rules out the paper's change.
+    reproduced: the ends' interval excludes no change, the means move the claimed way at every step, both ends
+    are above the trivial baselines (with `defended_end`, the better end alone) and (with the paper's `gap`, its
+    change over the same range) the change reaches it within the band; partly: otherwise in the claimed
+    direction, or a change measured from a worse end no better than a trivial answer (as wide as that end
+    happens to fail); inconclusive: the ends' change is not significant (or has no interval); at a trivial
+    baseline: the better end is no better than a trivial answer; contradicted: the ends move significantly the
+    other way, or (a size only) the interval rules out the paper's change.
     `columns` reads the points from columns of the same cells instead ({x: column}; {x: (column, ...)}: the
     median of those columns, a phase of a curve such as BO's guided trials)."""
     summary: ClassVar[str] = "a metric moves one way along a swept setting: its ends paired by seed, every step"
@@ -153,6 +161,9 @@ class Trend(Paired):
     """The paper's change from the lab's first setting to its last, in the metric's units."""
     columns: Optional[Mapping[float, str]] = None
     guard: Optional[str] = None
+    defended_end: bool = False
+    """The worse end is a defence at its strongest (the most clients aggregated): its attack failing is what the
+    claim says, so only the better end is guarded."""
 
     @property
     def selects(self) -> tuple[Select, ...]:
@@ -171,6 +182,9 @@ class Trend(Paired):
                 if x is not None and level([r], self.metric, self.scale) is not None:
                     points.setdefault(x, []).append(r)
         return points
+
+    def _at(self, x: float) -> str:
+        return f"{self.x or 'setting'} {x:g}"
 
     def _ends(self, first: Rows, last: Rows) -> tuple[float, float, float, str, int]:
         """direction x (last - first): mean, low, high (paired, else Welch; None for low and high where the
@@ -199,33 +213,38 @@ class Trend(Paired):
         d = self.direction
         lab += (f"; last - first {s.difference(d * mean)} " + (f"(no interval: {how})" if low is None else
                 f"[{s.difference(min(d * low, d * high))}, {s.difference(max(d * low, d * high))}] (95%, {how})"))
-        better = points[xs[-1]] if (d > 0) == self.higher_is_better else points[xs[0]]
-        found = guard_of(better, self.metric, self.guard, self.higher_is_better)
+        better, worse = (xs[-1], xs[0]) if (d > 0) == self.higher_is_better else (xs[0], xs[-1])
+        found = guard_of(points[better], self.metric, self.guard, self.higher_is_better)
+        other = None if self.defended_end else guard_of(points[worse], self.metric, self.guard,
+                                                         self.higher_is_better)
         values = with_guards({"first": s.from_axis(means[0]), "last": s.from_axis(means[-1]), "mean": mean, "low": low,
-                        "high": high, "n": n}, found)
+                              "high": high, "n": n}, found, other)
         steps = [d * (b - a) for a, b in zip(means, means[1:])]
         target = gap_target(self.gap, s)
         if low is None:
-            return Verdict("partly", lab, "no interval (the run kept only means); the ends move "
-                                          + ("as claimed" if mean > 0 else "the other way"), values)
+            return Verdict("inconclusive", lab, "no interval (the run kept only means); the ends move "
+                                                + ("as claimed" if mean > 0 else "the other way"), values)
         if high < 0:
             return Verdict("contradicted", lab, "the ends move significantly the other way", values)
         if arm_failed(found):
-            return Verdict("inconclusive", lab, "no arm beats the trivial baseline: " + found.text("the better end")
-                           + ", so the trend is among failed reconstructions", values)
+            return Verdict(AT_TRIVIAL, lab, "no arm beats the trivial baseline: " + found.text(
+                f"the better end ({self._at(better)})") + ", so the trend is among failed reconstructions", values)
         if low > 0:
+            if arm_failed(other):
+                return Verdict("partly", lab, "the direction holds, but " + other.text(f"the worse end ("
+                               f"{self._at(worse)})") + ": the change is measured from a failed reconstruction", values)
             if target is not None and mean < target:
                 return Verdict("partly", lab, f"the direction holds; the change is short of "
                                               f"{paper_words(self.gap, s)} by more than {s.words()}", values)
             if all(step >= 0 for step in steps):
-                missing = unguarded(better, self.metric, self.guard)
+                missing = unguarded(points[better], self.metric, self.guard)
                 return Verdict("inconclusive", lab, missing_text(missing), values) if missing else \
                     Verdict("reproduced", lab, "", values)
             return Verdict("partly", lab, "the ends move as claimed, not every step", values)
         if target is not None and high < target:
             return Verdict("contradicted", lab, "no significant change, and the interval rules out "
                                                 f"{paper_words(self.gap, s)}", {**values, "magnitude_only": True})
-        return Verdict("partly", lab, "the ends' change is not significant", values)
+        return Verdict("inconclusive", lab, "the ends' change is not significant", values)
 
 
 @dataclass(frozen=True)
@@ -233,10 +252,10 @@ class Level:
     """The mean of `metric` over the selected cells reaches the paper's `value` (or, `higher_is_better`
     False, stays at or below it), within the scale's band.
 
-    reproduced: the mean meets the paper's number within the band, above the trivial baselines; partly: short
-    of it while the interval still reaches it, or at a trivial baseline on average only; contradicted: the
-    interval rules the paper's number out (a size), or even its better end is no better than a trivial
-    answer (the attack fails outright: the direction)."""
+    reproduced: the mean meets the paper's number within the band, above the trivial baselines; partly: above
+    them but short of the number while the interval still reaches it; at a trivial baseline: no better than a
+    trivial answer on average only; contradicted: the interval rules the paper's number out (a size), or even its
+    better end is no better than a trivial answer (the attack fails outright: the direction)."""
     summary: ClassVar[str] = "a mean reaches the paper's number (or stays under it), judged on its interval"
     select: Select
     metric: str
@@ -264,7 +283,7 @@ class Level:
             return Verdict("contradicted", lab, found.text(self.select.label) + " at either end of its interval: "
                                                 "the attack does not work here", values)
         if arm_failed(found):
-            return Verdict("inconclusive", lab, "no arm beats the trivial baseline on average: "
+            return Verdict(AT_TRIVIAL, lab, "no arm beats the trivial baseline on average: "
                            + found.text(self.select.label), values)
         target = s.to_axis(self.value)
         if sign * (mean - target) >= -s.axis_band:
@@ -293,8 +312,8 @@ class Fails:
     better, the attack still leaks), judged on the 95% interval of their mean.
 
     reproduced: the whole interval is on the claimed side of the trivial baseline (within its margin);
-    contradicted: the whole interval is on the other side; partly: the interval straddles it, or there is
-    no interval."""
+    contradicted: the whole interval is on the other side; inconclusive: the interval straddles it, or there
+    is no interval."""
     summary: ClassVar[str] = "the cells do no better (or, for a leak, better) than the best trivial answer"
     select: Select
     metric: str = "psnr"
@@ -320,7 +339,7 @@ class Fails:
                   "claimed": s.from_axis(mean), "trivial": base[0], "guard": self.metric}
         best, worst = (high, low) if self.higher_is_better else (low, high)
         if low == high:
-            return Verdict("partly", lab, "no interval (one cell, or a run that kept only its mean)", values)
+            return Verdict("inconclusive", lab, "no interval (one cell, or a run that kept only its mean)", values)
         if at_or_below(s.from_axis(best), base[0], s, self.higher_is_better):
             if self.fails:
                 return Verdict("reproduced", lab, "", values)
@@ -329,7 +348,7 @@ class Fails:
             if self.fails:
                 return Verdict("contradicted", lab, f"better than {base[1]}: the attack still leaks", values)
             return Verdict("reproduced", lab, "", values)
-        return Verdict("partly", lab, f"the interval straddles {base[1]}'s {base[0]:.4g}{s.unit}", values)
+        return Verdict("inconclusive", lab, f"the interval straddles {base[1]}'s {base[0]:.4g}{s.unit}", values)
 
 
 @dataclass(frozen=True)
@@ -340,8 +359,8 @@ class Close(TwoSided):
     reproduced: the interval of the paired differences lies inside the margin, and both arms are above the
     trivial baselines (being as good as a failed arm says nothing); contradicted: it lies wholly outside, A
     significantly worse (or, two-sided, different) by more than the margin: the relation the claim states,
-    measured the other way, so never softened; inconclusive: an arm is no better than a trivial answer;
-    partly: the interval straddles the margin."""
+    measured the other way, so never softened; at a trivial baseline: an arm is no better than a trivial
+    answer; inconclusive: the interval straddles the margin, or there is none."""
     summary: ClassVar[str] = "A is within a margin of B (one-sided: no worse by more than it), paired by seed"
     margin: float = 1.0
     one_sided: bool = False
@@ -356,22 +375,22 @@ class Close(TwoSided):
         band = (f"{'no worse than' if self.one_sided else 'within'} "
                 f"{f'a factor {self.margin:g}' if s.log else f'{self.margin:g}{s.unit}'}")
         if n < 2:
-            return Verdict("partly", lab, f"one paired {self.by}: no interval", values)
+            return Verdict("inconclusive", lab, f"one paired {self.by}: no interval", values)
         if arm_failed(other):
             reason = (no_arm_text(self.a.label, found, self.b.label, other) if arm_failed(found) else
                       other.text(self.b.label) + f", so being {band} of it says nothing")
-            return Verdict("inconclusive", lab, reason, values)
+            return Verdict(AT_TRIVIAL, lab, reason, values)
         if high < -m or (not self.one_sided and low > m):
             return Verdict("contradicted", lab, f"the interval lies outside the claim's margin ({band}): "
                                                 "significantly the other way", values)
         if arm_failed(found):
-            return Verdict("inconclusive", lab, found.text(self.a.label) + ": the arm the claim needs working does "
-                                                "not work here", values)
+            return Verdict(AT_TRIVIAL, lab, found.text(self.a.label) + ": the arm the claim needs working does "
+                                              "not work here", values)
         if low > -m and (self.one_sided or high < m):
             if missing:
                 return Verdict("inconclusive", lab, missing_text(missing), values)
             return Verdict("reproduced", lab, "", values)
-        return Verdict("partly", lab, f"the interval straddles the claim's margin ({band})", values)
+        return Verdict("inconclusive", lab, f"the interval straddles the claim's margin ({band})", values)
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,9 @@ def images_behind(rows: Sequence[Mapping[str, Any]]) -> str:
     seeds = {str(r.get("seed")) for r in rows}
     if any(r.get("images") not in (None, "") for r in rows):
         drawn = {int(i) for r in rows for i in str(r.get("images") or "").split()}
+        batches = {str(r.get("images")) for r in rows}
+        if len(seeds) == 1 and len(batches) > 1:            # batches chosen by index, paired by it, not by seed
+            return f"{len(drawn)} images ({len(batches)} batches by index, one seed each)"
         per_seed = {str(r.get("seed")): str(r.get("images")) for r in rows}
         varied = len(set(per_seed.values())) > 1
         return (f"{len(drawn)} distinct images over {len(seeds)} seed{'s' * (len(seeds) > 1)}" if varied

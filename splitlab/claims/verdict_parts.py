@@ -8,6 +8,10 @@ from typing import Optional
 from splitlab.claims.cells import Guard, Rows, Verdict, level, shown
 from splitlab.claims.stats import Scale
 
+AT_TRIVIAL = "at a trivial baseline"
+"""The verdict where the arm a claim needs working does no better than a trivial answer: the lab's attack does not
+work in this setting, which says nothing about the paper (`model.MEANINGS`)."""
+
 
 def columns_of(column) -> tuple[str, ...]:
     return column if isinstance(column, tuple) else (column,)
