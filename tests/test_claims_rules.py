@@ -209,6 +209,19 @@ def test_a_failure_claim_reads_the_interval_against_the_best_trivial_answer():
     assert straddle.verdict == "inconclusive" and "straddles the mean image" in straddle.reason
 
 
+def _auc(*values: float) -> list[dict]:
+    return [{"seed": s, "leak_auc": v, "baselines.majority.leak_auc": 0.5} for s, v in enumerate(values)]
+
+
+def test_a_two_sided_failure_claim_counts_a_leak_below_chance_as_a_leak():
+    below = _auc(0.001, 0.108, 0.006)                       # the truth ranked last: as telling read the other way
+    assert Fails(ALL, "leak_auc", scale=SHARE)(below).verdict == "reproduced"
+    flipped = Fails(ALL, "leak_auc", scale=SHARE, two_sided=True)(below)
+    assert flipped.verdict == "contradicted" and "below chance" in flipped.reason
+    assert Fails(ALL, "leak_auc", scale=SHARE, two_sided=True)(_auc(0.5, 0.495, 0.503)).verdict == "reproduced"
+    assert Fails(ALL, "leak_auc", scale=SHARE, two_sided=True)(_auc(0.999, 0.98, 0.99)).verdict == "contradicted"
+
+
 def test_close_one_and_two_sided():
     assert Close(a=A, b=B, margin=1.0, one_sided=True)(_pairs(20.0, 15.0, 0.2)).verdict == "reproduced"
     assert Close(a=A, b=B, margin=1.0)(_pairs(20.0, 15.0, 0.2)).verdict == "contradicted"

@@ -37,7 +37,8 @@ from typing import Any, ClassVar, Mapping, Optional
 from splitlab.claims.cells import Paired, Rows, Select, Verdict, guard_of, level, unguarded
 from splitlab.claims.verdict_parts import (AT_TRIVIAL, arm_failed, columns_of, gap_target, missing_text,
                                           no_arm_text, over_cells, paper_words, with_guards)
-from splitlab.claims.stats import DB, Scale, at_or_below, interval, share_interval, trivial, value_of, welch
+from splitlab.claims.stats import (BASELINES, DB, Scale, at_or_below, interval, share_interval, trivial, value_of,
+                                   welch)
 
 __all__ = ["Beats", "Trend", "Level", "AtLeast", "AtMost", "Fails", "Close", "Holds", "RULES"]
 
@@ -313,23 +314,42 @@ class Fails:
 
     reproduced: the whole interval is on the claimed side of the trivial baseline (within its margin);
     contradicted: the whole interval is on the other side; inconclusive: the interval straddles it, or there
-    is no interval."""
+    is no interval. `two_sided` reads each cell as its distance from its own trivial answer (|AUC - 0.5|): an
+    attack pushed below chance ranks the truth last, which leaks as much read the other way
+    (`splitlab.matrix_score.TWO_SIDED`), so a defence that does that has not made it fail."""
     summary: ClassVar[str] = "the cells do no better (or, for a leak, better) than the best trivial answer"
     select: Select
     metric: str = "psnr"
     higher_is_better: bool = True
     scale: Scale = DB
     fails: bool = True
+    two_sided: bool = False
 
     @property
     def selects(self) -> tuple[Select, ...]:
         return (self.select,)
 
+    def _from_chance(self, rows: Rows) -> list[Mapping[str, Any]]:
+        """Each selected cell with `metric` replaced by its distance from the cell's best trivial answer, and that
+        answer by 0 (cells without a baseline keep none, and the verdict says so)."""
+        out = []
+        for r in self.select.rows(rows):
+            value, base = value_of(r, self.metric), trivial([r], self.metric, self.higher_is_better)
+            if value is None or base is None:
+                out.append({k: v for k, v in r.items() if not k.startswith("baselines.")})
+                continue
+            cleared = {f"baselines.{name}.{self.metric}": 0.0 for name in BASELINES
+                       if value_of(r, f"baselines.{name}.{self.metric}") is not None}
+            out.append({**r, self.metric: abs(value - base[0]), **cleared})
+        return out
+
     def __call__(self, rows: Rows) -> Verdict:
-        over = over_cells(self, rows)
+        over = over_cells(self, self._from_chance(rows) if self.two_sided else rows)
         if isinstance(over, Verdict):
             return over
         chosen, mean, low, high, n, lab = over
+        if self.two_sided:
+            lab = f"distance from chance |{self.metric} - trivial|, " + lab
         s, base = self.scale, trivial(chosen, self.metric, self.higher_is_better)
         if base is None:
             return Verdict("inconclusive", lab, "the cells record no trivial baseline to compare with",
@@ -346,7 +366,8 @@ class Fails:
             return Verdict("contradicted", lab, f"no better than {base[1]}: nothing leaks", values)
         if not at_or_below(s.from_axis(worst), base[0], s, self.higher_is_better):
             if self.fails:
-                return Verdict("contradicted", lab, f"better than {base[1]}: the attack still leaks", values)
+                return Verdict("contradicted", lab, f"better than {base[1]}: the attack still leaks"
+                               + (" (below chance: read the other way)" if self.two_sided else ""), values)
             return Verdict("reproduced", lab, "", values)
         return Verdict("inconclusive", lab, f"the interval straddles {base[1]}'s {base[0]:.4g}{s.unit}", values)
 
