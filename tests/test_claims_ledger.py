@@ -278,8 +278,10 @@ def synthetic(claim: Claim, agree: bool, trivial: bool = False) -> list[dict]:
         value = 10.0 if claimed else 30.0          # failing: below the baselines' 12 (above, for an error)
         if not rule.higher_is_better:
             value = 40.0 - value
+        if rule.two_sided and claimed:              # failing two-sidedly: at the baselines, not below them
+            value = 12.0
         base = {f"baselines.{n}.{rule.metric}": 12.0 for n in ("zero", "mean", "initial")}
-        return [{**_where_values(rule.select), "seed": k, rule.metric: value + JITTER[k], **base,
+        return [{**_where_values(rule.select), "seed": k, rule.metric: value + JITTER[k] / 10, **base,
                  **({k2: v for k2, v in extra.items() if not k2.startswith("baselines.")})} for k in SEEDS]
     if isinstance(rule, Holds):
         return [{**_where_values(rule.select), "seed": k, rule.flag: agree, **extra} for k in SEEDS]

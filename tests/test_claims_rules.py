@@ -222,6 +222,12 @@ def test_a_two_sided_failure_claim_counts_a_leak_below_chance_as_a_leak():
     assert Fails(ALL, "leak_auc", scale=SHARE, two_sided=True)(_auc(0.999, 0.98, 0.99)).verdict == "contradicted"
 
 
+def test_a_level_that_is_the_labs_reading_of_the_papers_words_says_so():
+    short = AtLeast(ALL, "psnr", 22.5, reading="'high quality'")(_cells(20.0, 0.1))
+    assert "the lab's reading of 'high quality'" in short.reason and "the paper's 22.5" not in short.reason
+    assert "the paper's 22.5" in AtLeast(ALL, "psnr", 22.5)(_cells(20.0, 0.1)).reason
+
+
 def test_close_one_and_two_sided():
     assert Close(a=A, b=B, margin=1.0, one_sided=True)(_pairs(20.0, 15.0, 0.2)).verdict == "reproduced"
     assert Close(a=A, b=B, margin=1.0)(_pairs(20.0, 15.0, 0.2)).verdict == "contradicted"

@@ -264,6 +264,9 @@ class Level:
     higher_is_better: bool = True
     scale: Scale = DB
     guard: Optional[str] = None
+    reading: str = ""
+    """Where `value` is not a number the paper gives but the lab's reading of its words ("'high accuracy'"):
+    those words, so the verdict names the reading, not a paper's number."""
 
     @property
     def selects(self) -> tuple[Select, ...]:
@@ -279,7 +282,8 @@ class Level:
         values = with_guards({"mean": s.from_axis(mean), "low": s.from_axis(low), "high": s.from_axis(high), "n": n},
                        found)
         sign = 1.0 if self.higher_is_better else -1.0
-        paper = f"the paper's {self.value:g}{s.unit}"
+        paper = (f"{self.value:g}{s.unit} (the lab's reading of {self.reading}, not a number of the paper's)"
+                 if self.reading else f"the paper's {self.value:g}{s.unit}")
         if found is not None and found.failed_outright and found.low != found.high:
             return Verdict("contradicted", lab, found.text(self.select.label) + " at either end of its interval: "
                                                 "the attack does not work here", values)
@@ -299,12 +303,14 @@ class Level:
                                       + ("" if low != high else "; no interval"), values)
 
 
-def AtLeast(select: Select, metric: str, value: float, scale: Scale = DB, guard: Optional[str] = None) -> Level:
-    return Level(select, metric, value, True, scale, guard)
+def AtLeast(select: Select, metric: str, value: float, scale: Scale = DB, guard: Optional[str] = None,
+            reading: str = "") -> Level:
+    return Level(select, metric, value, True, scale, guard, reading)
 
 
-def AtMost(select: Select, metric: str, value: float, scale: Scale = DB, guard: Optional[str] = None) -> Level:
-    return Level(select, metric, value, False, scale, guard)
+def AtMost(select: Select, metric: str, value: float, scale: Scale = DB, guard: Optional[str] = None,
+           reading: str = "") -> Level:
+    return Level(select, metric, value, False, scale, guard, reading)
 
 
 @dataclass(frozen=True)

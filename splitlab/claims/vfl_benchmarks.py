@@ -12,7 +12,7 @@ CPU-sized: mnist5k (each seed its own train/test draw) and wdbc (each seed its o
 seeds 0-2; Luo et al.'s datasets (LUO_SETTINGS) are not run.
 """
 from splitlab.claims.model import Claim, Measure, Select
-from splitlab.claims.rules import AtLeast, Beats, Fails
+from splitlab.claims.rules import AtLeast, Beats, Close, Fails
 from splitlab.claims.stats import PLAIN, SHARE
 
 PAPER = "vflbench"
@@ -46,17 +46,31 @@ def _backdoor(claim_id: str, sweep: str, where: str, words: str, reduced: str) -
                  reduced=reduced)
 
 
-HIGH = ("the abstract: 'achieving high accuracy on both main and backdoor tasks' (the backdoor's read here as within "
-        "5 points of 1, as the batch label inference paper's 'high accuracy' is); ")
+HIGH = "'high accuracy on both main and backdoor tasks'"
+HIGH_WORDS = (f"the abstract: {HIGH}; the lab reads it as within 5 points of 1 on the backdoor task (as the batch "
+              "label inference paper's 'high accuracy' is) and within 5 points of the same model trained unpoisoned "
+              "on the main task: readings of the words, no number of the paper's; ")
+KEPT = ("paired difference over seeds 0-2, the poisoned model's clean test accuracy minus that of the same model "
+        "trained unpoisoned on the same inputs (the cells' `accuracy` against `baselines.unpoisoned.accuracy`), "
+        "no worse by more than 5 points")
 
 
 def _high(claim_id: str, sweep: str, where: str, reduced: str) -> Claim:
     return Claim(claim_id, PAPER, "Liu, Yi, Chen, abstract",
-                 f"The backdoor reaches high accuracy on the backdoor task ({where}), the main task's kept.",
-                 f"{HIGH}{UNSOURCED}",
-                 Measure(sweep, AtLeast(Select(NONE, "undefended"), "backdoor_success", 1.0, SHARE),
-                         f"{SUCCESS}; the clean accuracy it keeps beside the unpoisoned model's is in "
-                         f"splitlab/results/{sweep}.csv"),
+                 f"The backdoor reaches high accuracy on the backdoor task ({where}).", f"{HIGH_WORDS}{UNSOURCED}",
+                 Measure(sweep, AtLeast(Select(NONE, "undefended"), "backdoor_success", 1.0, SHARE,
+                                        reading=HIGH),
+                         f"{SUCCESS}; the main task is judged apart ({claim_id.replace('high-accuracy', 'main-task')})"),
+                 reduced=reduced)
+
+
+def _main_task(claim_id: str, sweep: str, where: str, reduced: str) -> Claim:
+    return Claim(claim_id, PAPER, "Liu, Yi, Chen, abstract",
+                 f"The backdoor keeps high accuracy on the main task ({where}): no worse than the same model trained "
+                 "unpoisoned.", f"{HIGH_WORDS}{UNSOURCED}",
+                 Measure(sweep, Close(a=Select(NONE, "poisoned"), b=Select(NONE, "unpoisoned"), metric="accuracy",
+                                      metric_b="baselines.unpoisoned.accuracy", scale=SHARE, margin=0.05,
+                                      one_sided=True, guard=""), KEPT),
                  reduced=reduced)
 
 
@@ -87,7 +101,10 @@ CLAIMS: list[Claim] = [
                                       scale=PLAIN, fails=False),
                   "per-pixel MSE on [0, 1] of the columns the attacker does not hold, 200 test digits, mean over "
                   "shares 25% and 75% and seeds 0-2 (each its own draw), against each pixel's training mean"),
-          reduced="mnist5k, the small MLP over four parties by columns, 2 epochs, 200 predictions"),
+          reduced="mnist5k, the small MLP over four parties by columns, 2 epochs, 200 predictions",
+          not_comparable="Luo et al. ran tabular sets only (the authors' code: bank, credit, drive, news and two "
+                         "synthetic), never images: the digits are the field's benchmarks' use of GRN, a setting the "
+                         "paper does not claim anything about"),
     Claim("vflbench.esa.exact", PAPER, "Luo et al., the equality-solving attack",
           "ESA recovers the features exactly when the passive party has no more of them than the classes less one.",
           f"the paper's condition for an exact solution; {UNSOURCED}",
@@ -102,6 +119,8 @@ CLAIMS: list[Claim] = [
               "The same on the digits: the trigger calls up the target digit.", DIGITS_BACKDOOR_REDUCED),
     _high("vflbench.gr-backdoor.high-accuracy", "gr-backdoor-tabular", "a tabular task", BACKDOOR_REDUCED),
     _high("vflbench.gr-backdoor.high-accuracy-digits", "gr-backdoor-digits", "the digits", DIGITS_BACKDOOR_REDUCED),
+    _main_task("vflbench.gr-backdoor.main-task", "gr-backdoor-tabular", "a tabular task", BACKDOOR_REDUCED),
+    _main_task("vflbench.gr-backdoor.main-task-digits", "gr-backdoor-digits", "the digits", DIGITS_BACKDOOR_REDUCED),
     Claim("vflbench.gr-backdoor.blocked", PAPER, "Liu, Yi, Chen, abstract",
           "A combination of defences blocks the backdoor (here: noise on the returned gradient and its "
           "sparsification at once).",
@@ -111,11 +130,23 @@ CLAIMS: list[Claim] = [
                                                                                       "noise + sparsify"),
                                               metric="backdoor_success", scale=SHARE, defended_b=True),
                   f"paired difference over seeds 0-2 (each its own draw), no defence minus {COMBINED}: backdoor "
-                  f"success ({SUCCESS}); the clean accuracy each arm keeps is in "
-                  "splitlab/results/gr-backdoor-digits.csv"),
+                  f"success ({SUCCESS}); the main task accuracy it costs is judged apart "
+                  "(vflbench.gr-backdoor.blocked-main-task)"),
           reduced=DIGITS_BACKDOOR_REDUCED,
           reason="the paper's defences are read as noise and sparsification of the returned gradient, the lab's "
                  "reading of the abstract's 'several defense techniques'; the strengths are the lab's"),
+    Claim("vflbench.gr-backdoor.blocked-main-task", PAPER, "Liu, Yi, Chen, abstract",
+          "The combination blocks the backdoor without hurting main task accuracy (here: noise on the returned "
+          "gradient and its sparsification at once, against no defence).",
+          "the abstract: 'without hurting main task accuracy', read here as no worse than the undefended model by "
+          f"more than 5 points (a reading of the words, no number of the paper's); {UNSOURCED}",
+          Measure("gr-backdoor-digits", Close(a=Select({"send-back": COMBINED}, "noise + sparsify"),
+                                              b=Select(NONE, "no defence"), metric="accuracy", scale=SHARE,
+                                              margin=0.05, one_sided=True, guard=""),
+                  f"paired difference over seeds 0-2 (each its own draw), {COMBINED} minus no defence: the poisoned "
+                  "model's clean test accuracy, no worse by more than 5 points"),
+          reduced=DIGITS_BACKDOOR_REDUCED,
+          reason="the defences and strengths are the lab's reading (vflbench.gr-backdoor.blocked)"),
 ]
 
 PAPER_PRESETS: dict = {}
