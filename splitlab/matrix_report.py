@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from splitlab.matrix_grid import NONE, Matrix
-from splitlab.matrix_score import ATTACK_METRICS, TASK_METRIC, Interval, attack_metric, dcs, interval, \
+from splitlab.matrix_score import ATTACK_METRICS, RANGES, TASK_METRIC, Interval, attack_metric, dcs, interval, \
     scored_ap, shared_ranks, trivial, worst_ranking
 from splitlab.sweep_report import collect
 from vfl.runs import atomic_write_bytes, atomic_write_text
@@ -76,9 +76,10 @@ def score(matrix: Matrix, rows: list[Row], failed: list[dict] = ()) -> tuple[lis
                 cells.append({"task": task, "attack": attack, "defence": arm.defence, "arm": arm.label,
                               "strength": arm.strength, "value": arm.value, "metric": got[0]["metric"],
                               "type": ATTACK_METRICS.get(got[0]["metric"]), "seeds": len(got),
-                              "ap": interval(r["ap"] for r in got), "mp": interval(r["mp"] for r in got),
+                              "ap": interval((r["ap"] for r in got), within=RANGES.get(got[0]["metric"])),
+                              "mp": interval((r["mp"] for r in got), within=RANGES[TASK_METRIC]),
                               "ap_star": _mean(r["ap_star"] for r in got),
-                              "dcs": interval(r.get("dcs") for r in got),
+                              "dcs": interval((r.get("dcs") for r in got), within=RANGES["dcs"]),
                               "seconds": _mean(r["seconds"] for r in got), "bytes": _mean(r["bytes"] for r in got),
                               "per_seed": {r["seed"]: r.get("dcs") for r in got}})
     return cells, _composite(matrix, cells, failed)
@@ -101,8 +102,9 @@ def _composite(matrix: Matrix, cells: list[dict], failed: list[dict] = ()) -> li
             c_seed = {s: statistics.fmean(t_seeds[t][s] for t in types) for s in matrix.seeds
                       if types and all(s in t_seeds[t] for t in types)}
             records[arm.label] = {"task": task, "arm": arm.label, "defence": arm.defence,
-                                  **{f"t_dcs_{t}": interval(t_seeds[t].values()) for t in types},
-                                  "c_dcs": interval(c_seed.values()),
+                                  **{f"t_dcs_{t}": interval(t_seeds[t].values(), within=RANGES["dcs"])
+                                     for t in types},
+                                  "c_dcs": interval(c_seed.values(), within=RANGES["dcs"]),
                                   "seconds": _mean(c["seconds"] for c in mine), "bytes": _mean(c["bytes"] for c in mine),
                                   "failed": failures[arm.label]}
         ranks = shared_ranks({k: r["c_dcs"] for k, r in records.items()

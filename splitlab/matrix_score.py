@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 __all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "TWO_SIDED", "scored_ap", "dcs", "attack_metric", "trivial",
-           "Interval", "interval", "shared_ranks", "worst_ranking"]
+           "Interval", "interval", "RANGES", "shared_ranks",
+           "worst_ranking"]
 
 B = 0.5
 """VFLAIR's weight of the attack term against the task term."""
@@ -74,8 +75,15 @@ class Interval:
         return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
 
-def interval(values: Iterable[float], level: float = 0.95) -> Optional[Interval]:
-    """The mean and its Student-t interval over seeds (one value: no width)."""
+RANGES: dict[str, tuple[float, float]] = {"dcs": (0.0, 1.0), TASK_METRIC: (0.0, 1.0), "leak_auc": (0.0, 1.0),
+                                          "ssim": (-1.0, 1.0)}
+"""Where each score the report gives an interval for lies: a Student-t interval over three seeds can reach past
+it (a DCS of 1.03), so its ends are cut to it, as the defence table cuts its bounded metrics'."""
+
+
+def interval(values: Iterable[float], level: float = 0.95,
+             within: Optional[tuple[float, float]] = None) -> Optional[Interval]:
+    """The mean and its Student-t interval over seeds (one value: no width), its ends cut to `within`."""
     from scipy import stats
 
     xs = [float(v) for v in values if v is not None and math.isfinite(v)]
@@ -86,7 +94,10 @@ def interval(values: Iterable[float], level: float = 0.95) -> Optional[Interval]
         return Interval(mean, mean, mean, 1, 0.0)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
     half = float(stats.t.ppf(0.5 + level / 2, len(xs) - 1)) * sd / math.sqrt(len(xs))
-    return Interval(mean, mean - half, mean + half, len(xs), sd)
+    low, high = mean - half, mean + half
+    if within is not None:
+        low, high = max(low, within[0]), min(high, within[1])
+    return Interval(mean, low, high, len(xs), sd)
 
 
 def shared_ranks(scores: dict[str, Interval]) -> dict[str, int]:

@@ -135,6 +135,25 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     assert "## Ranking" in (tmp_path / "report.md").read_text()
 
 
+def test_the_reports_intervals_stay_within_what_each_score_can_be(tmp_path):
+    """A DCS lies in (0, 1], an accuracy and a leak AUC in [0, 1]: a t-interval over three seeds that reaches past
+    that is cut to it, its mean kept."""
+    assert interval([0.95, 1.0, 0.7], within=(0.0, 1.0)).high == 1.0
+    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
+    values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
+              ("marvell", 0): (0.5, 0.90), ("marvell", 1): (0.5, 0.92), ("marvell", 2): (0.7, 0.7)}
+    for _, _, cell in matrix.cells():
+        arm = matrix.arm_of("wdbc", "label-norm", cell)
+        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+    write_report(matrix, tmp_path)
+    cells = {r["arm"]: r for r in csv.DictReader((tmp_path / "matrix.csv").open())}
+    scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
+    marvell = "marvell:scale=1.0"
+    assert float(cells[marvell]["dcs_high"]) == 1.0 and float(scores[marvell]["c_dcs_high"]) == 1.0
+    assert float(cells[marvell]["mp_high"]) == 1.0 and float(cells[marvell]["mp"]) == pytest.approx(2.52 / 3)
+    assert float(scores[marvell]["c_dcs"]) < 1.0
+
+
 def test_an_arm_whose_cell_failed_is_not_ranked_and_the_report_names_the_cell(tmp_path):
     matrix = parse_matrix(_tiny(seeds=(0, 1, 2), defences_=("marvell", "max-norm")), "t", "t.toml")
     for _, _, cell in matrix.cells():
