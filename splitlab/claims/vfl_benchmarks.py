@@ -56,11 +56,12 @@ KEPT = ("paired difference over seeds 0-2, the poisoned model's clean test accur
 
 
 def _high(claim_id: str, sweep: str, where: str, reduced: str) -> Claim:
+    main_task = claim_id.replace("high-accuracy", "main-task")
     return Claim(claim_id, PAPER, "Liu, Yi, Chen, abstract",
                  f"The backdoor reaches high accuracy on the backdoor task ({where}).", f"{HIGH_WORDS}{UNSOURCED}",
                  Measure(sweep, AtLeast(Select(NONE, "undefended"), "backdoor_success", 1.0, SHARE,
                                         reading=HIGH),
-                         f"{SUCCESS}; the main task is judged apart ({claim_id.replace('high-accuracy', 'main-task')})"),
+                         f"{SUCCESS}; the main task is judged apart ({main_task})"),
                  reduced=reduced)
 
 
