@@ -471,6 +471,25 @@ def test_shipping_refuses_an_unfinished_sweep(tmp_path):
     assert rows("x", root=tmp_path / "out") is None
 
 
+def test_every_shipped_record_counts_its_rows_and_says_where_they_come_from():
+    """A shipped file's `cells` is its row count; rows added beside the sweep's own (the label step of
+    tgias-labels-all) are counted apart, so the sweep's record (6 cells) and the file (20 rows) both read true."""
+    import csv
+    import json
+
+    from splitlab.claims.results import RESULTS
+
+    for meta_path in sorted(RESULTS.glob("*.json")):
+        meta = json.loads(meta_path.read_text())
+        with open(meta_path.with_suffix(".csv"), newline="") as fh:
+            assert meta["cells"] == sum(1 for _ in csv.DictReader(fh)), meta_path.name
+        if "label_step" in meta:
+            added = sum(step["cells"] for step in meta["label_step"])
+            assert all(step["cells"] == len(step["rows"]) for step in meta["label_step"]), meta_path.name
+            assert meta["cells_from"] == {"sweep": meta["sweep_record"]["cells"], "label_step": added}
+            assert meta["cells"] == meta["sweep_record"]["cells"] + added, meta_path.name
+
+
 def test_running_a_claim_again_keeps_every_cell_its_rule_reads():
     """`claims --run` narrows each sweep with --where; the kept cells must include every cell the rules select."""
     from splitlab.claims.cli import _where

@@ -129,6 +129,15 @@ def test_a_trend_carries_a_paired_interval_on_its_ends():
     assert "95%" in verdict.lab and verdict.values["low"] < 0 < verdict.values["high"]
 
 
+def test_intervals_paired_by_another_key_name_it_in_the_plural():
+    """tgias.tab4.beats-gi-rule pairs by batch index: "10 paired indices", not "indexs"."""
+    by_index = [{**r, "index": r["seed"]} for r in _pairs(20.0, 12.0)]
+    assert "(95%, 5 paired indices)" in Beats(a=A, b=B, by="index")(by_index).lab
+    trend = [{**r, "index": r["seed"]} for r in _trend([11, 13, 15, 17])]
+    assert "5 paired indices" in Trend(select=ALL, x="x", by="index")(trend).lab
+    assert "(95%, 5 paired seeds)" in Beats(a=A, b=B)(_pairs(20.0, 12.0)).lab
+
+
 def test_a_trend_below_the_trivial_baselines_is_not_reproduced_even_when_monotone():
     """tgias.fig7.temporal-b8: 8.83 -> 10.12 dB against the mean image's 10.24 (here 10)."""
     verdict = Trend(select=ALL, x="x")(_trend([8.6, 9.1, 9.4, 9.9], 0.2))

@@ -162,10 +162,19 @@ def guard_of(rows: Rows, metric: str, guard: Optional[str], higher: bool) -> Opt
     return Guard(mean, low, high, base[0], base[1], name, up)
 
 
+# Pairing keys whose plural is not the key plus "s".
+_PLURALS = {"index": "indices", "batch": "batches"}
+
+
 @dataclass(frozen=True)
 class Paired:
     """Shared by the two-sided rules: the metric per pairing key, and the paired differences."""
     by: str = "seed"
+
+    @property
+    def units(self) -> str:
+        """The pairing key in the plural, as the intervals print it ("5 paired seeds", "10 paired indices")."""
+        return _PLURALS.get(self.by, f"{self.by}s")
 
     def per_key(self, rows: Rows, metric: str, scale: Scale) -> dict[Any, float]:
         found: dict[Any, list[float]] = {}
@@ -190,6 +199,6 @@ class Paired:
         ends = sorted((sign * low, sign * high))
         joint = " / " if scale.log else " - "
         return (f"{a}{joint}{b}: {scale.difference(sign * mean)} [{scale.difference(ends[0])}, "
-                f"{scale.difference(ends[1])}] (95%, {n} paired {self.by}s)", sign * mean, *ends)
+                f"{scale.difference(ends[1])}] (95%, {n} paired {self.units})", sign * mean, *ends)
 
 

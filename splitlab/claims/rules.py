@@ -193,7 +193,7 @@ class Trend(Paired):
         s, d = self.scale, float(self.direction)
         diffs, n = self.differences(last, first, self.metric, self.metric, s, d)
         if n >= 2:
-            return (*interval(diffs), f"{n} paired {self.by}s", n)
+            return (*interval(diffs), f"{n} paired {self.units}", n)
         a, b = (level(r, self.metric, s) for r in (last, first))
         cells = [[s.to_axis(v) for v in (value_of(r, self.metric) for r in side) if v is not None]
                  for side in (last, first)]
