@@ -281,6 +281,19 @@ def test_epoch_checkpoints_keep_the_last_two_and_refuse_corrupt_ones(tmp_path):
         checkpoints.load(2)
 
 
+def test_a_resumed_server_keeps_the_bytes_counted_across_the_cut_before_the_resume(tmp_path):
+    from vfl.training import FitState
+    from vfl.wire.server import _restore, _state
+
+    role = build_role(TrainConfig(arch="small-mlp", device="cpu"), "honest", torch.device("cpu"), (10,))
+    before = FitState(1, 63, [{"epoch": 1}], [0.5], {"client": 1234, "server": 5678})
+    checkpoints = EpochCheckpoints(tmp_path)
+    checkpoints.save(1, _state(role, torch.Generator(), before, []))
+    assert _restore(checkpoints.load(1), role, torch.Generator())[0] == before
+    old = {k: v for k, v in checkpoints.load(1).items() if k != "cut_bytes"}     # saved before they were
+    assert _restore(old, role, torch.Generator())[0].cut_bytes == {"client": 0, "server": 0}
+
+
 def test_roles_by_name_and_the_malicious_callback_hook():
     config = TrainConfig(arch="small-mlp", device="cpu")
     assert build_role(config, "curious", torch.device("cpu"), (10,)).seen.keep_tensors

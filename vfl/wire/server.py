@@ -120,7 +120,8 @@ def _state(role: Role, generator: torch.Generator, state: FitState, traffic: lis
     """What the server needs to go on after this epoch: the role's model and optimiser, the data order's
     generator, torch's stream, the loop's counters and what was measured so far."""
     saved: dict[str, Any] = {"generator": generator.get_state(), "rng": torch.get_rng_state(), "step": state.step,
-                             "history": state.history, "epoch_seconds": state.epoch_seconds, "traffic": traffic}
+                             "history": state.history, "epoch_seconds": state.epoch_seconds,
+                             "cut_bytes": dict(state.cut_bytes), "traffic": traffic}
     if getattr(role, "model", None) is not None:
         saved["model"] = role.model.state_dict()
     if getattr(role, "optimizer", None) is not None:      # aggVFL's label party sums and trains nothing
@@ -138,8 +139,10 @@ def _restore(saved: dict[str, Any], role: Role, generator: torch.Generator) -> t
         defence.load_state_dict(state)
     generator.set_state(saved["generator"])
     torch.set_rng_state(saved["rng"])                   # a dedicated process: its global stream is its own
-    return FitState(saved["epoch"], saved["step"], list(saved["history"]), list(saved["epoch_seconds"])), \
-        list(saved["traffic"])
+    # checkpoints written before the cut's bytes were saved count them from the resume on
+    cut_bytes = dict(saved.get("cut_bytes", FitState().cut_bytes))
+    return FitState(saved["epoch"], saved["step"], list(saved["history"]), list(saved["epoch_seconds"]),
+                    cut_bytes), list(saved["traffic"])
 
 
 def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listener: Listener | None = None,
