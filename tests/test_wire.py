@@ -2,6 +2,7 @@
 channel, transcripts and checkpoints on disk, the roles, and the `serve`/`client` commands' input checks.
 Runs with real processes are in tests/test_wire_runs.py; intruders and malicious peers in
 tests/test_wire_security.py."""
+import dataclasses
 import os
 import re
 import socket
@@ -400,7 +401,7 @@ def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
 
 def _fsha_body(**changes) -> dict:
     body = {"kind": "fsha", "dataset": "mnist5k", "arch": "resnet", "cut_layer": 4, "batch_size": 8,
-            "activation_shape": [16, 4, 4], "targets": 10, "resume": False, "epochs": []}
+            "activation_shape": [16, 4, 4], "targets": 10, "data_seed": None, "resume": False, "epochs": []}
     return {**body, **changes}
 
 
@@ -417,6 +418,8 @@ def test_fshas_server_admits_only_the_victim_it_expects():
         ({"kind": "split", "arch": "cnn"}, "party 0 is a --kind split client; this server expects FSHA's victim"),
         (_fsha_body(cut_layer=3), "party 0 runs --cut-layer 3, the server expects --cut-layer 4"),
         (_fsha_body(batch_size=64), "party 0 runs --batch-size 64, the server expects --batch-size 8"),
+        (_fsha_body(data_seed=3), "party 0 draws mnist5k's private/public split from --seed 3, the server from its "
+                                  "fixed split; give every side the same --seed and --data-draw"),
         (_fsha_body(activation_shape=[64, 4, 4]), "smashed data shaped [64, 4, 4], the server expects [16, 4, 4]"),
         (_fsha_body(targets=11), "declares 11 evaluation targets; at most one per class (10)"),
         (_fsha_body(resume=True), "FSHA's victim keeps no checkpoints"),
@@ -445,6 +448,8 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     from vfl.data import first_of_each_class
     from vfl.fsha_victim import FshaCase, to_fsha_images
     from vfl.wire.kinds import FshaParty
+    from vfl.wire.remote import Limits
+    from vfl.wire.victim_session import VictimTerms
 
     settings = registry.preset("quick", "fsha").settings(width=0.0625, batch_size=8)
     victim = victim_for(settings, device="cpu", seed=3)
@@ -460,6 +465,10 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
         assert torch.equal(wire.round_input(None), next(side.batches))
     assert torch.equal(wire.query_input(None), to_fsha_images(first_of_each_class(side.private)[0]))
     assert wire.introduction(None)["activation_shape"] == list(victim.feature_shape)
+    limits = Limits(0, 0, 8, 10, query_rows=10)
+    assert VictimTerms(config, 1, limits)(0, wire.introduction(None))["rounds"] == 1
+    with pytest.raises(SplitlabError, match="from its fixed split, the server from --seed 3"):    # its own draw
+        VictimTerms(dataclasses.replace(config, data_draw="seed"), 1, limits)(0, wire.introduction(None))
 
 
 def test_wire_parties_bound_idle_openmp_spinning_before_torch_loads(monkeypatch):

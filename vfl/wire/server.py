@@ -44,6 +44,18 @@ from vfl.wire.roles import build_role
 TOP_FORMAT = "splitlab-top/1"
 
 
+def check_data_seed(party: int, body: dict[str, Any], dataset: str, seed: int, draw: str, drawn: str) -> None:
+    """Refuse a party whose declared `data_seed` is not the one this side draws `dataset`'s split from
+    (`vfl.data.split_seed`): with another, the two sides' samples would not be the same ones (or, for FSHA,
+    the victim's private images would overlap the server's public ones). `drawn` names what the seed draws."""
+    own = datasets.split_seed(dataset, seed, draw)
+    if body.get("data_seed") != own:
+        def source(value) -> str:
+            return "its fixed split" if value is None else f"--seed {value}"
+        raise SplitlabError(f"party {party} draws {dataset}'s {drawn} from {source(body.get('data_seed'))}, the "
+                            f"server from {source(own)}; give every side the same --seed and --data-draw")
+
+
 class _ClientTerms:
     """Checks each client's configuration against the server's; answers with the session's terms."""
 
@@ -67,13 +79,7 @@ class _ClientTerms:
         if body.get("partition", "contiguous") != c.partition:
             raise SplitlabError(f"party {party} splits the columns by --partition {body.get('partition')}, the server "
                                 f"by --partition {c.partition}; give every side the same --partition")
-        own = datasets.split_seed(c.dataset, c.seed, c.data_draw)
-        if body.get("data_seed") != own:
-            def drawn(seed) -> str:
-                return "its fixed split" if seed is None else f"--seed {seed}"
-            raise SplitlabError(f"party {party} draws {c.dataset}'s train/test split (and a random partition) from "
-                                f"{drawn(body.get('data_seed'))}, the server from {drawn(own)}; give every side "
-                                "the same --seed and --data-draw")
+        check_data_seed(party, body, c.dataset, c.seed, c.data_draw, "train/test split (and a random partition)")
         if body.get("activation_shape") != list(self.shapes[party]):
             raise SplitlabError(f"party {party} would send activations shaped {body.get('activation_shape')}, the "
                                 f"server's top model takes {list(self.shapes[party])} from it; run the same splitlab")
