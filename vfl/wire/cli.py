@@ -94,13 +94,14 @@ def _flag(name: str) -> str:
 
 def _client_settings(given: dict[str, Any]) -> tuple[ClientSettings, RunOptions]:
     """The client's settings: a split-learning feature party's, or with --kind fsha FSHA's victim's (its dataset
-    and architecture from the shared --dataset and --arch); an option of the other kind is refused."""
-    given = take_renamed(given, RENAMED)
+    and architecture from the shared --dataset and --arch); an option of the other kind is refused, FSHA's earlier
+    names of its options (`RENAMED`) too."""
     if (given.get("kind") or "split") != "fsha":
-        stray = [k for k in FSHA_CLIENT if given.get(k) is not None]
+        stray = [k for k in (*FSHA_CLIENT, *RENAMED) if given.get(k) is not None]
         if stray:
             raise SplitlabError(f"{_flag(stray[0])} is an option of FSHA's victim; give --kind fsha or drop it")
         return _settings(ClientSettings, CLIENT_TRAIN, given)
+    given = take_renamed(given, RENAMED)
     stray = [k for k in SPLIT_ONLY if given.get(k) not in (None, False)]
     if stray:
         raise SplitlabError(f"{_flag(stray[0])} is an option of a split-learning client (--kind split); FSHA's "
