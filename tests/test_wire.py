@@ -389,6 +389,13 @@ def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, ar
     assert not out.exists()
 
 
+def test_fshas_victim_refuses_every_case_field_fsha_has_no_use_for():
+    from vfl.fsha_victim import NOT_FSHA
+    from vfl.wire.cli import SPLIT_ONLY
+
+    assert set(NOT_FSHA) <= set(SPLIT_ONLY)               # one list of them: FshaCase's, which the client reuses
+
+
 def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
     private(tmp_path / "secret", "0123456789abcdef" * 2)
     earlier = ClientSettings(train=TrainConfig(arch="cnn"), secret_file=str(tmp_path / "secret"))

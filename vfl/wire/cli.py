@@ -24,7 +24,7 @@ from vfl.cli_output import emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run, to_jsonable
 from vfl.runtime import resolve_device
-from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, RENAMED, FshaCase
+from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, NOT_FSHA, RENAMED, FshaCase
 from vfl.training import TrainConfig
 from vfl.validate import check_int
 from vfl.wire.client import run_client
@@ -33,9 +33,9 @@ from vfl.wire.server import listen, serve as serve_program
 from vfl.options import take_renamed
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, FSHA_SHARED, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("parties", "partition", "aggregate", "party", "resume", "task", "positive", "keep_received")
-"""Options FSHA's victim (`--kind fsha`) does not take: it is one party, trains on the dataset's classes and keeps
-no checkpoints."""
+SPLIT_ONLY = (*NOT_FSHA, "party", "resume", "keep_received")
+"""Options FSHA's victim (`--kind fsha`) does not take: the case's fields it has no use for (`NOT_FSHA`: it is one
+party and trains on the dataset's classes), and a split client's own: its slot, and the checkpoints it keeps."""
 
 UNCHANGEABLE = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed",
                 "defence", "send_back", "parties", "partition", "aggregate", "party", "role", "choose_gradient")
