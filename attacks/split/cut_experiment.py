@@ -93,9 +93,7 @@ class UnsplitConfig(SplitConfig):
             check_hosted(self.training)
 
     def check_tabular(self, dataset: str) -> None:
-        if self.settings.lambda_tv:
-            raise SplitlabError(f"UnSplit's TV prior (lambda_tv {self.settings.lambda_tv:g}) smooths neighbouring "
-                                f"pixels; dataset {dataset} is tabular: give --preset unsplit.tabular or --lambda-tv 0")
+        self.settings.check_features(f"dataset {dataset}'s tabular samples")
         if self.transport == "tcp":
             raise SplitlabError("UnSplit on tabular data reads its targets' activations in process (the wire's "
                                 "query holds one row of each class): drop --transport tcp")
