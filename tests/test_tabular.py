@@ -383,6 +383,22 @@ def test_compare_job_tabular_writes_the_table_and_figure_with_the_majority_basel
     assert "| label-direct | aggVFL |" in (tmp_path / "run" / "report.md").read_text()
 
 
+def test_the_correlation_ranking_reads_the_runs_own_training_split_under_either_data_draw():
+    """It is given the run's seed, not its draw: that is the run's split wherever the partition is allowed."""
+    for name in data.DATASETS:
+        image_shape = data.dataset_spec(name).image_shape
+        drawn = {data.split_seed(name, 7, draw) for draw in ("dataset", "seed")}
+        if data.dataset_spec(name).tabular:
+            check_partition("correlation", image_shape)
+            assert drawn == {7}
+        else:
+            with pytest.raises(SplitlabError, match="images are split into contiguous strips"):
+                check_partition("correlation", image_shape)
+    config = dict(dataset="mnist5k", arch="small-mlp", parties=2, partition="correlation", data_draw="seed")
+    with pytest.raises(SplitlabError, match="--partition correlation deals tabular samples' columns"):
+        TrainConfig(**config)
+
+
 def test_correlation_ranking_reads_the_runs_data_root_and_caches_each_root_apart(monkeypatch, tmp_path):
     """Two copies of the data under two roots rank their own columns; the case records the ranking of its own root."""
     from vfl import data as datasets

@@ -85,6 +85,29 @@ def test_observation_goes_through_the_client_defences():
     assert not torch.allclose(observe(plain, x, "mlp", 1).activations, observe(defended, x, "mlp", 1).activations)
 
 
+def test_tv_on_tabular_samples_is_refused_by_one_rule_where_the_run_is_set_and_by_the_attack(tmp_path):
+    rule = "smooths neighbouring pixels; {} have none: give --preset unsplit.tabular or --lambda-tv 0"
+    with pytest.raises(SplitlabError) as attack:
+        UnSplit(preset("unsplit.jast"))(CutObservation("tabular-mlp", 2, (30,), torch.zeros(2, 8)))
+    assert rule.format("tabular samples") in str(attack.value)
+    result = runner.invoke(app, ["attack", "unsplit", "--dataset", "wdbc", "--arch", "tabular-mlp", "--device", "cpu",
+                                 "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and rule.format("dataset wdbc's tabular samples") in result.stderr
+
+
+def test_rows_on_images_is_refused_by_one_rule_for_a_victim_to_train_and_a_checkpoint(tmp_path):
+    from vfl.training import TrainedSplit, build_parties, save_checkpoint
+
+    config = TrainConfig(arch="small-mlp", device="cpu")
+    client, server = build_parties(config, torch.device("cpu"))
+    checkpoint = save_checkpoint(tmp_path / "checkpoint.pt", TrainedSplit(config, client, server, 0.5))
+    rule = "--rows 5 picks tabular targets; dataset mnist5k has images, of which UnSplit attacks the first test image"
+    for victim in (["--dataset", "mnist5k"], ["--checkpoint", str(checkpoint)]):
+        result = runner.invoke(app, ["attack", "unsplit", *victim, "--rows", "5", "--device", "cpu",
+                                     "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2 and rule in result.stderr, result.output
+
+
 def test_unknown_preset_and_clone_mode():
     with pytest.raises(SplitlabError, match="unknown preset 'fast' for unsplit"):
         preset("fast")

@@ -2,6 +2,7 @@
 channel, transcripts and checkpoints on disk, the roles, and the `serve`/`client` commands' input checks.
 Runs with real processes are in tests/test_wire_runs.py; intruders and malicious peers in
 tests/test_wire_security.py."""
+import dataclasses
 import os
 import re
 import socket
@@ -281,6 +282,19 @@ def test_epoch_checkpoints_keep_the_last_two_and_refuse_corrupt_ones(tmp_path):
         checkpoints.load(2)
 
 
+def test_a_resumed_server_keeps_the_bytes_counted_across_the_cut_before_the_resume(tmp_path):
+    from vfl.training import FitState
+    from vfl.wire.server import _restore, _state
+
+    role = build_role(TrainConfig(arch="small-mlp", device="cpu"), "honest", torch.device("cpu"), (10,))
+    before = FitState(1, 63, [{"epoch": 1}], [0.5], {"client": 1234, "server": 5678})
+    checkpoints = EpochCheckpoints(tmp_path)
+    checkpoints.save(1, _state(role, torch.Generator(), before, []))
+    assert _restore(checkpoints.load(1), role, torch.Generator())[0] == before
+    old = {k: v for k, v in checkpoints.load(1).items() if k != "cut_bytes"}     # saved before they were
+    assert _restore(old, role, torch.Generator())[0].cut_bytes == {"client": 0, "server": 0}
+
+
 def test_roles_by_name_and_the_malicious_callback_hook():
     config = TrainConfig(arch="small-mlp", device="cpu")
     assert build_role(config, "curious", torch.device("cpu"), (10,)).seen.keep_tensors
@@ -347,6 +361,10 @@ def test_local_clients_hold_the_secrets_in_memory_and_hand_each_client_its_own_k
     (["client", "--secret-file", "{secret}", "--resume"], "--resume needs --out"),
     (["client", "--secret-file", "{secret}", "--width", "0.5", "--out", "{out}"],
      "--width is an option of FSHA's victim; give --kind fsha or drop it"),
+    (["client", "--secret-file", "{secret}", "--level", "3", "--out", "{out}"],
+     "--level is an option of FSHA's victim; give --kind fsha or drop it"),
+    (["client", "--kind", "split", "--secret-file", "{secret}", "--lr-client", "0.1", "--out", "{out}"],
+     "--lr-client is an option of FSHA's victim; give --kind fsha or drop it"),
     (["client", "--kind", "fsha", "--secret-file", "{secret}", "--parties", "2", "--out", "{out}"],
      "--parties is an option of a split-learning client (--kind split); FSHA's victim does not take it"),
     (["client", "--kind", "fsha", "--secret-file", "{secret}", "--cut-layer", "5", "--out", "{out}"],
@@ -371,6 +389,13 @@ def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, ar
     assert not out.exists()
 
 
+def test_fshas_victim_refuses_every_case_field_fsha_has_no_use_for():
+    from vfl.fsha_victim import NOT_FSHA
+    from vfl.wire.cli import SPLIT_ONLY
+
+    assert set(NOT_FSHA) <= set(SPLIT_ONLY)               # one list of them: FshaCase's, which the client reuses
+
+
 def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
     private(tmp_path / "secret", "0123456789abcdef" * 2)
     earlier = ClientSettings(train=TrainConfig(arch="cnn"), secret_file=str(tmp_path / "secret"))
@@ -387,7 +412,7 @@ def test_resume_refuses_a_directory_of_another_run_or_other_options(tmp_path):
 
 def _fsha_body(**changes) -> dict:
     body = {"kind": "fsha", "dataset": "mnist5k", "arch": "resnet", "cut_layer": 4, "batch_size": 8,
-            "activation_shape": [16, 4, 4], "targets": 10, "resume": False, "epochs": []}
+            "activation_shape": [16, 4, 4], "targets": 10, "data_seed": None, "resume": False, "epochs": []}
     return {**body, **changes}
 
 
@@ -404,6 +429,8 @@ def test_fshas_server_admits_only_the_victim_it_expects():
         ({"kind": "split", "arch": "cnn"}, "party 0 is a --kind split client; this server expects FSHA's victim"),
         (_fsha_body(cut_layer=3), "party 0 runs --cut-layer 3, the server expects --cut-layer 4"),
         (_fsha_body(batch_size=64), "party 0 runs --batch-size 64, the server expects --batch-size 8"),
+        (_fsha_body(data_seed=3), "party 0 draws mnist5k's private/public split from --seed 3, the server from its "
+                                  "fixed split; give every side the same --seed and --data-draw"),
         (_fsha_body(activation_shape=[64, 4, 4]), "smashed data shaped [64, 4, 4], the server expects [16, 4, 4]"),
         (_fsha_body(targets=11), "declares 11 evaluation targets; at most one per class (10)"),
         (_fsha_body(resume=True), "FSHA's victim keeps no checkpoints"),
@@ -432,6 +459,8 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
     from vfl.data import first_of_each_class
     from vfl.fsha_victim import FshaCase, to_fsha_images
     from vfl.wire.kinds import FshaParty
+    from vfl.wire.remote import Limits
+    from vfl.wire.victim_session import VictimTerms
 
     settings = registry.preset("quick", "fsha").settings(width=0.0625, batch_size=8)
     victim = victim_for(settings, device="cpu", seed=3)
@@ -447,6 +476,10 @@ def test_the_wire_victim_is_built_as_the_attacks_in_process_victim(tmp_path):
         assert torch.equal(wire.round_input(None), next(side.batches))
     assert torch.equal(wire.query_input(None), to_fsha_images(first_of_each_class(side.private)[0]))
     assert wire.introduction(None)["activation_shape"] == list(victim.feature_shape)
+    limits = Limits(0, 0, 8, 10, query_rows=10)
+    assert VictimTerms(config, 1, limits)(0, wire.introduction(None))["rounds"] == 1
+    with pytest.raises(SplitlabError, match="from its fixed split, the server from --seed 3"):    # its own draw
+        VictimTerms(dataclasses.replace(config, data_draw="seed"), 1, limits)(0, wire.introduction(None))
 
 
 def test_wire_parties_bound_idle_openmp_spinning_before_torch_loads(monkeypatch):

@@ -199,6 +199,8 @@ def test_a_killed_client_stops_the_server_and_resume_reaches_the_uninterrupted_w
     bottom = torch.load(tmp_path / "client" / "bottom.pt", weights_only=True)["model"]
     assert all(torch.equal(top[k], reference["server"][k]) for k in reference["server"])
     assert all(torch.equal(bottom[k], reference["client"][k]) for k in reference["client"])
+    counted = json.loads((tmp_path / "server" / "metrics.json").read_text())["cut_bytes"]     # epoch 1's too
+    assert counted == json.loads((tmp_path / "reference" / "metrics.json").read_text())["cut_bytes"]
 
 
 @pytest.mark.slow

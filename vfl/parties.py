@@ -157,7 +157,8 @@ def correlation_ranking(dataset: str | None, seed: int, data_root: str | None = 
     """`dataset`'s columns, strongest first by `label_correlation` on its training split of split seed `seed` (ties
     in column order), read from `data_root` (a string, so the cache tells one copy of the data from another; None:
     the default root). The dataset's own classes, whatever the task: every party can be told the ranking before
-    training."""
+    training. It takes no --data-draw: the partition ranks tabular sets only (`check_partition`), whose split is
+    drawn from the run's seed under either draw (`vfl.data.split_seed`), so it is the run's own training split."""
     if dataset is None:
         raise SplitlabError("--partition correlation needs the dataset whose training split ranks the columns")
     from vfl import data as datasets

@@ -67,13 +67,8 @@ class UnsplitConfig(SplitConfig):
 
     def check(self) -> None:
         super().check()
-        dataset = self.victim.get("dataset")
-        tabular = dataset is not None and datasets.dataset_spec(dataset).tabular is not None
-        if tabular:
-            self.check_tabular(dataset)
-        elif self.checkpoint is None and self.rows is not None:
-            raise SplitlabError(f"--rows {self.rows} picks tabular targets; on images UnSplit attacks the first test "
-                                "image of each class: drop --rows")
+        if self.checkpoint is None:                 # a checkpoint's dataset is checked once it is loaded
+            self.check_dataset(self.victim_config.dataset)
         if self.victim.get("aggregate") == "sum" or self.victim.get("top") == "none":
             raise SplitlabError("UnSplit inverts a bottom model at its cut layer; --aggregate sum (--top none) has no "
                                 "cut (each party sends class scores): leave --aggregate and --top out, or give --top "
@@ -92,10 +87,15 @@ class UnsplitConfig(SplitConfig):
 
             check_hosted(self.training)
 
-    def check_tabular(self, dataset: str) -> None:
-        if self.settings.lambda_tv:
-            raise SplitlabError(f"UnSplit's TV prior (lambda_tv {self.settings.lambda_tv:g}) smooths neighbouring "
-                                f"pixels; dataset {dataset} is tabular: give --preset unsplit.tabular or --lambda-tv 0")
+    def check_dataset(self, dataset: str) -> None:
+        """What the victim's dataset (given, or a checkpoint's once loaded) decides of the options: tabular samples
+        take no TV and come over no TCP; images take no --rows."""
+        if datasets.dataset_spec(dataset).tabular is None:
+            if self.rows is not None:
+                raise SplitlabError(f"--rows {self.rows} picks tabular targets; dataset {dataset} has images, of "
+                                    "which UnSplit attacks the first test image of each class: drop --rows")
+            return
+        self.settings.check_features(f"dataset {dataset}'s tabular samples")
         if self.transport == "tcp":
             raise SplitlabError("UnSplit on tabular data reads its targets' activations in process (the wire's "
                                 "query holds one row of each class): drop --transport tcp")
@@ -363,11 +363,7 @@ class UnsplitFamily:
         if config.checkpoint is not None:
             victim = load_victim(Path(config.checkpoint), config.device, config.data_root)
             check_target_party(config.target_party, victim.config.parties)
-            if datasets.dataset_spec(victim.config.dataset).tabular is not None:
-                config.check_tabular(victim.config.dataset)
-            elif config.rows is not None:
-                raise SplitlabError(f"--rows {config.rows} picks tabular targets; the checkpoint's dataset "
-                                    f"{victim.config.dataset} has images: drop --rows")
+            config.check_dataset(victim.config.dataset)
             return victim, None
         train, test = load_data(config.training)
         return Victim(config.training, train, test), None

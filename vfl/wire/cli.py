@@ -24,7 +24,7 @@ from vfl.cli_output import emit, handles_errors, table
 from vfl.errors import SplitlabError
 from vfl.runs import Run, to_jsonable
 from vfl.runtime import resolve_device
-from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, RENAMED, FshaCase
+from vfl.fsha_victim import FSHA_DEFAULTS, FSHA_MEANING, NOT_FSHA, RENAMED, FshaCase
 from vfl.training import TrainConfig
 from vfl.validate import check_int
 from vfl.wire.client import run_client
@@ -33,9 +33,9 @@ from vfl.wire.server import listen, serve as serve_program
 from vfl.options import take_renamed
 from vfl.wire.settings import CLIENT_TRAIN, FSHA_CLIENT, FSHA_SHARED, SERVER_TRAIN, ClientSettings, ServeSettings
 
-SPLIT_ONLY = ("parties", "partition", "aggregate", "party", "resume", "task", "positive", "keep_received")
-"""Options FSHA's victim (`--kind fsha`) does not take: it is one party, trains on the dataset's classes and keeps
-no checkpoints."""
+SPLIT_ONLY = (*NOT_FSHA, "party", "resume", "keep_received")
+"""Options FSHA's victim (`--kind fsha`) does not take: the case's fields it has no use for (`NOT_FSHA`: it is one
+party and trains on the dataset's classes), and a split client's own: its slot, and the checkpoints it keeps."""
 
 UNCHANGEABLE = ("dataset", "task", "positive", "arch", "cut_layer", "epochs", "batch_size", "lr", "optimizer", "seed",
                 "defence", "send_back", "parties", "partition", "aggregate", "party", "role", "choose_gradient")
@@ -94,13 +94,14 @@ def _flag(name: str) -> str:
 
 def _client_settings(given: dict[str, Any]) -> tuple[ClientSettings, RunOptions]:
     """The client's settings: a split-learning feature party's, or with --kind fsha FSHA's victim's (its dataset
-    and architecture from the shared --dataset and --arch); an option of the other kind is refused."""
-    given = take_renamed(given, RENAMED)
+    and architecture from the shared --dataset and --arch); an option of the other kind is refused, FSHA's earlier
+    names of its options (`RENAMED`) too."""
     if (given.get("kind") or "split") != "fsha":
-        stray = [k for k in FSHA_CLIENT if given.get(k) is not None]
+        stray = [k for k in (*FSHA_CLIENT, *RENAMED) if given.get(k) is not None]
         if stray:
             raise SplitlabError(f"{_flag(stray[0])} is an option of FSHA's victim; give --kind fsha or drop it")
         return _settings(ClientSettings, CLIENT_TRAIN, given)
+    given = take_renamed(given, RENAMED)
     stray = [k for k in SPLIT_ONLY if given.get(k) not in (None, False)]
     if stray:
         raise SplitlabError(f"{_flag(stray[0])} is an option of a split-learning client (--kind split); FSHA's "

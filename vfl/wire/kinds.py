@@ -152,6 +152,7 @@ class FshaParty:
         c = self.config
         return {"kind": "fsha", "dataset": c.dataset, "arch": c.arch, "cut_layer": c.cut_layer, "batch_size": c.batch_size,
                 "activation_shape": list(c.feature_shape), "targets": len(self.honest.targets),
+                "data_seed": datasets.split_seed(c.dataset, c.seed, c.data_draw),
                 "resume": saved_epochs is not None, "epochs": saved_epochs or []}
 
     def expected(self, limits: Limits, epoch: int, rounds: int) -> tuple[Allow, ...]:

@@ -44,6 +44,18 @@ from vfl.wire.roles import build_role
 TOP_FORMAT = "splitlab-top/1"
 
 
+def check_data_seed(party: int, body: dict[str, Any], dataset: str, seed: int, draw: str, drawn: str) -> None:
+    """Refuse a party whose declared `data_seed` is not the one this side draws `dataset`'s split from
+    (`vfl.data.split_seed`): with another, the two sides' samples would not be the same ones (or, for FSHA,
+    the victim's private images would overlap the server's public ones). `drawn` names what the seed draws."""
+    own = datasets.split_seed(dataset, seed, draw)
+    if body.get("data_seed") != own:
+        def source(value) -> str:
+            return "its fixed split" if value is None else f"--seed {value}"
+        raise SplitlabError(f"party {party} draws {dataset}'s {drawn} from {source(body.get('data_seed'))}, the "
+                            f"server from {source(own)}; give every side the same --seed and --data-draw")
+
+
 class _ClientTerms:
     """Checks each client's configuration against the server's; answers with the session's terms."""
 
@@ -67,13 +79,7 @@ class _ClientTerms:
         if body.get("partition", "contiguous") != c.partition:
             raise SplitlabError(f"party {party} splits the columns by --partition {body.get('partition')}, the server "
                                 f"by --partition {c.partition}; give every side the same --partition")
-        own = datasets.split_seed(c.dataset, c.seed, c.data_draw)
-        if body.get("data_seed") != own:
-            def drawn(seed) -> str:
-                return "its fixed split" if seed is None else f"--seed {seed}"
-            raise SplitlabError(f"party {party} draws {c.dataset}'s train/test split (and a random partition) from "
-                                f"{drawn(body.get('data_seed'))}, the server from {drawn(own)}; give every side "
-                                "the same --seed and --data-draw")
+        check_data_seed(party, body, c.dataset, c.seed, c.data_draw, "train/test split (and a random partition)")
         if body.get("activation_shape") != list(self.shapes[party]):
             raise SplitlabError(f"party {party} would send activations shaped {body.get('activation_shape')}, the "
                                 f"server's top model takes {list(self.shapes[party])} from it; run the same splitlab")
@@ -120,7 +126,8 @@ def _state(role: Role, generator: torch.Generator, state: FitState, traffic: lis
     """What the server needs to go on after this epoch: the role's model and optimiser, the data order's
     generator, torch's stream, the loop's counters and what was measured so far."""
     saved: dict[str, Any] = {"generator": generator.get_state(), "rng": torch.get_rng_state(), "step": state.step,
-                             "history": state.history, "epoch_seconds": state.epoch_seconds, "traffic": traffic}
+                             "history": state.history, "epoch_seconds": state.epoch_seconds,
+                             "cut_bytes": dict(state.cut_bytes), "traffic": traffic}
     if getattr(role, "model", None) is not None:
         saved["model"] = role.model.state_dict()
     if getattr(role, "optimizer", None) is not None:      # aggVFL's label party sums and trains nothing
@@ -138,8 +145,10 @@ def _restore(saved: dict[str, Any], role: Role, generator: torch.Generator) -> t
         defence.load_state_dict(state)
     generator.set_state(saved["generator"])
     torch.set_rng_state(saved["rng"])                   # a dedicated process: its global stream is its own
-    return FitState(saved["epoch"], saved["step"], list(saved["history"]), list(saved["epoch_seconds"])), \
-        list(saved["traffic"])
+    # checkpoints written before the cut's bytes were saved count them from the resume on
+    cut_bytes = dict(saved.get("cut_bytes", FitState().cut_bytes))
+    return FitState(saved["epoch"], saved["step"], list(saved["history"]), list(saved["epoch_seconds"]),
+                    cut_bytes), list(saved["traffic"])
 
 
 def serve(settings: ServeSettings, run: Run, *, role: Role | None = None, listener: Listener | None = None,

@@ -8,9 +8,9 @@ sample: `OwnBatchSession.round(choose_gradient)` asks for the activations of the
 (a server without a task predicts nothing). These are the two operations of `vfl.protocol.ClientSession`, the
 in-process session, so an attack takes either.
 
-In the handshake the victim declares its dataset, client family, split level, batch size, activation shape and
-number of targets; the server refuses a victim that does not match what it was told to expect (one line on
-each side) and a split-learning feature party.
+In the handshake the victim declares its dataset, client family, split level, batch size, the seed its
+private/public split is drawn from, activation shape and number of targets; the server refuses a victim that does
+not match what it was told to expect (one line on each side) and a split-learning feature party.
 """
 from __future__ import annotations
 
@@ -26,14 +26,15 @@ from vfl.protocol import CutGradient, MaliciousServer, Prediction, Transcript, e
 from vfl.wire.handshake import Listener
 from vfl.wire.keys import Secret
 from vfl.wire.remote import Limits, RemoteParties
-from vfl.wire.server import admit
+from vfl.wire.server import admit, check_data_seed
 
 __all__ = ["VictimTerms", "open_victim_session", "OwnBatchSession"]
 
 
 class VictimTerms:
     """Checks the victim's declared configuration against `expected` (what the server prepared for: dataset,
-    client family, split level (cut layer), batch size, so the smashed data's shape); answers with the session's terms."""
+    client family, split level (cut layer), batch size, so the smashed data's shape, and the seed of the data's
+    split, so its private images are not the server's public ones); answers with the session's terms."""
 
     def __init__(self, expected: FshaCase, rounds: int, limits: Limits):
         self.expected, self.rounds, self.limits = expected, rounds, limits
@@ -50,6 +51,7 @@ class VictimTerms:
             if body.get(key) != getattr(e, key):
                 raise SplitlabError(f"party {party} runs {flag} {body.get(key)}, the server expects {flag} "
                                     f"{getattr(e, key)}; give both sides the same {flag}")
+        check_data_seed(party, body, e.dataset, e.seed, e.data_draw, "private/public split")
         if body.get("activation_shape") != list(e.feature_shape):
             raise SplitlabError(f"party {party} would send smashed data shaped {body.get('activation_shape')}, the "
                                 f"server expects {list(e.feature_shape)}; give both sides the same --width")

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from attacks.kit import (QUIET, Adam, Block, CutActivations, CutObservation, EngineOptions, EngineResult,
-                         MeanSquared, Objective, Prior, Reconstruction, Schedule, SplitlabError, arch_spec, bottom_model,
+                         MeanSquared, Objective, Prior, Reconstruction, Schedule, arch_spec, bottom_model,
                          build_split, l2, outside_box, run, stream_seed, tv_squared)
 from attacks.split.unsplit.settings import UnsplitSettings
 
@@ -85,9 +85,8 @@ class UnSplit:
         activations = observation.activations
         n = activations.shape[0]
         tabular = spec.tabular and len(observation.input_shape) == 1
-        if tabular and s.lambda_tv:
-            raise SplitlabError(f"UnSplit's TV prior (lambda_tv {s.lambda_tv:g}) smooths neighbouring pixels; a "
-                                "tabular sample has none: give --preset unsplit.tabular or --lambda-tv 0")
+        if tabular:
+            s.check_features("tabular samples")
         priors = (Prior("l2", "x", l2, s.lambda_l2),) if tabular else \
             (Prior("tv", "x", tv_squared, s.lambda_tv), Prior("l2", "x", l2, s.lambda_l2))
         if s.lambda_box:

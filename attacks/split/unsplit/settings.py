@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attacks.kit import EngineSettings, check_int, check_number, choice, integer, number, option
+from attacks.kit import EngineSettings, SplitlabError, check_int, check_number, choice, integer, number, option
 
 __all__ = ["UnsplitSettings", "CLONE_MODES"]
 
@@ -37,6 +37,13 @@ class UnsplitSettings(EngineSettings):
         check_int("UnSplit clone steps", self.clone_steps, low=0, high=10_000_000)
         check_number("UnSplit lr", self.lr, low=0, low_open=True)
         check_number("UnSplit init", self.init)
+
+    def check_features(self, samples: str) -> None:
+        """Refuse TV on feature vectors (`samples` names them): TV smooths neighbouring pixels, which they lack.
+        Checked where the run is configured (before the victim trains) and again by the attack itself."""
+        if self.lambda_tv:
+            raise SplitlabError(f"UnSplit's TV prior (lambda_tv {self.lambda_tv:g}) smooths neighbouring pixels; "
+                                f"{samples} have none: give --preset unsplit.tabular or --lambda-tv 0")
 
     @property
     def steps(self) -> int:
