@@ -24,8 +24,9 @@ __all__ = ["Grid", "GRIDS", "MatrixRows", "MATRIX", "NOT_MEASURED", "table"]
 LEAK = (("leak_auc", "leak AUC"), ("label_accuracy", "label acc."))
 LEAK_BASELINES = (("baselines.majority.leak_auc", "chance AUC"),
                   ("baselines.majority.label_accuracy", "majority acc."))
-IMAGES = (("image_mse", "MSE"), ("psnr", "PSNR dB"))
-IMAGE_BASELINES = (("baselines.mean.image_mse", "mean image MSE"), ("baselines.zero.image_mse", "zero image MSE"))
+IMAGES = (("image_mse", "MSE"), ("psnr", "PSNR dB"), ("ssim", "SSIM"))
+IMAGE_BASELINES = (("baselines.mean.image_mse", "mean image MSE"), ("baselines.zero.image_mse", "zero image MSE"),
+                   ("baselines.mean.ssim", "mean image SSIM"), ("baselines.zero.ssim", "zero image SSIM"))
 UPLOAD_IMAGES = (("psnr", "PSNR dB"), ("label_accuracy", "label acc."))
 UPLOAD_BASELINES = (("baselines.zero.psnr", "zero image PSNR dB"), ("baselines.mean.psnr", "mean image PSNR dB"))
 
@@ -42,9 +43,13 @@ class Score:
     """Whether the attacker may flip its rule (a leak AUC below chance leaks as much)."""
 
 
-AUC_SCORE = Score("leak_auc", ("baselines.majority.leak_auc",), two_sided=True)
-MSE_SCORE = Score("image_mse", ("baselines.mean.image_mse", "baselines.zero.image_mse"), higher=False)
-PSNR_SCORE = Score("psnr", ("baselines.zero.psnr", "baselines.mean.psnr"))
+AUC_SCORE = (Score("leak_auc", ("baselines.majority.leak_auc",), two_sided=True),)
+IMAGE_SCORE = (Score("image_mse", ("baselines.mean.image_mse", "baselines.zero.image_mse"), higher=False),
+               Score("ssim", ("baselines.mean.ssim", "baselines.zero.ssim")))
+"""A reconstruction is judged in MSE and SSIM both: the zero image's SSIM is high on digits (their black
+background), its MSE is not, so an attack can beat the trivial images in one and not in the other."""
+UPLOAD_SCORE = (Score("psnr", ("baselines.zero.psnr", "baselines.mean.psnr")),
+                Score("ssim", ("baselines.mean.ssim", "baselines.zero.ssim")))
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,8 @@ class Grid:
     """(column, words) of the attack's numbers."""
     baselines: tuple[tuple[str, str], ...]
     """(column, words) of the trivial answers beside them."""
-    score: Score
+    score: tuple[Score, ...]
+    """The metrics in which the undefended attack must beat its trivial baselines for the row to measure."""
     only: dict[str, str] = field(default_factory=dict)
     """Other swept keys held at one value (the grid's other axes)."""
     arms: tuple[str, ...] = ()
@@ -68,15 +74,15 @@ class Grid:
 
 GRIDS = (
     Grid("field-defences-labels", "send-back", "label-norm, binary mnist5k", LEAK, LEAK_BASELINES, AUC_SCORE),
-    Grid("field-defences-nopeek", "defence", "unsplit, mnist5k, SmallMLP cut 1", IMAGES, IMAGE_BASELINES, MSE_SCORE),
+    Grid("field-defences-nopeek", "defence", "unsplit, mnist5k, SmallMLP cut 1", IMAGES, IMAGE_BASELINES, IMAGE_SCORE),
     Grid("field-defences-orthogonal", "defence", "unsplit, mnist5k, CNN cut 1 (jast preset)",
-         IMAGES + (("ssim", "SSIM"),), IMAGE_BASELINES, MSE_SCORE),
+         IMAGES, IMAGE_BASELINES, IMAGE_SCORE),
     Grid("field-defences-splitguard", "defence", "fsha, mnist5k",
-         (("image_mse", "MSE"), ("defence_report.splitguard_detected", "flagged"),
+         (("image_mse", "MSE"), ("ssim", "SSIM"), ("defence_report.splitguard_detected", "flagged"),
           ("defence_report.splitguard_first_detection_round", "round")),
-         IMAGE_BASELINES, MSE_SCORE, cost="field-defences-splitguard-honest"),
+         IMAGE_BASELINES, IMAGE_SCORE, cost="field-defences-splitguard-honest"),
     Grid("field-defences-uploads", "defence", "dlg (quick) on one upload, mnist5k, LeNet", UPLOAD_IMAGES,
-         UPLOAD_BASELINES, PSNR_SCORE, cost=None),
+         UPLOAD_BASELINES, UPLOAD_SCORE, cost=None),
 )
 """The field-defences grids: every seed its own data draw."""
 
@@ -113,6 +119,15 @@ BOUNDED = ("leak_auc", "label_accuracy", "accuracy", "task_auc", "ssim")
 """Metrics in [0, 1]: their intervals are cut to it."""
 
 NOTHING = " (undefended: not above its trivial baseline, so this row measures nothing about the defence)"
+
+
+def _flag(failed: list[str], checked: int) -> str:
+    """What a row says when its undefended attack is not clearly above its trivial baselines in some metric."""
+    if not failed:
+        return ""
+    if len(failed) == checked:
+        return NOTHING
+    return f" (undefended: not clearly above its trivial baseline in {' or '.join(failed)})"
 
 
 def _rows(grid: str) -> list[dict]:
@@ -154,6 +169,12 @@ def beats_trivial(values: list[float], trivial: list[float], higher: bool = True
         return False
     _, low, high = interval(gaps)
     return low > 0 or (two_sided and high < 0)
+
+
+def _not_beaten(rows: list[dict], scores: tuple[Score, ...]) -> str:
+    failed = [s.metric.replace("image_mse", "MSE").replace("leak_auc", "leak AUC").replace("ssim", "SSIM")
+              .replace("psnr", "PSNR") for s in scores if not _grid_beats(rows, s)]
+    return _flag(failed, len(scores))
 
 
 def _grid_beats(rows: list[dict], score: Score) -> bool:
@@ -206,7 +227,7 @@ def _lines(grids: tuple[Grid, ...]) -> list[str]:
             continue
         arms = _arms(grid)
         none = arms.get("none", [])
-        nothing = "" if _grid_beats(none, grid.score) else NOTHING
+        nothing = _not_beaten(none, grid.score)
         for arm, rows in arms.items():
             if arm == "none" or (grid.arms and arm not in grid.arms):
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitlab.defence_table import GRIDS, NOT_MEASURED, beats_trivial, table
+from splitlab.defence_table import GRIDS, NOT_MEASURED, NOTHING, _flag, beats_trivial, table
 from vfl.defences import registry
 
 
@@ -56,3 +56,10 @@ def test_a_row_whose_undefended_attack_is_not_above_trivial_says_so():
     assert nopeek and all("measures nothing" in r for r in nopeek)      # UnSplit on the SmallMLP: worse than the mean
     labels = [r for r in _rows(table()) if r.startswith("| `label-rr:")]
     assert labels and not any("measures nothing" in r for r in labels)
+
+
+def test_a_row_names_the_metrics_its_undefended_attack_does_not_clearly_beat():
+    assert _flag([], 2) == ""
+    assert _flag(["MSE", "SSIM"], 2) == NOTHING
+    partial = _flag(["SSIM"], 2)
+    assert "in SSIM" in partial and "measures nothing" not in partial
