@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from splitlab.defence_table import GRIDS, NOT_MEASURED, NOTHING, _flag, beats_trivial, table
+from splitlab.defence_table import GRIDS, NOT_MEASURED, NOTHING, IMAGE_BASELINES, _arms, _flag, _numbers, beats_trivial, table
 from vfl.defences import registry
 
 
@@ -63,3 +63,14 @@ def test_a_row_names_the_metrics_its_undefended_attack_does_not_clearly_beat():
     assert _flag(["MSE", "SSIM"], 2) == NOTHING
     partial = _flag(["SSIM"], 2)
     assert "in SSIM" in partial and "measures nothing" not in partial
+
+
+def test_a_rows_trivial_baselines_are_read_once_a_seed_from_the_undefended_arm():
+    # the baselines of a seed's draw are the same in both arms; pooling the arms would count each draw twice
+    grid = next(g for g in GRIDS if g.baselines == IMAGE_BASELINES)     # the mean image differs by draw
+    arms = _arms(grid)
+    none = arms["none"]
+    defended = next(rows for arm, rows in arms.items() if arm != "none")
+    once = _numbers(none, grid.baselines)
+    assert once in table()
+    assert _numbers(none + defended, grid.baselines) != once
