@@ -19,16 +19,15 @@ The label party's model (`top`) is
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import torch
-from torch import nn
 
 from vfl import data as datasets
 from vfl.defences import check_send_back, parse_spec
 from vfl.errors import SplitlabError
-from vfl.models import arch_spec, check_cut_layer, check_input_shape, output_cut
+from vfl.models import arch_spec, check_cut_layer, check_input_shape, ends_dense, output_cut, wide_logits
 from vfl.options import Runtime, choice, integer, number, option, text
 from vfl.parties import (AGGREGATES, MAX_PARTIES, PARTITION_RULES, PARTITIONS, activation_shapes, check_partition,
                          check_parties, party_columns, party_groups, score_model, strip_shape)
@@ -45,9 +44,20 @@ MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
 TOPS = ("model", "linear", "none")
 
 
-def _ends_dense(spec) -> bool:
-    with torch.device("meta"):                     # nothing allocated, no random draw
-        return isinstance(spec.build().layers[-1], nn.Linear)
+# These two checks build the parties' models (milliseconds each) and depend only on their arguments; a grid checks
+# thousands of cases of a handful of shapes (a matrix's pairs: 1,233 cases, 3,170 CNNs built), so each passed
+# check is remembered. A failed one raises and is not remembered.
+
+@functools.lru_cache(maxsize=1024)
+def _check_parties_fit(parties: int, arch: str, cut: int, image_shape: tuple[int, ...]) -> None:
+    check_parties(parties, arch, cut, image_shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_scores_fit(arch: str, parties: int, image_shape: tuple[int, ...], classes: int) -> None:
+    check_int("--parties", parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
+    for party in range(parties):                # raises if a party's columns are too few for the layers
+        score_model(arch, 0, parties, party, strip_shape(image_shape, parties, party), classes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,8 +116,7 @@ class SplitCase(Runtime):
         found = datasets.dataset_spec(self.dataset)
         image_shape = found.image_shape
         check_input_shape(spec, image_shape, self.dataset)
-        with torch.device("meta"):                  # nothing allocated, no random draw
-            wide = getattr(spec.build().layers[-1], "carry", 0)
+        wide = wide_logits(self.arch)
         if wide and self.classes != wide:
             raise SplitlabError(f"--dataset {self.dataset} (--task {self.task}) has {self.classes} classes; "
                                 f"{self.arch}'s wide part sends {wide} logits beside its deep part: use tabular-embed "
@@ -117,16 +126,13 @@ class SplitCase(Runtime):
                                 "reader does not record its one-hot groups; use --arch tabular-mlp")
         if self.top == "model":
             check_cut_layer(spec, self.cut_layer)
-        elif not _ends_dense(spec):
+        elif not ends_dense(self.arch):
             raise SplitlabError(f"--top {self.top} takes the output layer from the architecture; {self.arch} does not "
                                 "end in a dense layer: use cnn, mlp or small-mlp, or --top model")
         if self.aggregate == "sum":
-            check_int("--parties", self.parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
-            for party in range(self.parties):       # raises if a party's columns are too few for the layers
-                score_model(self.arch, 0, self.parties, party, strip_shape(image_shape, self.parties, party),
-                            self.classes)
+            _check_scores_fit(self.arch, self.parties, tuple(image_shape), self.classes)
         else:
-            check_parties(self.parties, self.arch, self.cut_layer, image_shape)
+            _check_parties_fit(self.parties, self.arch, self.cut_layer, tuple(image_shape))
         check_partition(self.partition, image_shape)
         check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):

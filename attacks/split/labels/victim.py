@@ -22,7 +22,7 @@ from attacks.split.experiment import family_victim
 from vfl import data as datasets
 from vfl.case import TOPS, SplitCase
 from vfl.errors import SplitlabError
-from vfl.models import arch_spec
+from vfl.models import ends_dense
 from vfl.protocol import Activations, Client, CutGradient, Server, Transcript
 from vfl.runs import Run
 from vfl.runtime import resolve_device
@@ -49,9 +49,7 @@ def check_label_victim(case: SplitCase) -> None:
                             "give --batch-size 2 or more")
     if case.lr > 10:
         raise SplitlabError(f"--lr {case.lr:g}: give a learning rate above 0 and at most 10")
-    with torch.device("meta"):
-        dense = isinstance(arch_spec(case.arch).build().layers[-1], nn.Linear)
-    if not dense:
+    if not ends_dense(case.arch):
         raise SplitlabError(f"architecture {case.arch} does not end in a dense layer; use cnn, mlp or small-mlp")
 
 
