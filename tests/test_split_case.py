@@ -37,6 +37,17 @@ def test_what_the_label_attacks_need_of_the_case_is_refused_in_one_line(given, m
         LabelVictim(**given)
 
 
+@pytest.mark.parametrize("case", [dict(parties=3), dict(arch="small-mlp", parties=2, aggregate="sum"), dict(arch="mlp", parties=2),
+                                  dict(top="linear")], ids=["cnn-3", "sum-2", "mlp-2", "u-shaped"])
+def test_checking_a_case_draws_nothing_from_torchs_global_generator(case):
+    # its checks build models, seeded or on the meta device; a check that drew would make the stream after a case
+    # depend on which cases a process had checked before (their outcomes are remembered)
+    before = torch.random.get_rng_state()
+    SplitCase(**case)
+    SplitCase(**case)
+    assert torch.equal(torch.random.get_rng_state(), before)
+
+
 def test_top_none_and_aggregate_sum_are_one_setting():
     assert dataclasses.astuple(SplitCase(top="none")) == dataclasses.astuple(SplitCase(aggregate="sum"))
     assert (SplitCase(top="none").aggregate, SplitCase(aggregate="sum").top) == ("sum", "none")

@@ -23,7 +23,6 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-
 from vfl import data as datasets
 from vfl.defences import check_send_back, parse_spec
 from vfl.errors import SplitlabError
@@ -44,12 +43,13 @@ MAX_EPOCHS, MAX_BATCH_SIZE = 100_000, 1_000_000
 TOPS = ("model", "linear", "none")
 
 
-# These two checks build the parties' models (milliseconds each) and depend only on their arguments; a grid checks
-# thousands of cases of a handful of shapes (a matrix's pairs: 1,233 cases, 3,170 CNNs built), so each passed
-# check is remembered. A failed one raises and is not remembered.
+# These two checks build the parties' models (milliseconds each, seeded or on the meta device, so they draw nothing
+# from torch's global generator) and their outcome depends only on their arguments; a grid checks thousands of
+# cases of a handful of shapes (a matrix's pairs: 1,233 cases, 3,170 CNNs built), so each passed check is
+# remembered. A failed one raises and is not remembered.
 
 @functools.lru_cache(maxsize=1024)
-def _check_parties_fit(parties: int, arch: str, cut: int, image_shape: tuple[int, ...]) -> None:
+def _check_parties_fit(arch: str, parties: int, cut: int, image_shape: tuple[int, ...]) -> None:
     check_parties(parties, arch, cut, image_shape)
 
 
@@ -132,7 +132,7 @@ class SplitCase(Runtime):
         if self.aggregate == "sum":
             _check_scores_fit(self.arch, self.parties, tuple(image_shape), self.classes)
         else:
-            _check_parties_fit(self.parties, self.arch, self.cut_layer, tuple(image_shape))
+            _check_parties_fit(self.arch, self.parties, self.cut_layer, tuple(image_shape))
         check_partition(self.partition, image_shape)
         check_task(self.task, self.positive, self.dataset)
         for party in range(self.parties):

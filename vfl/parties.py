@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from vfl.errors import SplitlabError
-from vfl.models import arch_spec, build_split
+from vfl.models import arch_spec, build_split, meta_layers
 from vfl.models.tabular import GatherWide, Groups, carried_dense
 from vfl.protocol import Activations, Client, CutGradient, InferenceQuery, Prediction
 from vfl.runtime import seeded, stream_seed
@@ -48,7 +48,7 @@ def check_parties(parties: int, arch: str, cut: int, image_shape: tuple[int, ...
     check_int(option, parties, low=1, high=min(MAX_PARTIES, image_shape[-1]))
     if parties == 1:
         return
-    if not _plain_layers(arch_spec(arch).build().layers):
+    if not _plain_layers(meta_layers(arch)):
         raise SplitlabError(f"architecture {arch} cannot be split between feature parties (its blocks fix the "
                             f"input layout); use {option} 1 or a cnn, mlp, small-mlp or cifar-cnn")
     top_model(arch, cut, 0, activation_shapes(arch, cut, image_shape, parties))     # raises if a strip is too narrow

@@ -89,26 +89,27 @@ def arch_spec(name: str) -> ArchSpec:
 
 
 @functools.lru_cache(maxsize=None)
-def _layers_on_meta(name: str) -> torch.nn.Sequential:
-    """The architecture's layers built on the meta device (nothing allocated, no random draw), once per name:
-    the checks below read its structure, and a grid checks thousands of cases of a few architectures."""
+def meta_layers(name: str) -> torch.nn.Sequential:
+    """The architecture's layers built on the meta device (nothing allocated, no random draw), once per name and
+    shared: read their structure, never change them. Checks read it, and a grid checks thousands of cases of a
+    few architectures."""
     with torch.device("meta"):
         return arch_spec(name).build().layers
 
 
 def output_cut(name: str) -> int:
     """The cut before the output layer (U-shaped split learning: the label party holds the output layer only)."""
-    return len(_layers_on_meta(name)) - 2
+    return len(meta_layers(name)) - 2
 
 
 def ends_dense(name: str) -> bool:
     """Whether the architecture's last layer is a dense one (the task's output layer)."""
-    return isinstance(_layers_on_meta(name)[-1], torch.nn.Linear)
+    return isinstance(meta_layers(name)[-1], torch.nn.Linear)
 
 
 def wide_logits(name: str) -> int:
     """How many logits the architecture's wide part sends beside its deep part (0: it has none)."""
-    return getattr(_layers_on_meta(name)[-1], "carry", 0)
+    return getattr(meta_layers(name)[-1], "carry", 0)
 
 
 def check_cut_layer(spec: ArchSpec, cut: int) -> None:
