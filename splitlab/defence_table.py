@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from splitlab.claims.results import RESULTS, provenance, read_csv
-from splitlab.claims.stats import interval, value_of
+from splitlab.claims.stats import beats_trivial, interval, value_of
 from splitlab.defence_matrix import pair
 from splitlab.matrix_grid import load_matrix
 from splitlab.matrix_score import TWO_SIDED
+from vfl.fsha_victim import RENAMED
 
 __all__ = ["Grid", "GRIDS", "MatrixRows", "MATRIX", "NOT_MEASURED", "table"]
 
@@ -161,16 +162,6 @@ def _numbers(rows: list[dict], pairs) -> str:
     return "; ".join(f"{words} {_stat(rows, column)}" for column, words in pairs)
 
 
-def beats_trivial(values: list[float], trivial: list[float], higher: bool = True, two_sided: bool = False) -> bool:
-    """Whether the attack's per-seed values are above their own trivial baselines beyond the seeds' spread: the 95%
-    t-interval of the paired gaps excludes 0 on the attacker's side (either side where it may flip its rule)."""
-    gaps = [(v - t) if higher else (t - v) for v, t in zip(values, trivial)]
-    if len(gaps) < 2:
-        return False
-    _, low, high = interval(gaps)
-    return low > 0 or (two_sided and high < 0)
-
-
 def _not_beaten(rows: list[dict], scores: tuple[Score, ...]) -> str:
     failed = [s.metric.replace("image_mse", "MSE").replace("leak_auc", "leak AUC").replace("ssim", "SSIM")
               .replace("psnr", "PSNR") for s in scores if not _grid_beats(rows, s)]
@@ -203,9 +194,17 @@ def _cost(grid: Grid, arm: str, arms: dict[str, list[dict]]) -> str:
 
 def _command(grid: Grid, arm: str, rows: list[dict]) -> str:
     """Each cell's command line (the grid's fixed settings, then its swept ones), seeds as run."""
-    base = provenance(grid.name)["sweep_record"]["command_line"]
+    base = _current_spelling(provenance(grid.name)["sweep_record"]["command_line"])
     swept = {**grid.only, **({"data-draw": "seed"} if _draw(rows) == "its own draw" else {}), grid.axis: arm}
     return f"`{base} " + " ".join(f"--{k} {v}" for k, v in swept.items()) + f" --seed S` (S = {_seeds(rows)})"
+
+
+def _current_spelling(command: str) -> str:
+    """A shipped record's command with FSHA's earlier option names (`--level`, `--lr-client`) in today's spelling:
+    the same run, in the words the command now documents."""
+    for old, new in RENAMED.items():
+        command = command.replace(f"--{old.replace('_', '-')} ", f"--{new.replace('_', '-')} ")
+    return command
 
 
 def _seeds(rows: list[dict]) -> str:

@@ -124,11 +124,18 @@ def matrix_command(
               "seconds": round(seconds, 1), "interrupted": interrupted, "report": str(sweep_dir / "report.md"),
               "ranking": [{"task": r["task"], "rank": r["rank"], "arm": r["arm"],
                            "c_dcs": None if r["c_dcs"] is None else round(r["c_dcs"].mean, 4)}
-                          for r in summary["scores"]]}
+                          for r in summary["scores"]],
+              "unjudged": [{"task": u["task"], "attack": u["attack"], "metric": u["metric"],
+                            "undefended": round(u["undefended"].mean, 4), "trivial": round(u["trivial"], 4)}
+                           for u in summary["unjudged"]]}
 
     def show(c) -> None:
         for r in record["ranking"]:
             c.print(f"{r['task']}: rank {r['rank']} {r['arm']} C-DCS {r['c_dcs']}", markup=False, highlight=False)
+        for u in record["unjudged"]:
+            c.print(f"{u['task']} x {u['attack']}: undefended {u['metric']} {u['undefended']} against its trivial "
+                    f"{u['trivial']}, not clearly above it: its cells cannot judge a defence", markup=False,
+                    highlight=False)
         c.print(f"{len(cells)} cells: {record['ok']} ok, {record['failed']} failed; {sum(finished)} were already "
                 f"finished; {seconds:.1f} s; {record['report']}", markup=False, highlight=False)
 

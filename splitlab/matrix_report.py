@@ -10,9 +10,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
+from splitlab.claims.stats import beats_trivial
 from splitlab.matrix_grid import NONE, Matrix
 from splitlab.matrix_score import ATTACK_METRICS, RANGES, TASK_METRIC, Interval, attack_metric, dcs, interval, \
-    scored_ap, shared_ranks, trivial, worst_ranking
+    scored_ap, shared_ranks, trivial, worst_ranking, TWO_SIDED
 from splitlab.sweep_report import collect
 from vfl.runs import atomic_write_bytes, atomic_write_text
 
@@ -49,6 +50,21 @@ def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], list[dict]]:
                             ap_star=trivial(metrics, metric) if metric else None, mp=metrics.get(TASK_METRIC),
                             seconds=found["cell_seconds"], bytes=_bytes(metrics)))
     return rows, failed
+
+
+def unjudged(rows: list[Row]) -> list[dict]:
+    """The (task, attack) pairs whose undefended attack is not clearly above its trivial baseline (the defence
+    table's rule, seed by seed): with no leak to stop, every arm's DCS there measures the task cost alone."""
+    out = []
+    for task, attack in dict.fromkeys((r["task"], r["attack"]) for r in rows):
+        none = [r for r in rows if (r["task"], r["attack"]) == (task, attack) and r["arm"] == NONE
+                and None not in (r["ap"], r["ap_star"])]
+        if none and not beats_trivial([r["ap"] for r in none], [r["ap_star"] for r in none],
+                                      two_sided=none[0]["metric"] in TWO_SIDED):
+            out.append({"task": task, "attack": attack, "metric": none[0]["metric"],
+                        "undefended": interval((r["ap"] for r in none), within=RANGES.get(none[0]["metric"])),
+                        "trivial": _mean(r["ap_star"] for r in none), "seeds": len(none)})
+    return out
 
 
 def _mean(values) -> Optional[float]:
@@ -277,6 +293,13 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
              "run records them. Failed: the arm's cells that failed on the task; such an arm is not ranked (its "
              "scores average only the attacks and seeds it survived).", "", "## Ranking", ""]
     lines += _table(composite, score_columns[1:] if len(matrix.tasks) == 1 else score_columns)
+    blind = unjudged(rows)
+    if blind:
+        lines += ["", "## Attacks that cannot judge a defence here", "", "Undefended, these attacks are not clearly "
+                  "above their trivial baseline (the 95% interval of the paired gaps over seeds includes 0), so no "
+                  "arm has a leak to stop: their cells' DCS measure the task cost alone, and the ranking above "
+                  "averages them in.", ""] + _table(blind, ["task", "attack", "metric", "undefended", "trivial",
+                                                            "seeds"])
     if failed:
         lines += ["", "## Failed cells", ""] + _table(failed, ["task", "attack", "arm", "seed", "error"])
     if worst:
@@ -292,7 +315,8 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
     lines += ["", "## Every cell", ""] + _table(cells, CELL_COLUMNS)
     lines += ["", "## Frontiers", ""] + [f"![{f}]({f})" for f in figures]
     atomic_write_text(out / "report.md", "\n".join(lines) + "\n")
-    return {"cells_ok": len(rows), "cells_failed": len(failed), "scores": composite, "figures": figures}
+    return {"cells_ok": len(rows), "cells_failed": len(failed), "scores": composite, "figures": figures,
+            "unjudged": blind}
 
 
 def _table(records: list[dict], columns: list[str]) -> list[str]:

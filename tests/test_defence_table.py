@@ -13,8 +13,13 @@ def _rows(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("| `")]
 
 
-def test_every_defence_of_the_catalogue_has_a_row_or_a_reason():
-    text = table()
+@pytest.fixture(scope="module")
+def text() -> str:
+    """The table over the shipped results (it reads every shipped grid and matrix: built once for the module)."""
+    return table()
+
+
+def test_every_defence_of_the_catalogue_has_a_row_or_a_reason(text):
     rows = _rows(text)
     missing = [name for name in registry.BUILTIN
                if not any(row.startswith(f"| `{name}`") or row.startswith(f"| `{name}:") for row in rows)
@@ -22,14 +27,14 @@ def test_every_defence_of_the_catalogue_has_a_row_or_a_reason():
     assert not missing, f"catalogued defences with neither a row nor a reason: {missing}"
 
 
-def test_a_reason_is_given_only_for_a_defence_with_no_row():
-    rows = _rows(table())
+def test_a_reason_is_given_only_for_a_defence_with_no_row(text):
+    rows = _rows(text)
     assert not [n for n in NOT_MEASURED if any(r.startswith((f"| `{n}`", f"| `{n}:")) for r in rows)]
     assert all(len(why) > 40 for _, why in NOT_MEASURED.values())
 
 
-def test_the_field_defences_rows_vary_the_data_over_at_least_three_seeds():
-    field_rows = [line for line in table().split("\n\n")[1].splitlines()[2:]]
+def test_the_field_defences_rows_vary_the_data_over_at_least_three_seeds(text):
+    field_rows = [line for line in text.split("\n\n")[1].splitlines()[2:]]
     assert len(field_rows) >= len(GRIDS)
     for row in field_rows:
         seeds = row.split(" | ")[6]
@@ -51,10 +56,10 @@ def test_beats_trivial_needs_the_paired_gap_clear_of_zero(values, trivial, highe
     assert beats_trivial(values, trivial, higher, two_sided) is beats
 
 
-def test_a_row_whose_undefended_attack_is_not_above_trivial_says_so():
-    nopeek = [r for r in _rows(table()) if r.startswith("| `nopeek:")]
+def test_a_row_whose_undefended_attack_is_not_above_trivial_says_so(text):
+    nopeek = [r for r in _rows(text) if r.startswith("| `nopeek:")]
     assert nopeek and all("measures nothing" in r for r in nopeek)      # UnSplit on the SmallMLP: worse than the mean
-    labels = [r for r in _rows(table()) if r.startswith("| `label-rr:")]
+    labels = [r for r in _rows(text) if r.startswith("| `label-rr:")]
     assert labels and not any("measures nothing" in r for r in labels)
 
 
@@ -65,12 +70,18 @@ def test_a_row_names_the_metrics_its_undefended_attack_does_not_clearly_beat():
     assert "in SSIM" in partial and "measures nothing" not in partial
 
 
-def test_a_rows_trivial_baselines_are_read_once_a_seed_from_the_undefended_arm():
+def test_a_rows_trivial_baselines_are_read_once_a_seed_from_the_undefended_arm(text):
     # the baselines of a seed's draw are the same in both arms; pooling the arms would count each draw twice
     grid = next(g for g in GRIDS if g.baselines == IMAGE_BASELINES)     # the mean image differs by draw
     arms = _arms(grid)
     none = arms["none"]
     defended = next(rows for arm, rows in arms.items() if arm != "none")
     once = _numbers(none, grid.baselines)
-    assert once in table()
+    assert once in text
     assert _numbers(none + defended, grid.baselines) != once
+
+
+def test_a_rows_command_uses_the_options_as_the_command_now_spells_them(text):
+    # the shipped FSHA grids were run as `--level 1`; the command documents (and the table prints) `--cut-layer`
+    fsha = [r for r in _rows(text) if "splitlab attack fsha" in r]
+    assert fsha and all("--level" not in r and "--cut-layer 1 " in r for r in fsha)

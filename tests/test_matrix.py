@@ -133,6 +133,22 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
     assert scores["marvell:scale=1.0"]["rank"] == "1"          # intervals apart: marvell above no defence
     assert scores["no defence"]["rank"] == "2"
     assert "## Ranking" in (tmp_path / "report.md").read_text()
+    assert summary["unjudged"] == [] and "cannot judge" not in (tmp_path / "report.md").read_text()
+
+
+def test_an_attack_at_chance_undefended_is_named_as_unable_to_judge_a_defence(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
+    values = {("none", 0): (0.44, 0.90), ("none", 1): (0.58, 0.92), ("none", 2): (0.47, 0.88),
+              ("marvell", 0): (0.5, 0.85), ("marvell", 1): (0.52, 0.9), ("marvell", 2): (0.49, 0.8)}
+    for _, _, cell in matrix.cells():
+        arm = matrix.arm_of("wdbc", "label-norm", cell)
+        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+    summary = write_report(matrix, tmp_path)
+    [blind] = summary["unjudged"]
+    assert (blind["task"], blind["attack"], blind["seeds"]) == ("wdbc", "label-norm", 3)
+    assert blind["undefended"].mean == pytest.approx((0.44 + 0.58 + 0.47) / 3) and blind["trivial"] == 0.5
+    report = (tmp_path / "report.md").read_text()
+    assert "## Attacks that cannot judge a defence here" in report and "| wdbc | label-norm | leak_auc |" in report
 
 
 def test_the_reports_intervals_stay_within_what_each_score_can_be(tmp_path):

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from scipy.special import betaincinv, stdtrit
 
-__all__ = ["interval", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "PLAIN",
+__all__ = ["interval", "beats_trivial", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "PLAIN",
            "value_of", "trivial", "BASELINES", "images_behind", "images_fixed"]
 
 LEVEL = 0.95
@@ -42,6 +42,17 @@ def interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, floa
         return mean, mean, mean
     half = float(stdtrit(len(values) - 1, 0.5 + level / 2)) * statistics.stdev(values) / math.sqrt(len(values))
     return mean, mean - half, mean + half
+
+
+def beats_trivial(values: Sequence[float], trivial: Sequence[float], higher: bool = True,
+                  two_sided: bool = False) -> bool:
+    """Whether an attack's per-seed values are above their own trivial baselines beyond the seeds' spread: the 95%
+    t-interval of the paired gaps excludes 0 on the attacker's side (either side where it may flip its rule)."""
+    gaps = [(v - t) if higher else (t - v) for v, t in zip(values, trivial)]
+    if len(gaps) < 2:
+        return False
+    _, low, high = interval(gaps)
+    return low > 0 or (two_sided and high < 0)
 
 
 def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple[float, float, float]:
