@@ -17,7 +17,7 @@ from splitlab.claims.results import RESULTS, provenance, read_csv
 from splitlab.claims.stats import beats_trivial, interval, value_of
 from splitlab.defence_matrix import pair
 from splitlab.matrix_grid import load_matrix
-from splitlab.matrix_score import TWO_SIDED
+from splitlab.matrix_score import clear_of_trivial
 from vfl.fsha_victim import RENAMED
 
 __all__ = ["Grid", "GRIDS", "MatrixRows", "MATRIX", "NOT_MEASURED", "table"]
@@ -200,8 +200,10 @@ def _command(grid: Grid, arm: str, rows: list[dict]) -> str:
 
 
 def _current_spelling(command: str) -> str:
-    """A shipped record's command with FSHA's earlier option names (`--level`, `--lr-client`) in today's spelling:
-    the same run, in the words the command now documents."""
+    """A shipped FSHA record's command with FSHA's earlier option names (`--level`, `--lr-client`) in today's
+    spelling: the same run, in the words the command now documents. Other commands never took those names."""
+    if not command.startswith("splitlab attack fsha "):
+        return command
     for old, new in RENAMED.items():
         command = command.replace(f"--{old.replace('_', '-')} ", f"--{new.replace('_', '-')} ")
     return command
@@ -275,8 +277,7 @@ def _matrix_lines() -> list[str]:
                     metric = rows[0]["metric"]
                     words = "leak AUC" if metric == "leak_auc" else metric.upper()
                     ap = lambda rs: [float(r["ap"]) for r in rs]                                   # noqa: E731
-                    beats = beats_trivial(ap(none), [float(r["ap_star"]) for r in none],
-                                          two_sided=metric in TWO_SIDED)
+                    beats = clear_of_trivial(metric, ap(none), [float(r["ap_star"]) for r in none])
                     trivial = "chance AUC" if metric == "leak_auc" else "strongest trivial image SSIM"
                     cost = (f"task acc. {_stat_of([float(r['mp']) for r in none], 'accuracy')} → "
                             f"{_stat_of([float(r['mp']) for r in rows], 'accuracy')}")

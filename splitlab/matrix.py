@@ -134,7 +134,7 @@ def matrix_command(
             c.print(f"{r['task']}: rank {r['rank']} {r['arm']} C-DCS {r['c_dcs']}", markup=False, highlight=False)
         for u in record["unjudged"]:
             c.print(f"{u['task']} x {u['attack']}: undefended {u['metric']} {u['undefended']} against its trivial "
-                    f"{u['trivial']}, not clearly above it: its cells cannot judge a defence", markup=False,
+                    f"{u['trivial']}, not clearly away from it: its cells cannot judge a defence", markup=False,
                     highlight=False)
         c.print(f"{len(cells)} cells: {record['ok']} ok, {record['failed']} failed; {sum(finished)} were already "
                 f"finished; {seconds:.1f} s; {record['report']}", markup=False, highlight=False)

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
-from splitlab.claims.stats import beats_trivial
 from splitlab.matrix_grid import NONE, Matrix
-from splitlab.matrix_score import ATTACK_METRICS, RANGES, TASK_METRIC, Interval, attack_metric, dcs, interval, \
-    scored_ap, shared_ranks, trivial, worst_ranking, TWO_SIDED
+from splitlab.matrix_score import ATTACK_METRICS, RANGES, TASK_METRIC, Interval, attack_metric, clear_of_trivial, dcs, \
+    interval, scored_ap, shared_ranks, trivial, worst_ranking
 from splitlab.sweep_report import collect
 from vfl.runs import atomic_write_bytes, atomic_write_text
 
-__all__ = ["Row", "rows_of", "score", "write_report"]
+__all__ = ["Row", "rows_of", "score", "unjudged", "write_report"]
 
 
 class Row(dict):
@@ -53,14 +53,15 @@ def rows_of(matrix: Matrix, out: Path) -> tuple[list[Row], list[dict]]:
 
 
 def unjudged(rows: list[Row]) -> list[dict]:
-    """The (task, attack) pairs whose undefended attack is not clearly above its trivial baseline (the defence
-    table's rule, seed by seed): with no leak to stop, every arm's DCS there measures the task cost alone."""
+    """The (task, attack) pairs whose undefended attack, over two seeds or more, is not clearly away from its trivial
+    baseline (`clear_of_trivial`, the defence table's rule): no arm has a leak to stop there, so their DCS mix the
+    task cost with the attack's noise. One seed gives no interval, and nothing is said of it."""
     out = []
     for task, attack in dict.fromkeys((r["task"], r["attack"]) for r in rows):
         none = [r for r in rows if (r["task"], r["attack"]) == (task, attack) and r["arm"] == NONE
-                and None not in (r["ap"], r["ap_star"])]
-        if none and not beats_trivial([r["ap"] for r in none], [r["ap_star"] for r in none],
-                                      two_sided=none[0]["metric"] in TWO_SIDED):
+                and None not in (r["ap"], r["ap_star"]) and math.isfinite(r["ap"])]
+        if len(none) >= 2 and not clear_of_trivial(none[0]["metric"], [r["ap"] for r in none],
+                                                   [r["ap_star"] for r in none]):
             out.append({"task": task, "attack": attack, "metric": none[0]["metric"],
                         "undefended": interval((r["ap"] for r in none), within=RANGES.get(none[0]["metric"])),
                         "trivial": _mean(r["ap_star"] for r in none), "seeds": len(none)})
@@ -296,9 +297,9 @@ def write_report(matrix: Matrix, out: Path, worst: Optional[list[dict]] = None) 
     blind = unjudged(rows)
     if blind:
         lines += ["", "## Attacks that cannot judge a defence here", "", "Undefended, these attacks are not clearly "
-                  "above their trivial baseline (the 95% interval of the paired gaps over seeds includes 0), so no "
-                  "arm has a leak to stop: their cells' DCS measure the task cost alone, and the ranking above "
-                  "averages them in.", ""] + _table(blind, ["task", "attack", "metric", "undefended", "trivial",
+                  "away from their trivial baseline (the 95% interval of the paired gaps over seeds includes 0; for "
+                  "a leak AUC, on either side), so no arm has a leak to stop: their cells' DCS mix the task cost "
+                  "with the attack's noise, and the ranking above averages them in.", ""] + _table(blind, ["task", "attack", "metric", "undefended", "trivial",
                                                             "seeds"])
     if failed:
         lines += ["", "## Failed cells", ""] + _table(failed, ["task", "attack", "arm", "seed", "error"])

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
-__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "TWO_SIDED", "scored_ap", "dcs", "attack_metric", "trivial",
+from splitlab.claims.stats import beats_trivial
+
+__all__ = ["B", "ATTACK_METRICS", "TASK_METRIC", "TWO_SIDED", "clear_of_trivial", "scored_ap", "dcs", "attack_metric", "trivial",
            "Interval", "interval", "RANGES", "shared_ranks",
            "worst_ranking"]
 
@@ -34,6 +36,13 @@ TASK_METRIC = "accuracy"
 TWO_SIDED = ("leak_auc",)
 """Metrics an attacker can flip: a leak AUC as far below 0.5 as another is above it leaks as much (it reverses its
 rule). A reconstruction's SSIM below the best trivial image's is no leak at all: the trivial image does better."""
+
+
+def clear_of_trivial(metric: str, values: Sequence[float], trivial: Sequence[float]) -> bool:
+    """Whether an undefended attack's per-seed values are clearly away from their own trivial baselines (the 95%
+    interval of the paired gaps excludes 0: above it, or either side for a metric the attacker can flip). Where
+    they are not, a defence has no leak to stop there. Fewer than two seeds give no interval: never clear."""
+    return beats_trivial(values, trivial, two_sided=metric in TWO_SIDED)
 
 
 def scored_ap(metric: str, ap: float, ap_star: float) -> float:

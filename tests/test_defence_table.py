@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from splitlab.defence_table import GRIDS, NOT_MEASURED, NOTHING, IMAGE_BASELINES, _arms, _flag, _numbers, beats_trivial, table
+from splitlab.claims.stats import beats_trivial
+from splitlab.defence_table import GRIDS, NOT_MEASURED, NOTHING, IMAGE_BASELINES, _arms, _flag, _numbers, table
 from vfl.defences import registry
 
 

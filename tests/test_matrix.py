@@ -151,6 +151,29 @@ def test_an_attack_at_chance_undefended_is_named_as_unable_to_judge_a_defence(tm
     assert "## Attacks that cannot judge a defence here" in report and "| wdbc | label-norm | leak_auc |" in report
 
 
+def test_one_seed_names_no_attack_as_unable_to_judge(tmp_path):
+    matrix = parse_matrix(_tiny(seeds=(0,)), "t", "t.toml")
+    for _, _, cell in matrix.cells():
+        _fake_cell(tmp_path, cell, 0.99 if matrix.arm_of("wdbc", "label-norm", cell).defence == "none" else 0.6, 0.9)
+    assert write_report(matrix, tmp_path)["unjudged"] == []          # no interval: nothing said either way
+
+
+def test_the_shipped_cpu_reports_unjudged_attacks_are_those_of_its_seeds():
+    from splitlab.claims.results import RESULTS
+    from splitlab.matrix_report import Row, _table, unjudged
+
+    shipped_dir = RESULTS / "matrix-cpu"
+    none = {"no defence": NONE}
+    rows = [Row(task=r["task"], attack=r["attack"], arm=none.get(r["arm"], r["arm"]), seed=int(r["seed"]),
+                metric=r["metric"], ap=float(r["ap"]), ap_star=float(r["ap_star"]))
+            for r in csv.DictReader((shipped_dir / "seeds.csv").open())]
+    blind = unjudged(rows)
+    assert [(u["task"], u["attack"]) for u in blind] == [("wdbc", "label-norm"), ("mnist5k", "unsplit")]
+    report = (shipped_dir / "report.md").read_text()
+    table = "\n".join(_table(blind, ["task", "attack", "metric", "undefended", "trivial", "seeds"]))
+    assert table in report and report.index("## Attacks that cannot judge") < report.index("## Failed cells")
+
+
 def test_the_reports_intervals_stay_within_what_each_score_can_be(tmp_path):
     """A DCS lies in (0, 1], an accuracy and a leak AUC in [0, 1]: a t-interval over three seeds that reaches past
     that is cut to it, its mean kept."""
