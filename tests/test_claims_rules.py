@@ -476,3 +476,16 @@ def test_the_images_behind_a_claim():
     assert images_behind(batches).startswith("400 images (50 batches of 8")
     assert images_behind([{"seed": 0, "accuracy": 0.9}]) == ""
     assert images_fixed(old) and images_fixed(fixed) and not images_fixed(drawn) and not images_fixed(batches)
+
+
+def test_a_bounded_metrics_interval_is_cut_to_its_bounds_and_its_mean_kept():
+    from splitlab.claims.cells import level
+    from splitlab.claims.stats import FACTOR, PLAIN, SHARE, SSIM
+    rows = [{"label_accuracy": v} for v in (1.0, 1.0, 0.97)]
+    mean, low, high, n = level(rows, "label_accuracy", SHARE)
+    assert (high, n) == (1.0, 3) and low < mean == pytest.approx(0.99)
+    assert level(rows, "label_accuracy", PLAIN)[2] > 1.0              # a quantity without bounds keeps its interval
+    ssim = [{"ssim": v} for v in (-0.98, -0.9, -1.0)]
+    assert level(ssim, "ssim", SSIM)[1] == -1.0
+    assert FACTOR.within(-5.0, 5.0, [2.0]) == (-5.0, 5.0)              # an error on a log axis has no such bounds
+    assert SHARE.within(20.0, 40.0, [30.0]) == (20.0, 40.0)            # a percentage is not a share: left as it is

@@ -88,7 +88,7 @@ def level(rows: Rows, metric: str, scale: Scale) -> Optional[tuple[float, float,
         if scale.log and any(v <= 0 for v in found):
             return None
         mean, low, high = interval([scale.to_axis(v) for v in found])
-        return mean, low, high, len(found)
+        return (mean, *scale.within(low, high, found), len(found))
     kept = _summary(rows, metric)
     if kept is None or scale.log:
         return None

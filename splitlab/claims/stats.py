@@ -88,6 +88,16 @@ class Scale:
     band: float
     margin: float
     log: bool = False
+    bounds: tuple[float, float] | None = None
+    """Where the metric lives (an accuracy or a share in [0, 1], SSIM in [-1, 1]): a t-interval of its mean over a
+    few cells can reach past them, and is cut to them, its mean kept."""
+
+    def within(self, low: float, high: float, values: Sequence[float]) -> tuple[float, float]:
+        """An interval of the mean of `values` (on the axis) cut to the metric's bounds; left as it is where a value
+        lies outside them (the metric is then not in this scale's units, a percentage say)."""
+        if self.bounds is None or self.log or not all(self.bounds[0] <= v <= self.bounds[1] for v in values):
+            return low, high
+        return max(low, self.bounds[0]), min(high, self.bounds[1])
 
     def to_axis(self, value: float) -> float:
         """The value where differences are taken: log10 on a log scale."""
@@ -109,12 +119,12 @@ class Scale:
 
 
 DB = Scale("PSNR", " dB", band=1.0, margin=0.1)
-POINTS = Scale("accuracy", "", band=0.01, margin=0.01)
+POINTS = Scale("accuracy", "", band=0.01, margin=0.01, bounds=(0.0, 1.0))
 """Accuracy as a fraction: the band is one accuracy point."""
 FACTOR = Scale("MSE", "", band=2.0, margin=1.02, log=True)
 """Errors compared as ratios: within a factor 2 of the paper's; within 2% of a baseline is at it."""
-SSIM = Scale("SSIM", "", band=0.05, margin=0.01)
-SHARE = Scale("share", "", band=0.05, margin=0.01)
+SSIM = Scale("SSIM", "", band=0.05, margin=0.01, bounds=(-1.0, 1.0))
+SHARE = Scale("share", "", band=0.05, margin=0.01, bounds=(0.0, 1.0))
 """Label and alignment accuracies, shares of cells: five points."""
 PLAIN = Scale("value", "", band=0.0, margin=0.0)
 """A quantity with no paper number to meet (only a direction)."""
