@@ -489,3 +489,7 @@ def test_a_bounded_metrics_interval_is_cut_to_its_bounds_and_its_mean_kept():
     assert level(ssim, "ssim", SSIM)[1] == -1.0
     assert FACTOR.within(-5.0, 5.0, [2.0]) == (-5.0, 5.0)              # an error on a log axis has no such bounds
     assert SHARE.within(20.0, 40.0, [30.0]) == (20.0, 40.0)            # a percentage is not a share: left as it is
+    percent = level([{"m": 30.0}, {"m": 31.0}], "m", SHARE)
+    assert percent[1] < 30.0 and percent[2] > 31.0
+    summary = level([{"m": 0.99, "m.std": 0.02, "cells_summarised": 3}], "m", SHARE)    # a run that kept its mean
+    assert summary[2] == 1.0 and summary[0] == 0.99

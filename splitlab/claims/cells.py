@@ -92,7 +92,8 @@ def level(rows: Rows, metric: str, scale: Scale) -> Optional[tuple[float, float,
     kept = _summary(rows, metric)
     if kept is None or scale.log:
         return None
-    return kept
+    mean, low, high, n = kept
+    return (mean, *scale.within(low, high, [mean]), n)
 
 
 def shown(scale: Scale, mean: float, low: float, high: float) -> str:

@@ -90,7 +90,8 @@ class Scale:
     log: bool = False
     bounds: tuple[float, float] | None = None
     """Where the metric lives (an accuracy or a share in [0, 1], SSIM in [-1, 1]): a t-interval of its mean over a
-    few cells can reach past them, and is cut to them, its mean kept."""
+    few cells can reach past them, and is cut to them, its mean kept. The bounds are the scale's, so a metric read
+    on it must live there too: a difference of two shares, which can be negative, belongs on another scale."""
 
     def within(self, low: float, high: float, values: Sequence[float]) -> tuple[float, float]:
         """An interval of the mean of `values` (on the axis) cut to the metric's bounds; left as it is where a value
