@@ -112,13 +112,18 @@ def _fake_cell(out, cell, ap, mp):
     (folder / "cell.json").write_text(json.dumps({"cell": cell.key, "status": "ok", "seconds": 2.0}))
 
 
+def _fake_cells(out, matrix, values):
+    """Every cell of the tiny matrix finished with the (leak AUC, accuracy) `values` give its (defence, seed)."""
+    for _, _, cell in matrix.cells():
+        arm = matrix.arm_of("wdbc", "label-norm", cell)
+        _fake_cell(out, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+
+
 def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_path):
     matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.6, 0.85), ("marvell", 1): (0.55, 0.9), ("marvell", 2): (0.5, 0.8)}
-    for _, _, cell in matrix.cells():
-        arm = matrix.arm_of("wdbc", "label-norm", cell)
-        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+    _fake_cells(tmp_path, matrix, values)
     summary = write_report(matrix, tmp_path)
     assert summary["cells_ok"] == 6 and summary["figures"] == ["frontier-wdbc-label-norm.png"]
     for name in ("report.md", "matrix.csv", "scores.csv", "frontier-wdbc-label-norm.png"):
@@ -140,9 +145,7 @@ def test_an_attack_at_chance_undefended_is_named_as_unable_to_judge_a_defence(tm
     matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     values = {("none", 0): (0.44, 0.90), ("none", 1): (0.58, 0.92), ("none", 2): (0.47, 0.88),
               ("marvell", 0): (0.5, 0.85), ("marvell", 1): (0.52, 0.9), ("marvell", 2): (0.49, 0.8)}
-    for _, _, cell in matrix.cells():
-        arm = matrix.arm_of("wdbc", "label-norm", cell)
-        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+    _fake_cells(tmp_path, matrix, values)
     summary = write_report(matrix, tmp_path)
     [blind] = summary["unjudged"]
     assert (blind["task"], blind["attack"], blind["seeds"]) == ("wdbc", "label-norm", 3)
@@ -181,9 +184,7 @@ def test_the_reports_intervals_stay_within_what_each_score_can_be(tmp_path):
     matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.5, 0.90), ("marvell", 1): (0.5, 0.92), ("marvell", 2): (0.7, 0.7)}
-    for _, _, cell in matrix.cells():
-        arm = matrix.arm_of("wdbc", "label-norm", cell)
-        _fake_cell(tmp_path, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+    _fake_cells(tmp_path, matrix, values)
     write_report(matrix, tmp_path)
     cells = {r["arm"]: r for r in csv.DictReader((tmp_path / "matrix.csv").open())}
     scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}

@@ -99,7 +99,7 @@ def claims_page() -> str:
     lines += [f"- **{v}**: {MEANINGS[v]};" for v in VERDICTS]
     lines += [f"- exact checks: **{v}**, {MEANINGS[v]};" for v in CHECKS]
     lines[-1] = lines[-1][:-1] + "."
-    lines += ["", RULES_TEXT, "The rules, one per shape of claim (`splitlab/claims/rules.py`):", ""]
+    lines += ["", RULES_TEXT, "The rules, one per shape of claim (`splitlab/claims/rules.py`, `one_sample.py`):", ""]
     lines += [f"- `{r.__name__}`: {r.summary};" for r in RULES]
     lines[-1] = lines[-1][:-1] + "."
     lines += ["", "## By paper", ""]
