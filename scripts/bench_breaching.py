@@ -25,6 +25,7 @@ compile seconds of each repeat and what `auto` decided and why (`extras.compile`
     python scripts/bench_breaching.py --repeats 3
     python scripts/bench_breaching.py --quick            # a few steps: checks both sides run
     python scripts/bench_breaching.py --dataset photos   # a 32x32 colour photo in place of the digit
+    python scripts/bench_breaching.py --plain            # also Inverting Gradients' math as a plain torch loop
 
 breaching 0.1.2 runs in its own environment beside the lab's, with the project's torch and torchvision made
 visible to it through a .pth file, so both sides run the same torch build (breaching is not a dependency of
@@ -105,6 +106,46 @@ def lab_run(name: str, problem: dict, compile_mode: str):
     start = time.process_time()
     result = engine.report.attach(attack(observation, seed=0, engine=engine, init=init))
     return result, time.process_time() - start
+
+
+def plain_ig(problem: dict) -> tuple[float, float, torch.Tensor]:
+    """Inverting Gradients' math as a plain torch loop with nothing around it (no engine, no trace, no best
+    iterate per step): cross-entropy, the parameter gradient with `create_graph`, 1 - cosine against the observed
+    gradient + TV, its gradient in the image, signed Adam at lr 0.1 with the step decay, the box. Restarts run one
+    after another, as breaching runs them. What an eager implementation of this objective cannot go below on
+    this torch build: the lab's step is compared with it. Returns (seconds, final loss of the best restart, its
+    image)."""
+    import torch.nn.functional as F
+    from attacks.engine.priors import tv_l1
+    from vfl.models.hfl import build_hfl_model
+
+    model = build_hfl_model(problem["arch"], problem["shape"], problem["classes"], seed=0).eval()
+    model.load_state_dict({**problem["params"], **problem["buffers"]})
+    params = [p for p in model.parameters()]
+    observed = [g.detach() for g in problem["gradient"]]
+    observed_norm = torch.sqrt(sum(g.pow(2).sum() for g in observed))
+    steps, labels = problem["steps"], problem["labels"]
+    milestones = [int(steps * f) for f in (3 / 8, 5 / 8, 7 / 8)]
+    best = (math.inf, None)
+    start = time.perf_counter()
+    for start_image in problem["starts"]["x"]:
+        x = start_image.clone().requires_grad_(True)
+        optimizer = torch.optim.Adam([x], lr=0.1)
+        decay = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones, 0.1)
+        for _ in range(steps):
+            gradient = torch.autograd.grad(F.cross_entropy(model(x), labels), params, create_graph=True)
+            dot = sum((g * o).sum() for g, o in zip(gradient, observed))
+            norm = torch.sqrt(sum(g.pow(2).sum() for g in gradient))
+            loss = 1 - dot / (norm * observed_norm) + IG_TV * tv_l1(x)
+            (x.grad,) = torch.autograd.grad(loss, [x])
+            x.grad.sign_()
+            optimizer.step()
+            decay.step()
+            with torch.no_grad():
+                x.clamp_(0, 1)
+        if float(loss.detach()) < best[0]:
+            best = (float(loss.detach()), x.detach().clone())
+    return time.perf_counter() - start, best[0], best[1]
 
 
 def psnr_of(image: torch.Tensor, truth: torch.Tensor) -> float:
@@ -202,6 +243,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 DLG steps, 8 IG iterations, one repeat")
     parser.add_argument("--only", default=None, help="comma-separated problems to run (DLG, IG 8 restarts, IG 1 restart: "
                         "a prefix is enough, e.g. --only DLG)")
+    parser.add_argument("--plain", action="store_true", help="also time Inverting Gradients' math as a plain torch "
+                        "loop (no engine; restarts one after another) in this process, beside both sides")
     parser.add_argument("--breaching-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--name", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -229,8 +272,12 @@ def main() -> None:
         path = os.path.join(folder, "problems.pt")
         torch.save(cases, path)
         for name, problem in cases.items():
-            lab, whole, reports, theirs, lab_cpu, their_cpu = [], [], [], [], [], []
+            lab, whole, reports, theirs, lab_cpu, their_cpu, plain = [], [], [], [], [], [], []
             for _ in range(args.repeats):
+                if args.plain and not problem["joint"]:
+                    seconds, plain_loss, plain_image = plain_ig(problem)
+                    plain.append(seconds)
+                    plain_psnr = psnr_of(plain_image, problem["truth"])
                 # the engine's own clock (its steps, compile seconds taken out); breaching's reconstruct() call;
                 # and each side's process CPU seconds over the same call (steadier on a shared machine)
                 result, cpu = lab_run(name, problem, args.compile)
@@ -247,6 +294,10 @@ def main() -> None:
                 their_cpu.append(other["cpu_seconds"])
                 their_loss = other["final_loss"]
                 their_psnr = psnr_of(torch.load(other["reconstruction"]), problem["truth"])
+            if plain:
+                print(f"  {name}: plain torch loop {statistics.median(plain):.2f} s (median of {len(plain)}; "
+                      f"{[round(p, 2) for p in plain]}), {1e3 * statistics.median(plain) / (problem['steps'] * problem['trials']):.2f} "
+                      f"ms per restart-step; PSNR {plain_psnr:.2f} dB, loss {plain_loss:.3g}", flush=True)
             rows.append((name, problem["steps"], statistics.median(whole), statistics.median(lab), whole[0],
                          statistics.median(theirs), statistics.median(lab_cpu), statistics.median(their_cpu),
                          lab_loss, their_loss, lab_psnr, their_psnr, reports))
