@@ -493,3 +493,18 @@ def test_a_bounded_metrics_interval_is_cut_to_its_bounds_and_its_mean_kept():
     assert percent[1] < 30.0 and percent[2] > 31.0
     summary = level([{"m": 0.99, "m.std": 0.02, "cells_summarised": 3}], "m", SHARE)    # a run that kept its mean
     assert summary[2] == 1.0 and summary[0] == 0.99
+
+
+def test_a_yes_or_no_per_cell_is_a_share_of_cells_with_its_exact_interval():
+    from splitlab.claims.cells import level
+    from splitlab.claims.one_sample import AtMost
+    from splitlab.claims.stats import FLAG
+    one_of_three = [{"flagged": v} for v in ("False", "False", "True")]      # switches, as results.csv writes them
+    mean, low, high, n = level(one_of_three, "flagged", FLAG)
+    assert (mean, n) == (pytest.approx(1 / 3), 3) and (low, high) == share_interval(1, 3)
+    assert 0.008 < low < 0.009 and 0.90 < high < 0.91               # a t-interval on 0/1 spans all of [0, 1]
+    assert level(one_of_three, "flagged", SHARE)[1:3] == (0.0, 1.0)
+    all_three = level([{"flagged": 1.0}] * 3, "flagged", FLAG)
+    assert all_three[0] == 1.0 and all_three[1] == pytest.approx(0.025 ** (1 / 3)) and all_three[2] == 1.0
+    verdict = AtMost(Select({}, "honest runs"), "flagged", 0.0, FLAG)(one_of_three)
+    assert verdict.verdict == "partly" and "0.3333 [0.008404, 0.9057] over 3 cells" in verdict.lab

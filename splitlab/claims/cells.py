@@ -13,7 +13,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from scipy.special import stdtrit
 
-from splitlab.claims.stats import DB, FACTOR, PLAIN, SHARE, SSIM, Scale, at_or_below, interval, trivial, value_of
+from splitlab.claims.stats import (DB, FACTOR, PLAIN, SHARE, SSIM, Scale, at_or_below, interval, share_interval, trivial,
+                                   value_of)
 
 __all__ = ["Rows", "Select", "Verdict", "level", "shown", "Guard", "guard_of", "GUARD_SCALES", "Paired", "SUMMARY",
            "matches", "unguarded"]
@@ -87,6 +88,9 @@ def level(rows: Rows, metric: str, scale: Scale) -> Optional[tuple[float, float,
     if found:
         if scale.log and any(v <= 0 for v in found):
             return None
+        if scale.binary:                        # yes/no per cell: the share saying yes, its exact interval
+            yes = sum(v >= 0.5 for v in found)
+            return (yes / len(found), *share_interval(yes, len(found)), len(found))
         mean, low, high = interval([scale.to_axis(v) for v in found])
         return (mean, *scale.within(low, high, found), len(found))
     kept = _summary(rows, metric)

@@ -4,7 +4,7 @@ and raises no alarm against an honest server."""
 from splitlab.claims.defence_claims import NO_NUMBERS
 from splitlab.claims.model import Claim, Measure, Select
 from splitlab.claims.rules import AtLeast, AtMost, Beats
-from splitlab.claims.stats import FACTOR, SHARE
+from splitlab.claims.stats import FACTOR, FLAG
 
 PAPER = "erdogan"
 ATTACKS = ("fsha",)
@@ -26,7 +26,7 @@ CLAIMS = [
           f"FSHA detected in every run, within the first epoch; {NO_NUMBERS}",
           Measure("field-defences-splitguard",
                   AtLeast(Select({"defence": f"{GUARD},on_detection=stop"}, "SplitGuard against FSHA"),
-                          "defence_report.splitguard_detected", 1.0, SHARE),
+                          "defence_report.splitguard_detected", 1.0, FLAG),
                   "share of seeds 0-2 whose FSHA run SplitGuard flagged (the round is in the same rows)"),
           reduced=REDUCED,
           easier="the lab's own threshold (0.5, fail-fast) flags at the first score, early in training, where it "
@@ -48,7 +48,7 @@ CLAIMS = [
           f"no honest run flagged at the paper's thresholds; {NO_NUMBERS}",
           Measure("field-defences-splitguard-honest",
                   AtMost(Select({"defence": GUARD}, "SplitGuard, honest server"),
-                         "defence_report.splitguard_detected", 0.0, SHARE),
+                         "defence_report.splitguard_detected", 0.0, FLAG),
                   "share of seeds 0-2 whose honest run SplitGuard flagged"),
           reduced=REDUCED),
 ]

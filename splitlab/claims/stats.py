@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from scipy.special import betaincinv, stdtrit
 
-__all__ = ["interval", "beats_trivial", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "PLAIN",
+__all__ = ["interval", "beats_trivial", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "FLAG", "PLAIN",
            "value_of", "trivial", "BASELINES", "images_behind", "images_fixed"]
 
 LEVEL = 0.95
@@ -92,6 +92,9 @@ class Scale:
     """Where the metric lives (an accuracy or a share in [0, 1], SSIM in [-1, 1]): a t-interval of its mean over a
     few cells can reach past them, and is cut to them, its mean kept. The bounds are the scale's, so a metric read
     on it must live there too: a difference of two shares, which can be negative, belongs on another scale."""
+    binary: bool = False
+    """Each cell's value is a yes or a no (1 or 0, a switch): the mean is the share of cells that say yes and its
+    interval the exact binomial one (`share_interval`), not a t-interval on the 0/1 values."""
 
     def within(self, low: float, high: float, values: Sequence[float]) -> tuple[float, float]:
         """An interval of the mean of `values` (on the axis) cut to the metric's bounds; left as it is where a value
@@ -127,6 +130,8 @@ FACTOR = Scale("MSE", "", band=2.0, margin=1.02, log=True)
 SSIM = Scale("SSIM", "", band=0.05, margin=0.01, bounds=(-1.0, 1.0))
 SHARE = Scale("share", "", band=0.05, margin=0.01, bounds=(0.0, 1.0))
 """Label and alignment accuracies, shares of cells: five points."""
+FLAG = Scale("share of cells", "", band=0.05, margin=0.01, bounds=(0.0, 1.0), binary=True)
+"""A yes/no per cell (SplitGuard flagged the run): the share of cells that say yes, five points."""
 PLAIN = Scale("value", "", band=0.0, margin=0.0)
 """A quantity with no paper number to meet (only a direction)."""
 
