@@ -112,16 +112,16 @@ def plain_ig(problem: dict) -> tuple[float, float, torch.Tensor]:
     """Inverting Gradients' math as a plain torch loop with nothing around it (no engine, no trace, no best
     iterate per step): cross-entropy, the parameter gradient with `create_graph`, 1 - cosine against the observed
     gradient + TV, its gradient in the image, signed Adam at lr 0.1 with the step decay, the box. Restarts run one
-    after another, as breaching runs them. What an eager implementation of this objective cannot go below on
-    this torch build: the lab's step is compared with it. Returns (seconds, final loss of the best restart, its
-    image)."""
+    after another, as breaching runs them. The objective as one writes it by hand in eager torch (the cosine summed
+    layer by layer, `torch.optim.Adam` without its fused kernel): a reference to compare both sides' steps with,
+    not a floor. Returns (seconds, the best restart's loss at its last step, its final image)."""
     import torch.nn.functional as F
     from attacks.engine.priors import tv_l1
     from vfl.models.hfl import build_hfl_model
 
     model = build_hfl_model(problem["arch"], problem["shape"], problem["classes"], seed=0).eval()
     model.load_state_dict({**problem["params"], **problem["buffers"]})
-    params = [p for p in model.parameters()]
+    params = list(model.parameters())
     observed = [g.detach() for g in problem["gradient"]]
     observed_norm = torch.sqrt(sum(g.pow(2).sum() for g in observed))
     steps, labels = problem["steps"], problem["labels"]
@@ -297,7 +297,7 @@ def main() -> None:
             if plain:
                 print(f"  {name}: plain torch loop {statistics.median(plain):.2f} s (median of {len(plain)}; "
                       f"{[round(p, 2) for p in plain]}), {1e3 * statistics.median(plain) / (problem['steps'] * problem['trials']):.2f} "
-                      f"ms per restart-step; PSNR {plain_psnr:.2f} dB, loss {plain_loss:.3g}", flush=True)
+                      f"ms per restart-step; PSNR {plain_psnr:.2f} dB, loss at the last step {plain_loss:.3g}", flush=True)
             rows.append((name, problem["steps"], statistics.median(whole), statistics.median(lab), whole[0],
                          statistics.median(theirs), statistics.median(lab_cpu), statistics.median(their_cpu),
                          lab_loss, their_loss, lab_psnr, their_psnr, reports))
