@@ -269,6 +269,9 @@ def synthetic(claim: Claim, agree: bool, trivial: bool = False) -> list[dict]:
                 for i, (x, v) in enumerate(zip(xs, values)) for s in SEEDS]
     if isinstance(rule, Level):
         s, sign = rule.scale, 1.0 if rule.higher_is_better else -1.0
+        if s.binary:                                # a yes/no per cell: every cell says the paper's answer, or not
+            flag = rule.value if agree else 1.0 - rule.value
+            return [{**_where_values(rule.select), "seed": k, rule.metric: flag, **extra} for k in SEEDS]
         off = 0.0 if agree else -sign * (s.axis_band + max(abs(s.to_axis(rule.value)) * 0.5, 1.0))
         value = s.from_axis(s.to_axis(rule.value) + off)
         return [{**_where_values(rule.select), "seed": k, rule.metric: value * (1 + JITTER[k]), **extra}

@@ -508,3 +508,10 @@ def test_a_yes_or_no_per_cell_is_a_share_of_cells_with_its_exact_interval():
     assert all_three[0] == 1.0 and all_three[1] == pytest.approx(0.025 ** (1 / 3)) and all_three[2] == 1.0
     verdict = AtMost(Select({}, "honest runs"), "flagged", 0.0, FLAG)(one_of_three)
     assert verdict.verdict == "partly" and "0.3333 [0.008404, 0.9057] over 3 cells" in verdict.lab
+    none_of_three = level([{"flagged": 0.0}] * 3, "flagged", FLAG)
+    assert none_of_three[:3] == (0.0, 0.0, pytest.approx(1 - 0.025 ** (1 / 3)))
+    assert level([{"flagged": 1.0}], "flagged", FLAG)[1:] == (pytest.approx(0.025), 1.0, 1)     # one cell: an interval
+    kept = level([{"flagged": 1 / 3, "cells_summarised": 3}], "flagged", FLAG)      # a run that kept only the share
+    assert kept[1:3] == share_interval(1, 3)
+    with pytest.raises(ValueError, match="not 0 or 1"):
+        level([{"flagged": 0.97}, {"flagged": 1.0}], "flagged", FLAG)

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 from scipy.special import stdtrit
 
 from splitlab.claims.stats import (DB, FACTOR, PLAIN, SHARE, SSIM, Scale, at_or_below, interval, share_interval, trivial,
-                                   value_of)
+                                   value_of, yes_count)
 
 __all__ = ["Rows", "Select", "Verdict", "level", "shown", "Guard", "guard_of", "GUARD_SCALES", "Paired", "SUMMARY",
            "matches", "unguarded"]
@@ -89,7 +89,7 @@ def level(rows: Rows, metric: str, scale: Scale) -> Optional[tuple[float, float,
         if scale.log and any(v <= 0 for v in found):
             return None
         if scale.binary:                        # yes/no per cell: the share saying yes, its exact interval
-            yes = sum(v >= 0.5 for v in found)
+            yes = yes_count(found)
             return (yes / len(found), *share_interval(yes, len(found)), len(found))
         mean, low, high = interval([scale.to_axis(v) for v in found])
         return (mean, *scale.within(low, high, found), len(found))
@@ -97,6 +97,8 @@ def level(rows: Rows, metric: str, scale: Scale) -> Optional[tuple[float, float,
     if kept is None or scale.log:
         return None
     mean, low, high, n = kept
+    if scale.binary:                            # a kept share of yes answers: its exact interval, as from the cells
+        return (mean, *share_interval(round(mean * n), n), n)
     return (mean, *scale.within(low, high, [mean]), n)
 
 

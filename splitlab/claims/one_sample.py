@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Optional
 
 from splitlab.claims.cells import Rows, Select, Verdict, guard_of, unguarded
-from splitlab.claims.stats import BASELINES, DB, Scale, at_or_below, share_interval, trivial, value_of
+from splitlab.claims.stats import BASELINES, DB, Scale, at_or_below, share_interval, trivial, value_of, yes_count
 from splitlab.claims.verdict_parts import AT_TRIVIAL, arm_failed, missing_text, over_cells, with_guards
 
 __all__ = ["Level", "AtLeast", "AtMost", "Fails", "Holds"]
@@ -162,7 +162,7 @@ class Holds:
         found = [v for v in (value_of(r, self.flag) for r in self.select.rows(rows)) if v is not None]
         if not found:
             return Verdict("not attempted", "no results", f"no cell records {self.flag}")
-        k, n = sum(v >= 0.5 for v in found), len(found)
+        k, n = yes_count(found), len(found)
         low, high = share_interval(k, n)
         lab = f"{self.select.label}: holds in {k} of {n} cells" + (f" [{low:.2f}, {high:.2f}]" if n > 1 else "")
         values = {"mean": k / n, "low": low, "high": high, "n": n}

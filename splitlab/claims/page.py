@@ -23,8 +23,8 @@ applies it (`splitlab/claims/model.py`):
 
 RULES_TEXT = """\
 Comparisons are judged on paired seeds (the mean difference and its 95% t-interval; errors and times as
-ratios), trends on their ends paired the same way, levels on their mean's interval, yes/no properties on the
-share of cells with its exact interval. No measurement at or below a trivial baseline (the all-zero image, the
+ratios), trends on their ends paired the same way, levels on their mean's interval, yes/no properties (and
+levels of a yes/no per cell) on the share of cells with its exact interval. No measurement at or below a trivial baseline (the all-zero image, the
 mean image, the attack's initial guess; for label inference, the majority class for every sample: `baselines`
 in each cell's metrics.json) makes a claim reproduced;
 where the arm a claim needs working does no better, the verdict is "at a trivial baseline", and where the cells

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from scipy.special import betaincinv, stdtrit
 
-__all__ = ["interval", "beats_trivial", "welch", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "FLAG", "PLAIN",
+__all__ = ["interval", "beats_trivial", "welch", "yes_count", "share_interval", "Scale", "DB", "POINTS", "FACTOR", "SSIM", "SHARE", "FLAG", "PLAIN",
            "value_of", "trivial", "BASELINES", "images_behind", "images_fixed"]
 
 LEVEL = 0.95
@@ -66,6 +66,15 @@ def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple
     dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
     half = float(stdtrit(dof, 0.5 + level / 2)) * math.sqrt(va + vb)
     return mean, mean - half, mean + half
+
+
+def yes_count(values: Sequence[float]) -> int:
+    """How many of these yes/no values say yes (1). A value that is neither 1 nor 0 is refused: it is not a yes or
+    a no, and rounding it to one would give an exact interval to a share that is not one."""
+    odd = [v for v in values if v not in (0.0, 1.0)]
+    if odd:
+        raise ValueError(f"a yes/no metric holds {odd[0]!r}, not 0 or 1")
+    return sum(v == 1.0 for v in values)
 
 
 def share_interval(k: int, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -129,7 +138,7 @@ FACTOR = Scale("MSE", "", band=2.0, margin=1.02, log=True)
 """Errors compared as ratios: within a factor 2 of the paper's; within 2% of a baseline is at it."""
 SSIM = Scale("SSIM", "", band=0.05, margin=0.01, bounds=(-1.0, 1.0))
 SHARE = Scale("share", "", band=0.05, margin=0.01, bounds=(0.0, 1.0))
-"""Label and alignment accuracies, shares of cells: five points."""
+"""Label and alignment accuracies, leak AUCs: five points."""
 FLAG = Scale("share of cells", "", band=0.05, margin=0.01, bounds=(0.0, 1.0), binary=True)
 """A yes/no per cell (SplitGuard flagged the run): the share of cells that say yes, five points."""
 PLAIN = Scale("value", "", band=0.0, margin=0.0)
