@@ -112,19 +112,20 @@ def _fake_cell(out, cell, ap, mp):
     (folder / "cell.json").write_text(json.dumps({"cell": cell.key, "status": "ok", "seconds": 2.0}))
 
 
-def _fake_cells(out, matrix, values):
-    """Every cell of the tiny matrix finished with the (leak AUC, accuracy) `values` give its (defence, seed)."""
+def _report_of(out, values):
+    """The report of the tiny matrix over seeds 0-2 whose every cell finished with the (leak AUC, accuracy) `values`
+    give its (defence, seed): written into `out`, its summary returned."""
+    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     for _, _, cell in matrix.cells():
         arm = matrix.arm_of("wdbc", "label-norm", cell)
         _fake_cell(out, cell, *values[arm.defence, dict(cell.swept)["seed"]])
+    return write_report(matrix, out)
 
 
 def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_path):
-    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.6, 0.85), ("marvell", 1): (0.55, 0.9), ("marvell", 2): (0.5, 0.8)}
-    _fake_cells(tmp_path, matrix, values)
-    summary = write_report(matrix, tmp_path)
+    summary = _report_of(tmp_path, values)
     assert summary["cells_ok"] == 6 and summary["figures"] == ["frontier-wdbc-label-norm.png"]
     for name in ("report.md", "matrix.csv", "scores.csv", "frontier-wdbc-label-norm.png"):
         assert (tmp_path / name).stat().st_size > 0
@@ -142,11 +143,9 @@ def test_the_report_scores_each_arm_against_the_undefended_cell_of_its_seed(tmp_
 
 
 def test_an_attack_at_chance_undefended_is_named_as_unable_to_judge_a_defence(tmp_path):
-    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     values = {("none", 0): (0.44, 0.90), ("none", 1): (0.58, 0.92), ("none", 2): (0.47, 0.88),
               ("marvell", 0): (0.5, 0.85), ("marvell", 1): (0.52, 0.9), ("marvell", 2): (0.49, 0.8)}
-    _fake_cells(tmp_path, matrix, values)
-    summary = write_report(matrix, tmp_path)
+    summary = _report_of(tmp_path, values)
     [blind] = summary["unjudged"]
     assert (blind["task"], blind["attack"], blind["seeds"]) == ("wdbc", "label-norm", 3)
     assert blind["undefended"].mean == pytest.approx((0.44 + 0.58 + 0.47) / 3) and blind["trivial"] == 0.5
@@ -181,11 +180,9 @@ def test_the_reports_intervals_stay_within_what_each_score_can_be(tmp_path):
     """A DCS lies in (0, 1], an accuracy and a leak AUC in [0, 1]: a t-interval over three seeds that reaches past
     that is cut to it, its mean kept."""
     assert interval([0.95, 1.0, 0.7], within=(0.0, 1.0)).high == 1.0
-    matrix = parse_matrix(_tiny(seeds=(0, 1, 2)), "t", "t.toml")
     values = {("none", 0): (0.9, 0.90), ("none", 1): (0.8, 0.92), ("none", 2): (0.85, 0.88),
               ("marvell", 0): (0.5, 0.90), ("marvell", 1): (0.5, 0.92), ("marvell", 2): (0.7, 0.7)}
-    _fake_cells(tmp_path, matrix, values)
-    write_report(matrix, tmp_path)
+    _report_of(tmp_path, values)
     cells = {r["arm"]: r for r in csv.DictReader((tmp_path / "matrix.csv").open())}
     scores = {r["arm"]: r for r in csv.DictReader((tmp_path / "scores.csv").open())}
     marvell = "marvell:scale=1.0"
